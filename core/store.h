@@ -1,0 +1,111 @@
+// The persistence contract the shards rely on (SPEC R10, R12.2, R12.5). storage/ implements
+// it on RocksDB; the simulation uses an in-memory fake. A shard gathers everything one loop
+// turn changed into one Mutations and writes it as one batch (group commit).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/types.h"
+
+namespace ringcast {
+
+struct DeliveryPut {
+  Delivery delivery;
+  uint64_t tenant_hash = 0;  // for the per-tenant index; needed when is_new
+  bool is_new = false;       // first write: also index it (tenant and endpoint time order)
+};
+
+// Everything one loop turn changed. Plain data: the core's decision logic produces it.
+struct Mutations {
+  std::vector<Event> events;  // new events: payload stored once + idempotency key (R12.5)
+  std::vector<DeliveryPut> deliveries;
+  std::vector<Attempt> attempts;  // append-only history
+  std::vector<Endpoint> endpoints;
+  std::vector<EndpointId> endpoint_deletes;
+  std::vector<Tenant> tenants;
+  std::vector<Notification> notifications;
+
+  bool empty() const {
+    return events.empty() && deliveries.empty() && attempts.empty() && endpoints.empty() &&
+           endpoint_deletes.empty() && tenants.empty() && notifications.empty();
+  }
+  void clear() {
+    events.clear(), deliveries.clear(), attempts.clear(), endpoints.clear();
+    endpoint_deletes.clear(), tenants.clear(), notifications.clear();
+  }
+};
+
+enum class SyncPolicy : uint8_t {
+  kAlways,    // the batch is fsynced before write() returns
+  kInterval,  // a sync at most every interval; acks wait for durable_seq() (default)
+  kNone,      // never synced by us: benchmarks only, unsafe
+};
+
+// What the idempotency key holds for (tenant, event id).
+struct EventKeyRecord {
+  EventSeq seq = 0;
+  uint64_t payload_hash = 0;
+  uint32_t deliveries = 0;  // how many deliveries intake created (the 202 body)
+};
+
+struct DeliveryDetail {
+  Delivery delivery;
+  std::string tenant;
+  std::vector<Attempt> attempts;  // in order
+};
+
+struct DeliveryPage {
+  std::vector<Delivery> items;  // newest first
+  std::string next_cursor;      // opaque; empty at the end
+};
+
+// Receives a partition's state during recovery, in key order.
+class RecoveryVisitor {
+ public:
+  virtual ~RecoveryVisitor() = default;
+  virtual void on_endpoint(const Endpoint& e) = 0;
+  virtual void on_tenant(const Tenant& t) = 0;
+  // Every non-terminal delivery. One that was kInFlight at the crash arrives already turned
+  // back to kPending, after the store wrote its `lease_expired` attempt.
+  virtual void on_delivery(const Delivery& d) = 0;
+};
+
+struct RecoveryStats {
+  uint64_t endpoints = 0, tenants = 0, pending = 0, leases_expired = 0;
+  uint64_t next_sequence = 1;  // the partition's next free id sequence
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // One atomic batch. Returns its commit sequence; it is durable once durable_seq() >= it.
+  virtual Result<uint64_t> write(const Mutations& m) = 0;
+  virtual uint64_t durable_seq() const = 0;
+
+  virtual Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
+                                                               std::string_view event_id) = 0;
+  virtual Result<std::optional<Event>> load_event(EventSeq seq) = 0;
+  virtual Result<std::optional<Event>> find_event(std::string_view tenant,
+                                                  std::string_view event_id) = 0;
+
+  virtual Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) = 0;
+  // R10.2: the newest `limit` deliveries across all endpoints of a tenant.
+  virtual Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant,
+                                                          size_t limit) = 0;
+  virtual Result<DeliveryPage> list_deliveries(std::string_view tenant,
+                                               std::optional<EndpointId> endpoint,
+                                               std::optional<DeliveryStatus> status,
+                                               size_t limit, std::string_view cursor) = 0;
+  virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                               size_t limit) = 0;
+
+  // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
+  virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;
+};
+
+}  // namespace ringcast

@@ -1,0 +1,61 @@
+// The core's view of the wire: send one signed request, get one result. The transport never
+// retries (SPEC R12.3) and keeps the transport result apart from the business outcome
+// (R12.1): it reports what happened; core/classify turns that into an Outcome.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace ringcast {
+
+struct SendRequest {
+  DeliveryId delivery_id = 0;
+  uint16_t attempt = 1;       // 1-based; visible to smengo receivers (R5.4)
+  std::string message_id;     // stable across attempts of one delivery (R11.3)
+  std::string url;
+  SignatureProfile profile = SignatureProfile::kStandard;
+  std::vector<std::string> secrets;  // every active secret signs (R11.2 rotation)
+  std::string body;                  // the event payload, byte-for-byte
+  uint64_t pool_key = 0;             // optional hint: endpoint id, for per-endpoint limits
+};
+
+struct TransportResult {
+  bool response_received = false;  // a complete status line + headers were parsed
+  bool request_written = false;    // every request byte reached the socket
+  bool connect_attempted = false;  // a TCP connect was started (false: refused before sending)
+  uint16_t http_status = 0;
+  ErrorCode code;           // network/TLS/DNS/URL/guard failure; kNone when a response came
+  std::string retry_after;  // raw Retry-After header value, if any
+  std::string body_prefix;  // first kResponsePrefixBytes of the body
+  Timings timings;
+  bool reused_connection = false;
+};
+
+// A caller-owned, pinned operation (STYLE 4): its address identifies it; no copies.
+class SendOp {
+ public:
+  SendOp() = default;
+  SendOp(const SendOp&) = delete;
+  SendOp& operator=(const SendOp&) = delete;
+  virtual ~SendOp() = default;
+
+  SendRequest request;
+  TransportResult result;
+  WallTime started_at;  // set by the transport when the attempt starts
+
+  // Runs on the loop thread once `result` is final. The op may be reused or freed inside.
+  virtual void on_complete() = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Starts one exchange. The op stays alive until on_complete(); completion never runs
+  // inline inside send() (STYLE 5).
+  virtual void send(SendOp* op) = 0;
+};
+
+}  // namespace ringcast

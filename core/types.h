@@ -1,0 +1,215 @@
+// The domain's vocabulary (SPEC R1): events, endpoints, deliveries, attempts, and the compact
+// error code every attempt carries (SPEC R6). Records here are what the store persists and the
+// scheduler keeps in memory; `Delivery` is kept small on purpose: millions are pending at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+
+namespace ringcast {
+
+// A partition is xxh3(tenant) % kPartitions; fixed at creation (ARCHITECTURE.md).
+inline constexpr uint32_t kPartitions = 256;
+using Partition = uint16_t;
+
+// Ids that the engine assigns: (partition << 48) | per-partition sequence. The partition in
+// the top bits makes every record of a partition one key range in the store.
+using EventSeq = uint64_t;
+using DeliveryId = uint64_t;
+using EndpointId = uint64_t;
+inline constexpr int kIdSequenceBits = 48;
+inline constexpr uint64_t make_id(Partition p, uint64_t seq) {
+  return (uint64_t{p} << kIdSequenceBits) | (seq & ((uint64_t{1} << kIdSequenceBits) - 1));
+}
+inline constexpr Partition id_partition(uint64_t id) {
+  return static_cast<Partition>(id >> kIdSequenceBits);
+}
+inline constexpr uint64_t id_sequence(uint64_t id) {
+  return id & ((uint64_t{1} << kIdSequenceBits) - 1);
+}
+
+uint64_t tenant_hash(std::string_view tenant);  // xxh3-64
+inline Partition partition_of(std::string_view tenant) {
+  return static_cast<Partition>(tenant_hash(tenant) % kPartitions);
+}
+uint64_t payload_hash(std::string_view payload);  // xxh3-64, for idempotent intake (R12.5)
+
+// SPEC R6 outcome of one attempt, business view. kUnknown: the receiver may have acted
+// (timeout or reset after the request was written, 502 — R12.1); retried like kRetryable.
+enum class Outcome : uint8_t { kSuccess, kRejected, kRetryable, kUnknown };
+const char* outcome_name(Outcome o);
+
+// The log's error code (SPEC R6): a kind plus a detail (HTTP status or errno).
+struct ErrorCode {
+  enum class Kind : uint8_t {
+    kNone = 0,
+    kHttp,                // http_<status>; detail = status
+    kRedirectNotAllowed,  // 3xx
+    kGone,                // 410
+    kTimeout,             // whole-exchange deadline
+    kNetwork,             // network_<ERRNO>; detail = errno
+    kTlsCert,             // network_tls_cert
+    kTlsHandshake,        // network_tls_handshake
+    kDnsFailed,
+    kPrivateAddress,
+    kNotHttps,
+    kPortNotAllowed,
+    kUserinfoNotAllowed,
+    kFragmentNotAllowed,
+    kInvalidUrl,
+    kUrlTooLong,
+    kUrlTooShort,
+    kSubscriptionInactive,
+    kEndpointDisabled,
+    kLeaseExpired,
+    kBreakerHoldExpired,  // held by the breaker for 30 days in total (R4.7)
+    kDeadlineExceeded,    // a ladder's ceiling (R3.2, R3.3)
+    kEndpointDeleted,
+  };
+  Kind kind = Kind::kNone;
+  int16_t detail = 0;
+
+  static constexpr ErrorCode none() { return {}; }
+  static constexpr ErrorCode http(int status) { return {Kind::kHttp, static_cast<int16_t>(status)}; }
+  static constexpr ErrorCode network(int err) { return {Kind::kNetwork, static_cast<int16_t>(err)}; }
+  static constexpr ErrorCode of(Kind k) { return {k, 0}; }
+  bool is_none() const { return kind == Kind::kNone; }
+  bool operator==(const ErrorCode&) const = default;
+  // "http_503", "network_ECONNREFUSED", "private_address", ... (SPEC R6 spelling)
+  std::string str() const;
+};
+static_assert(sizeof(ErrorCode) == 4);
+
+enum class SignatureProfile : uint8_t { kStandard, kXhub, kSmengo };
+const char* signature_profile_name(SignatureProfile p);
+
+enum class EndpointState : uint8_t { kEnabled, kPaused, kDisabled };
+const char* endpoint_state_name(EndpointState s);
+
+// Delivery lifecycle. kInFlight doubles as the lease: persisted before the request goes on
+// the wire; a delivery found kInFlight at recovery gets a `lease_expired` attempt (R6).
+enum class DeliveryStatus : uint8_t { kPending, kInFlight, kDelivered, kFailed, kDead };
+const char* delivery_status_name(DeliveryStatus s);
+inline bool is_terminal(DeliveryStatus s) {
+  return s == DeliveryStatus::kDelivered || s == DeliveryStatus::kFailed ||
+         s == DeliveryStatus::kDead;
+}
+
+// Which ladder an attempt was spent on (R3.4: separate budgets).
+enum class Ladder : uint8_t { kNone, kFast, kSlow };
+
+struct Event {
+  EventSeq seq = 0;
+  std::string tenant;
+  std::string id;    // the producer's idempotency key, unique per tenant
+  std::string type;  // e.g. payment.status_changed
+  std::string payload;  // raw JSON bytes, delivered byte-for-byte (R1)
+  WallTime created_at;
+  uint64_t payload_hash = 0;
+};
+
+struct Secret {
+  std::string key;                       // raw bytes (Standard Webhooks: after "whsec_" base64)
+  WallTime expires_at = WallTime::max();  // set on the old secret during rotation
+};
+
+struct RateLimit {
+  double per_second = 0;  // 0: unlimited
+  uint32_t burst = 0;
+};
+
+struct Endpoint {
+  EndpointId id = 0;
+  std::string tenant;
+  std::string url;
+  std::vector<std::string> event_types;  // empty: all; "payment.*": prefix wildcard
+  std::string policy = "smengo";         // a preset or a named policy from config
+  SignatureProfile signature = SignatureProfile::kStandard;
+  std::vector<Secret> secrets;  // newest first; all unexpired ones sign (R11.2)
+  RateLimit rate_limit;
+  uint32_t max_in_flight = 0;  // 0: the engine default
+  EndpointState state = EndpointState::kEnabled;
+  ErrorCode disabled_reason;
+  WallTime created_at;
+  WallTime updated_at;
+};
+
+// Persisted circuit-breaker state of one tenant (R4). The sliding window itself is not
+// persisted: after a restart it refills within five minutes.
+struct BreakerSnapshot {
+  enum class State : uint8_t { kClosed, kOpen, kHalfOpen };
+  State state = State::kClosed;
+  uint32_t failed_probes = 0;
+  WallTime opened_at;
+  WallTime reopen_at;  // when kOpen: the end of the current pause
+};
+
+struct Tenant {
+  std::string name;
+  bool subscription_active = true;
+  BreakerSnapshot breaker;
+  WallTime updated_at;
+};
+
+// One event to one endpoint. Compact and trivially copyable: the scheduler keeps millions of
+// these in memory next to their timer entries (ISSUE 2: 10 M pending in < 1 GiB).
+struct Delivery {
+  DeliveryId id = 0;
+  EventSeq event = 0;
+  EndpointId endpoint = 0;
+  WallTime created_at;
+  WallTime next_attempt_at;  // due time while pending
+  WallTime first_slow_at;    // first slow-ladder step (R3.2); zero = none yet
+  Duration held{0};          // total time held by the breaker (R4.7)
+  uint16_t attempts = 0;     // all attempts, the number the receiver sees (R5.4)
+  uint8_t fast_attempts = 0;
+  uint8_t slow_attempts = 0;
+  uint16_t last_http_status = 0;
+  ErrorCode last_code;
+  DeliveryStatus status = DeliveryStatus::kPending;
+  uint8_t flags = 0;
+
+  static constexpr uint8_t kFlagMoney = 1;  // money event (R3.5), decided at intake
+  static constexpr uint8_t kFlagTest = 2;   // endpoint test event (R8.5, R9.3)
+  bool money() const { return flags & kFlagMoney; }
+  bool test() const { return flags & kFlagTest; }
+};
+static_assert(sizeof(Delivery) <= 72);
+
+// Network timings of one attempt (0 when a phase did not happen, e.g. a reused connection).
+struct Timings {
+  Duration dns{0}, connect{0}, tls{0}, first_byte{0}, total{0};
+};
+
+inline constexpr size_t kResponsePrefixBytes = 512;  // R10.3
+
+struct Attempt {
+  DeliveryId delivery = 0;
+  uint16_t number = 0;  // 1-based, over all ladders
+  Ladder ladder = Ladder::kNone;
+  Outcome outcome = Outcome::kRetryable;
+  ErrorCode code;
+  uint16_t http_status = 0;
+  bool request_written = false;  // the whole request reached the socket
+  WallTime started_at;
+  Duration duration{0};
+  Timings timings;
+  std::string response_prefix;  // first kResponsePrefixBytes of the body
+};
+
+// Operator notification (R8.4): e.g. an endpoint was auto-disabled.
+struct Notification {
+  uint64_t seq = 0;  // (partition << 48) | sequence, like the other ids
+  std::string tenant;
+  EndpointId endpoint = 0;
+  std::string kind;  // "endpoint_disabled"
+  ErrorCode reason;
+  WallTime at;
+  std::string message;
+};
+
+}  // namespace ringcast
