@@ -24,13 +24,17 @@ enum class Errc : uint8_t {
 
 const char* errc_name(Errc c);
 
-// `message` points at static storage (a literal); `field` names the input field at fault, if
-// any, so the API can answer {"error": {"code", "message", "field"}}.
+// All strings point at static storage (literals). `reason` is the machine-readable code an
+// API answers with (e.g. "not_https", "conflict"; errc_name(code) when null), `field` names
+// the input field at fault, so the API can answer {"error": {"code", "message", "field"}}.
 struct Error {
   Errc code = Errc::kInternal;
   const char* message = "";
   const char* field = nullptr;
+  const char* reason = nullptr;
   int sys_errno = 0;
+
+  const char* reason_or_code() const { return reason ? reason : errc_name(code); }
 };
 static_assert(std::is_trivially_copyable_v<Error>);
 
@@ -88,8 +92,9 @@ class [[nodiscard]] Result<void> {
 };
 
 inline Result<void> ok() { return {}; }
-inline Error make_error(Errc code, const char* message, const char* field = nullptr) {
-  return Error{code, message, field, 0};
+inline Error make_error(Errc code, const char* message, const char* field = nullptr,
+                        const char* reason = nullptr) {
+  return Error{code, message, field, reason, 0};
 }
 
 }  // namespace ringcast

@@ -1,0 +1,109 @@
+// The public C++ API of ringcast (for embedding, and what the HTTP API and CLI adapt).
+// Shards own tenants, so calls that touch a tenant's state are routed to the owning shard and
+// complete asynchronously: the callback runs on that shard's thread, never inline in the
+// call. Reads of the delivery log go to the store directly and return synchronously.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/store.h"
+#include "core/types.h"
+
+namespace ringcast {
+
+template <class T>
+using Callback = std::function<void(Result<T>)>;
+
+struct EndpointSpec {
+  std::string url;
+  std::vector<std::string> event_types;  // empty: every type
+  std::string policy = "smengo";         // "smengo" | "xhub" | a named policy from config
+  SignatureProfile signature = SignatureProfile::kStandard;
+  std::optional<std::string> secret;     // generated when absent
+  RateLimit rate_limit;
+  uint32_t max_in_flight = 0;
+};
+
+struct EndpointPatch {
+  std::optional<std::string> url;
+  std::optional<std::vector<std::string>> event_types;
+  std::optional<std::string> policy;
+  std::optional<SignatureProfile> signature;
+  std::optional<RateLimit> rate_limit;
+  std::optional<uint32_t> max_in_flight;
+};
+
+enum class EndpointAction : uint8_t { kPause, kResume, kEnable };
+
+struct EventInput {
+  std::string tenant;
+  std::string id;
+  std::string type;
+  std::string payload;  // raw JSON bytes, delivered byte-for-byte
+};
+
+struct SubmitResult {
+  enum class Kind : uint8_t { kAccepted, kDuplicate };  // a conflict is an Error (kConflict)
+  Kind kind = Kind::kAccepted;
+  EventSeq event = 0;
+  uint32_t deliveries = 0;
+};
+
+struct BreakerView {
+  BreakerSnapshot snapshot;
+  uint32_t window_total = 0;   // deliveries in the sliding window
+  uint32_t window_failed = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Endpoints (R8, R9). URL form errors come back as kInvalidArgument with the R6 reason.
+  virtual void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) = 0;
+  virtual void list_endpoints(std::string tenant, Callback<std::vector<Endpoint>> done) = 0;
+  virtual void get_endpoint(std::string tenant, EndpointId id, Callback<Endpoint> done) = 0;
+  virtual void update_endpoint(std::string tenant, EndpointId id, EndpointPatch patch,
+                               Callback<Endpoint> done) = 0;
+  virtual void delete_endpoint(std::string tenant, EndpointId id, Callback<bool> done) = 0;
+  virtual void endpoint_action(std::string tenant, EndpointId id, EndpointAction action,
+                               Callback<Endpoint> done) = 0;
+  // Sends a `ringcast.test` event to this endpoint only, also while paused (R9.3).
+  virtual void test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) = 0;
+  // Adds a new secret (generated when absent); the old one keeps signing for the overlap.
+  virtual void rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
+                             Callback<Endpoint> done) = 0;
+
+  // Intake (R12.5). Completes once the event and its deliveries are durable.
+  virtual void submit(EventInput event, Callback<SubmitResult> done) = 0;
+  virtual void submit_batch(std::vector<EventInput> events,
+                            std::function<void(std::vector<Result<SubmitResult>>)> done) = 0;
+
+  // Tenant-wide state (R4.8, R6 subscription_inactive).
+  virtual void get_breaker(std::string tenant, Callback<BreakerView> done) = 0;
+  virtual void reset_breaker(std::string tenant, Callback<BreakerView> done) = 0;
+  virtual void set_subscription(std::string tenant, bool active, Callback<bool> done) = 0;
+
+  // The delivery log (R10), read from the store.
+  virtual Result<std::optional<DeliveryDetail>> get_delivery(std::string_view tenant,
+                                                             DeliveryId id) = 0;
+  virtual Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant) = 0;
+  virtual Result<DeliveryPage> list_deliveries(std::string_view tenant,
+                                               std::optional<EndpointId> endpoint,
+                                               std::optional<DeliveryStatus> status,
+                                               size_t limit, std::string_view cursor) = 0;
+  virtual Result<std::optional<Event>> get_event(std::string_view tenant,
+                                                 std::string_view event_id) = 0;
+  virtual Result<std::vector<Notification>> notifications(std::string_view tenant) = 0;
+
+  // Prometheus text exposition (no per-endpoint labels).
+  virtual std::string metrics_text() = 0;
+  virtual bool ready() const = 0;
+};
+
+}  // namespace ringcast
