@@ -7,9 +7,12 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -70,6 +73,49 @@ TEST(TestCa, WritesFiles) {
   bssl::UniquePtr<EVP_PKEY> key(PEM_read_PrivateKey(f, nullptr, nullptr, nullptr));
   std::fclose(f);
   EXPECT_TRUE(key);
+}
+
+TEST(Process, StartsWaitsForLineAndStops) {
+  TempDir dir;
+  ProcessOptions o;
+  o.env = {"GREETING=hello"};
+  o.stdout_path = dir.file("out");
+  o.stderr_path = dir.file("err");
+  Process p = Process::start({"/bin/sh", "-c", "echo \"ready $GREETING\"; exec sleep 30"}, o);
+  auto line = p.wait_for_stdout_line("ready", std::chrono::seconds(10));
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "ready hello");
+  EXPECT_TRUE(p.running());
+  ExitStatus s = p.stop(std::chrono::seconds(5));
+  EXPECT_TRUE(s.signaled) << s.str();
+  EXPECT_EQ(s.signal, SIGTERM);
+  EXPECT_FALSE(p.running());
+}
+
+TEST(Process, ReportsExitCodeAndExecFailure) {
+  Process p = Process::start({"/bin/sh", "-c", "exit 7"});
+  auto s = p.wait(std::chrono::seconds(10));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->exited);
+  EXPECT_EQ(s->code, 7);
+  EXPECT_THROW(Process::start({"/nonexistent/ringcast-binary"}), std::runtime_error);
+}
+
+TEST(Process, DestructorKillsTheChild) {
+  pid_t pid;
+  {
+    Process p = Process::start({"/bin/sleep", "30"});
+    pid = p.pid();
+    EXPECT_EQ(::kill(pid, 0), 0);
+  }
+  EXPECT_NE(::kill(pid, 0), 0);  // reaped: the pid no longer exists
+}
+
+TEST(Process, FreePortIsBindable) {
+  uint16_t port = free_tcp_port();
+  EXPECT_GT(port, 0);
+  EXPECT_FALSE(wait_for_port("127.0.0.1", port, std::chrono::milliseconds(20)));
+  EXPECT_FALSE(wait_for_port("10.0.0.1", port, std::chrono::milliseconds(20)));  // not loopback
 }
 
 }  // namespace
