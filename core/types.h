@@ -175,8 +175,12 @@ struct Delivery {
 
   static constexpr uint8_t kFlagMoney = 1;  // money event (R3.5), decided at intake
   static constexpr uint8_t kFlagTest = 2;   // endpoint test event (R8.5, R9.3)
+  // The pending (or in-flight) attempt is a slow-ladder step (R3.4: separate budgets); unset:
+  // the fast ladder / the fixed schedule. Written by core/scheduler, read back at recovery.
+  static constexpr uint8_t kFlagSlowLadder = 4;
   bool money() const { return flags & kFlagMoney; }
   bool test() const { return flags & kFlagTest; }
+  Ladder ladder() const { return (flags & kFlagSlowLadder) ? Ladder::kSlow : Ladder::kFast; }
 };
 static_assert(sizeof(Delivery) <= 72);
 
