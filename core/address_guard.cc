@@ -63,16 +63,19 @@ std::vector<IpAddress> embedded_ipv4_candidates(const IpAddress& ip) {
     out.push_back(v4(b[12], b[13], b[14], b[15]));
     return out;
   }
-  // 64:ff9b:1::/48, local-use NAT64 (RFC 8215). The operator picks any RFC 6052 prefix length
-  // inside it (/48, /56, /64 or /96), so every layout is a candidate; u octet (bits 64..71)
-  // must be zero in the non-/96 layouts.
+  // 64:ff9b:1::/48, local-use NAT64 (RFC 8215). The operator may use any RFC 6052 prefix
+  // length inside it, so the reading is ambiguous. The /96 reading is always a candidate; the
+  // /48, /56 and /64 readings are candidates when the address is well formed for them (u
+  // octet, bits 64..71, zero and the suffix zero, RFC 6052 2.2). The guard requires every
+  // candidate to pass, so an address that is canonical for a shorter layout is denied through
+  // its /96 reading (0.0.0.x): only /96 deployments work without an allow-list entry.
   if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0x00 &&
       b[5] == 0x01) {
     out.push_back(v4(b[12], b[13], b[14], b[15]));  // /96
     if (b[8] == 0) {
-      out.push_back(v4(b[6], b[7], b[9], b[10]));    // /48
-      out.push_back(v4(b[7], b[9], b[10], b[11]));   // /56
-      out.push_back(v4(b[9], b[10], b[11], b[12]));  // /64
+      if (all_zero(ip, 11, 16)) out.push_back(v4(b[6], b[7], b[9], b[10]));    // /48
+      if (all_zero(ip, 12, 16)) out.push_back(v4(b[7], b[9], b[10], b[11]));   // /56
+      if (all_zero(ip, 13, 16)) out.push_back(v4(b[9], b[10], b[11], b[12]));  // /64
     }
     return out;
   }

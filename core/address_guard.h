@@ -19,8 +19,9 @@ namespace ringcast {
 std::optional<IpAddress> embedded_ipv4(const IpAddress& ip);
 
 // Every IPv4 the address may stand for. Usually one; for 64:ff9b:1::/48 the operator may use
-// any RFC 6052 prefix length (/48, /56, /64, /96) inside it, so all layouts are returned (the
-// /96 one first) and the guard requires each of them to pass.
+// any RFC 6052 prefix length (/48, /56, /64, /96) inside it, so the /96 reading comes first and
+// the shorter layouts follow when the address is well formed for them (zero u octet and
+// suffix). The guard requires each candidate to pass.
 std::vector<IpAddress> embedded_ipv4_candidates(const IpAddress& ip);
 
 class AddressGuard {
