@@ -25,8 +25,9 @@ struct Url {
 
 // Defaults (documented, configurable):
 // - https only; plain http only with allow_http (tests, private deployments).
-// - min_bytes 12: "https://a.io" is the shortest plausible public URL (12 bytes); anything
-//   shorter is `url_too_short`. max_bytes 2048 (ISSUE 2), the common browser/CDN limit.
+// - min_bytes 10: "http://a.b" (10 bytes) is the shortest URL with a dotted host; shorter
+//   input ("https://", "https://a", junk) is `url_too_short`. max_bytes 2048 (ISSUE 2), the
+//   common browser/CDN limit. Length is checked first, so both codes win over the others.
 // - allowed_ports empty: any port 1..65535 that is not denied.
 // - denied_ports: well-known non-HTTP service ports that an SSRF would aim at
 //   (kDefaultDeniedPorts). An explicit allowed_ports entry wins over the deny list.
@@ -43,7 +44,7 @@ inline const std::vector<uint16_t>& default_denied_ports() {
 
 struct UrlPolicy {
   bool allow_http = false;
-  size_t min_bytes = 12;
+  size_t min_bytes = 10;
   size_t max_bytes = 2048;
   std::vector<uint16_t> allowed_ports;                          // empty: any
   std::vector<uint16_t> denied_ports = default_denied_ports();  // checked after allowed_ports
@@ -53,7 +54,10 @@ struct UrlPolicy {
 // reason exactly one of the SPEC R6 codes: "not_https", "port_not_allowed",
 // "userinfo_not_allowed", "fragment_not_allowed", "invalid_url", "url_too_long",
 // "url_too_short". Checks, in order: length, characters (no controls, spaces, non-ASCII),
-// scheme, userinfo, fragment, host, port, policy ports.
+// scheme, userinfo, fragment, host, port syntax (0 or > 65535 is invalid_url), policy ports.
+// Hosts are a DNS name ([a-z0-9_-] labels), a strict dotted quad, or a bracketed IPv6 literal
+// without zone id; numeric-looking names ("127.1", "2130706433", "0x7f.1") are invalid_url
+// because inet_aton-style resolvers would read them as addresses.
 Result<Url> check_url(std::string_view text, const UrlPolicy& policy = {});
 
 // Maps a check_url() error to the attempt's log code (kind kNotHttps ... kUrlTooShort);
