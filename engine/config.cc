@@ -1,0 +1,963 @@
+#include "engine/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/url.h"
+#include "engine/version.h"
+
+extern char** environ;
+
+namespace ringcast {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Key registry: one entry per leaf key. `field` maps the root object (Config or PolicyConfig)
+// to the member; `kind` says how to parse and print it.
+
+enum class Kind : uint8_t {
+  kString,
+  kSecret,  // a string that is masked when printed
+  kBool,
+  kU32,
+  kBytes,  // uint64, integer or "64KiB"
+  kDouble,
+  kDuration,
+  kStringList,
+  kPortList,
+  kSync,
+  kDurationList,
+  kOptDouble,
+  kOptDuration,
+  kOptBool,
+};
+
+struct KeyDef {
+  const char* path;  // relative to the root: "server.listen" or (policies) "ladder"
+  Kind kind;
+  std::function<void*(void*)> field;
+  double min = 0;
+  double max = 0;
+};
+
+#define RC_KEY(path, kind, member, ...)                                                  \
+  KeyDef {                                                                               \
+    path, Kind::kind, [](void* r) -> void* { return &static_cast<Config*>(r)->member; }, \
+        ##__VA_ARGS__                                                                    \
+  }
+#define RC_PKEY(path, kind, member, ...)                                                       \
+  KeyDef {                                                                                     \
+    path, Kind::kind, [](void* r) -> void* { return &static_cast<PolicyConfig*>(r)->member; }, \
+        ##__VA_ARGS__                                                                          \
+  }
+
+const std::vector<KeyDef>& config_keys() {
+  static const std::vector<KeyDef> kKeys = {
+      RC_KEY("server.listen", kString, server.listen),
+      RC_KEY("server.api_token", kSecret, server.api_token),
+      RC_KEY("server.shutdown_grace", kDuration, server.shutdown_grace),
+      RC_KEY("server.max_connections", kU32, server.max_connections, 1, 1'000'000),
+      RC_KEY("server.idle_timeout", kDuration, server.idle_timeout),
+
+      RC_KEY("storage.data_dir", kString, storage.data_dir),
+      RC_KEY("storage.sync", kSync, storage.sync),
+      RC_KEY("storage.sync_interval", kDuration, storage.sync_interval),
+      RC_KEY("storage.retention", kDuration, storage.retention),
+
+      RC_KEY("engine.shards", kU32, engine.shards, 0, 1024),
+      RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
+      RC_KEY("engine.max_in_flight", kU32, engine.max_in_flight, 1, 1'000'000),
+      RC_KEY("engine.subscription_postpone", kDuration, engine.subscription_postpone),
+      RC_KEY("engine.breaker.window", kDuration, engine.breaker.window),
+      RC_KEY("engine.breaker.min_deliveries", kU32, engine.breaker.min_deliveries, 1, 1'000'000),
+      RC_KEY("engine.breaker.failure_ratio", kDouble, engine.breaker.failure_ratio, 0.01, 1.0),
+      RC_KEY("engine.breaker.open_pause", kDuration, engine.breaker.open_pause),
+      RC_KEY("engine.breaker.max_pause", kDuration, engine.breaker.max_pause),
+      RC_KEY("engine.breaker.probe_recheck", kDuration, engine.breaker.probe_recheck),
+      RC_KEY("engine.breaker.hold_ceiling", kDuration, engine.breaker.hold_ceiling),
+
+      RC_KEY("transport.connect_timeout", kDuration, transport.connect_timeout),
+      RC_KEY("transport.tls_timeout", kDuration, transport.tls_timeout),
+      RC_KEY("transport.request_timeout", kDuration, transport.request_timeout),
+      RC_KEY("transport.dns_timeout", kDuration, transport.dns_timeout),
+      RC_KEY("transport.dns_cache_max_ttl", kDuration, transport.dns_cache_max_ttl),
+      RC_KEY("transport.pool_size", kU32, transport.pool_size, 1, 100'000),
+      RC_KEY("transport.idle_timeout", kDuration, transport.idle_timeout),
+      RC_KEY("transport.allow_http", kBool, transport.allow_http),
+      RC_KEY("transport.allow_private", kStringList, transport.allow_private),
+      RC_KEY("transport.allowed_ports", kPortList, transport.allowed_ports),
+      RC_KEY("transport.max_url_bytes", kU32, transport.max_url_bytes, 12, 65'536),
+      RC_KEY("transport.ca_file", kString, transport.ca_file),
+      RC_KEY("transport.user_agent", kString, transport.user_agent),
+      RC_KEY("transport.max_response_header_bytes", kBytes, transport.max_response_header_bytes,
+             1024, 64.0 * 1024 * 1024),
+      RC_KEY("transport.max_response_drain_bytes", kBytes, transport.max_response_drain_bytes, 0,
+             1024.0 * 1024 * 1024),
+      RC_KEY("transport.host_rate_per_second", kDouble, transport.host_rate_per_second, 0, 1e9),
+      RC_KEY("transport.host_burst", kU32, transport.host_burst, 0, 1e9),
+
+      RC_KEY("signing.rotation_overlap", kDuration, signing.rotation_overlap),
+
+      RC_KEY("notifications.webhook_url", kString, notifications.webhook_url),
+
+      RC_KEY("limits.max_header_bytes", kBytes, limits.max_header_bytes, 1024, 16.0 * 1024 * 1024),
+      RC_KEY("limits.max_body_bytes", kBytes, limits.max_body_bytes, 1024, 1024.0 * 1024 * 1024),
+      RC_KEY("limits.max_bulk_body_bytes", kBytes, limits.max_bulk_body_bytes, 1024,
+             4.0 * 1024 * 1024 * 1024),
+      RC_KEY("limits.max_bulk_events", kU32, limits.max_bulk_events, 1, 10'000'000),
+      RC_KEY("limits.max_id_bytes", kU32, limits.max_id_bytes, 1, 4096),
+      RC_KEY("limits.max_tenant_bytes", kU32, limits.max_tenant_bytes, 1, 1024),
+      RC_KEY("limits.max_type_bytes", kU32, limits.max_type_bytes, 1, 1024),
+      RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 10'000),
+      RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
+  };
+  return kKeys;
+}
+
+const std::vector<KeyDef>& policy_keys() {
+  static const std::vector<KeyDef> kKeys = {
+      RC_PKEY("base", kString, base),
+      RC_PKEY("ladder", kDurationList, ladder),
+      RC_PKEY("jitter", kOptDouble, jitter, 0.0, 0.99),
+      RC_PKEY("slow_ladder", kDurationList, slow_ladder),
+      RC_PKEY("slow_ceiling", kOptDuration, slow_ceiling),
+      RC_PKEY("max_age", kOptDuration, max_age),
+      RC_PKEY("auto_disable", kOptBool, auto_disable),
+      RC_PKEY("retry_other_4xx", kOptBool, retry_other_4xx),
+      RC_PKEY("retry_after_cap", kOptDuration, retry_after_cap),
+  };
+  return kKeys;
+}
+
+#undef RC_KEY
+#undef RC_PKEY
+
+constexpr size_t kMaxLadderSteps = 1000;
+
+[[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& what) {
+  throw ConfigError(where.empty() ? key + ": " + what : where + ": " + key + ": " + what);
+}
+
+std::string env_name(std::string_view path) {
+  std::string out = "RINGCAST_";
+  for (char c : path) {
+    out += (c == '.' || c == '-') ? '_'
+                                  : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string> split_list(std::string_view s) {
+  std::vector<std::string> out;
+  s = trim(s);
+  if (s.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    std::string_view part =
+        trim(s.substr(start, comma == std::string_view::npos ? s.npos : comma - start));
+    out.emplace_back(part);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string range_text(const KeyDef& k) {
+  std::ostringstream os;
+  os << k.min << ".." << k.max;
+  return os.str();
+}
+
+constexpr const char* kDurationHint =
+    "expected a duration like \"100ms\", \"15m\", \"2h\", \"30d\"";
+
+// A value to assign: either a TOML node or an environment string.
+struct Input {
+  const toml::node* node = nullptr;
+  std::optional<std::string_view> text;  // from the environment
+  std::string where;
+};
+
+std::string describe(const Input& in) {
+  if (in.text) return "\"" + std::string(*in.text) + "\"";
+  std::ostringstream os;
+  if (in.node->is_string()) {
+    os << '"' << in.node->as_string()->get() << '"';
+  } else {
+    in.node->visit([&](auto&& v) { os << v; });
+  }
+  return os.str();
+}
+
+std::optional<std::string> as_string(const Input& in) {
+  if (in.text) return std::string(*in.text);
+  if (auto s = in.node->as_string()) return s->get();
+  return std::nullopt;
+}
+
+bool parse_bool_text(std::string_view t, bool& out) {
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return out = true, true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return out = false, true;
+  return false;
+}
+
+std::optional<int64_t> as_integer(const Input& in) {
+  if (in.text) {
+    std::string_view t = trim(*in.text);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || p != t.data() + t.size() || t.empty()) return std::nullopt;
+    return v;
+  }
+  if (auto i = in.node->as_integer()) return i->get();
+  return std::nullopt;
+}
+
+std::optional<double> as_double(const Input& in) {
+  if (in.text) {
+    std::string t(trim(*in.text));
+    if (t.empty()) return std::nullopt;
+    char* end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() + t.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+  }
+  if (auto f = in.node->as_floating_point()) return f->get();
+  if (auto i = in.node->as_integer()) return static_cast<double>(i->get());
+  return std::nullopt;
+}
+
+Duration need_duration(const Input& in, const std::string& key) {
+  auto s = as_string(in);
+  if (!s) fail(in.where, key, std::string(kDurationHint) + ", got " + describe(in));
+  auto d = parse_duration(*s);
+  if (!d) fail(in.where, key, std::string(kDurationHint) + ", got " + describe(in));
+  return *d;
+}
+
+void assign(const KeyDef& k, const std::string& key, void* root, const Input& in) {
+  void* f = k.field(root);
+  switch (k.kind) {
+    case Kind::kString:
+    case Kind::kSecret: {
+      auto s = as_string(in);
+      if (!s) fail(in.where, key, "expected a string, got " + describe(in));
+      *static_cast<std::string*>(f) = *s;
+      return;
+    }
+    case Kind::kBool:
+    case Kind::kOptBool: {
+      bool v = false;
+      if (in.text) {
+        if (!parse_bool_text(trim(*in.text), v))
+          fail(in.where, key, "expected true or false, got " + describe(in));
+      } else if (auto b = in.node->as_boolean()) {
+        v = b->get();
+      } else {
+        fail(in.where, key, "expected true or false, got " + describe(in));
+      }
+      if (k.kind == Kind::kBool) {
+        *static_cast<bool*>(f) = v;
+      } else {
+        *static_cast<std::optional<bool>*>(f) = v;
+      }
+      return;
+    }
+    case Kind::kU32: {
+      auto v = as_integer(in);
+      if (!v || *v < k.min || *v > k.max)
+        fail(in.where, key, "expected an integer in " + range_text(k) + ", got " + describe(in));
+      *static_cast<uint32_t*>(f) = static_cast<uint32_t>(*v);
+      return;
+    }
+    case Kind::kBytes: {
+      std::optional<uint64_t> v;
+      if (auto i = (in.text ? std::optional<int64_t>() : as_integer(in))) {
+        if (*i >= 0) v = static_cast<uint64_t>(*i);
+      } else if (auto s = as_string(in)) {
+        v = parse_bytes(*s);
+      }
+      if (!v)
+        fail(in.where, key, "expected a size like 65536, \"64KiB\", \"1MiB\", got " + describe(in));
+      if (static_cast<double>(*v) < k.min || static_cast<double>(*v) > k.max)
+        fail(in.where, key,
+             "must be between " + format_bytes(static_cast<uint64_t>(k.min)) + " and " +
+                 format_bytes(static_cast<uint64_t>(k.max)) + ", got " + describe(in));
+      *static_cast<uint64_t*>(f) = *v;
+      return;
+    }
+    case Kind::kDouble:
+    case Kind::kOptDouble: {
+      auto v = as_double(in);
+      if (!v || *v < k.min || *v > k.max)
+        fail(in.where, key, "expected a number in " + range_text(k) + ", got " + describe(in));
+      if (k.kind == Kind::kDouble) {
+        *static_cast<double*>(f) = *v;
+      } else {
+        *static_cast<std::optional<double>*>(f) = *v;
+      }
+      return;
+    }
+    case Kind::kDuration:
+      *static_cast<Duration*>(f) = need_duration(in, key);
+      return;
+    case Kind::kOptDuration:
+      *static_cast<std::optional<Duration>*>(f) = need_duration(in, key);
+      return;
+    case Kind::kSync: {
+      auto s = as_string(in);
+      SyncPolicy p;
+      if (s && *s == "always") {
+        p = SyncPolicy::kAlways;
+      } else if (s && *s == "interval") {
+        p = SyncPolicy::kInterval;
+      } else if (s && *s == "none") {
+        p = SyncPolicy::kNone;
+      } else {
+        fail(in.where, key, "expected \"always\", \"interval\" or \"none\", got " + describe(in));
+      }
+      *static_cast<SyncPolicy*>(f) = p;
+      return;
+    }
+    case Kind::kStringList:
+    case Kind::kPortList:
+    case Kind::kDurationList: {
+      // Gather the elements as inputs (environment text is split on commas).
+      std::vector<std::string> texts;
+      std::vector<Input> items;
+      if (in.text) {
+        texts = split_list(*in.text);
+        for (const auto& t : texts) items.push_back(Input{nullptr, std::string_view(t), in.where});
+      } else {
+        const toml::array* arr = in.node->as_array();
+        if (!arr) fail(in.where, key, "expected a list, got " + describe(in));
+        for (const auto& el : *arr) {
+          std::string where = in.where;
+          items.push_back(Input{&el, std::nullopt, where});
+        }
+      }
+      if (k.kind == Kind::kStringList) {
+        std::vector<std::string> out;
+        for (size_t i = 0; i < items.size(); ++i) {
+          auto s = as_string(items[i]);
+          if (!s)
+            fail(in.where, key + "[" + std::to_string(i) + "]",
+                 "expected a string, got " + describe(items[i]));
+          out.push_back(*s);
+        }
+        *static_cast<std::vector<std::string>*>(f) = std::move(out);
+      } else if (k.kind == Kind::kPortList) {
+        std::vector<uint16_t> out;
+        for (size_t i = 0; i < items.size(); ++i) {
+          auto v = as_integer(items[i]);
+          if (!v || *v < 1 || *v > 65535)
+            fail(in.where, key + "[" + std::to_string(i) + "]",
+                 "expected a port in 1..65535, got " + describe(items[i]));
+          out.push_back(static_cast<uint16_t>(*v));
+        }
+        *static_cast<std::vector<uint16_t>*>(f) = std::move(out);
+      } else {
+        if (items.size() > kMaxLadderSteps)
+          fail(in.where, key, "at most " + std::to_string(kMaxLadderSteps) + " steps");
+        std::vector<Duration> out;
+        for (size_t i = 0; i < items.size(); ++i) {
+          out.push_back(need_duration(items[i], key + "[" + std::to_string(i) + "]"));
+        }
+        *static_cast<std::vector<Duration>*>(f) = std::move(out);
+      }
+      return;
+    }
+  }
+}
+
+std::string where_of(const toml::node& n, const std::string& origin) {
+  const auto& src = n.source();
+  if (src.begin.line == 0) return origin;
+  return origin + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+}
+
+const KeyDef* find_key(const std::vector<KeyDef>& keys, std::string_view path) {
+  for (const auto& k : keys) {
+    if (path == k.path) return &k;
+  }
+  return nullptr;
+}
+
+bool is_section_prefix(std::string_view prefix) {
+  for (const auto& k : config_keys()) {
+    std::string_view p = k.path;
+    if (p.size() > prefix.size() && p.substr(0, prefix.size()) == prefix &&
+        p[prefix.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool valid_policy_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  if (!std::islower(static_cast<unsigned char>(name[0])) &&
+      !std::isdigit(static_cast<unsigned char>(name[0]))) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+void apply_table(Config& cfg, const toml::table& table, const std::string& prefix,
+                 const std::string& origin) {
+  for (const auto& [k, node] : table) {
+    std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (path == "policies") {
+      const toml::table* policies = node.as_table();
+      if (!policies) fail(where_of(node, origin), path, "expected a table of named policies");
+      for (const auto& [name_key, pnode] : *policies) {
+        std::string name(name_key.str());
+        std::string ppath = "policies." + name;
+        if (!valid_policy_name(name))
+          fail(where_of(pnode, origin), ppath,
+               "a policy name is 1-64 characters of a-z, 0-9, '_' and '-'");
+        if (name == "smengo" || name == "xhub")
+          fail(where_of(pnode, origin), ppath,
+               "\"" + name + "\" is a preset; give a custom policy another name");
+        const toml::table* ptable = pnode.as_table();
+        if (!ptable) fail(where_of(pnode, origin), ppath, "expected a table");
+        PolicyConfig& pc = cfg.policies[name];
+        pc.name = name;
+        for (const auto& [pk, pv] : *ptable) {
+          std::string key = ppath + "." + std::string(pk.str());
+          const KeyDef* def = find_key(policy_keys(), pk.str());
+          if (!def) fail(where_of(pv, origin), key, "unknown key");
+          assign(*def, key, &pc, Input{&pv, std::nullopt, where_of(pv, origin)});
+        }
+      }
+      continue;
+    }
+    if (const toml::table* sub = node.as_table()) {
+      if (!is_section_prefix(path))
+        fail(where_of(node, origin), "[" + path + "]", "unknown section");
+      apply_table(cfg, *sub, path, origin);
+      continue;
+    }
+    const KeyDef* def = find_key(config_keys(), path);
+    if (!def) {
+      fail(where_of(node, origin), path,
+           is_section_prefix(path) ? "expected a table (section)" : "unknown key");
+    }
+    assign(*def, path, &cfg, Input{&node, std::nullopt, where_of(node, origin)});
+  }
+}
+
+void apply_environment(Config& cfg, const Environment& env) {
+  std::set<std::string> known = {"RINGCAST_API_TOKEN", "RINGCAST_CONFIG", "RINGCAST_SERVER",
+                                 "RINGCAST_TOKEN"};
+  for (const auto& k : config_keys()) {
+    std::string name = env_name(k.path);
+    known.insert(name);
+    auto it = env.find(name);
+    if (it != env.end()) {
+      assign(k, k.path, &cfg, Input{nullptr, std::string_view(it->second), "environment " + name});
+    }
+  }
+  // RINGCAST_API_TOKEN is the documented short form (issue 5); it wins over the long one.
+  if (auto it = env.find("RINGCAST_API_TOKEN"); it != env.end()) {
+    cfg.server.api_token = it->second;
+  }
+  for (auto& [name, pc] : cfg.policies) {
+    for (const auto& k : policy_keys()) {
+      std::string path = "policies." + name + "." + k.path;
+      std::string var = env_name(path);
+      known.insert(var);
+      auto it = env.find(var);
+      if (it != env.end()) {
+        assign(k, path, &pc, Input{nullptr, std::string_view(it->second), "environment " + var});
+      }
+    }
+  }
+  for (const auto& [name, value] : env) {
+    if (name.rfind("RINGCAST_", 0) == 0 && !known.count(name) &&
+        name.rfind("RINGCAST_TEST_", 0) != 0) {
+      cfg.warnings.push_back("unknown environment variable " + name + " (ignored)");
+    }
+  }
+}
+
+void resolve(Config& cfg) {
+  auto listen = parse_listen(cfg.server.listen);
+  if (!listen)
+    fail("", "server.listen",
+         "expected host:port such as \"127.0.0.1:8080\" or \"[::1]:8080\", got \"" +
+             cfg.server.listen + "\"");
+  cfg.server.listen_ip = listen->first;
+  cfg.server.listen_port = listen->second;
+  cfg.transport.allow_private_cidrs.clear();
+  for (size_t i = 0; i < cfg.transport.allow_private.size(); ++i) {
+    auto cidr = parse_cidr(cfg.transport.allow_private[i]);
+    if (!cidr)
+      fail("", "transport.allow_private[" + std::to_string(i) + "]",
+           "expected a CIDR such as \"127.0.0.0/8\" or \"::1/128\", got \"" +
+               cfg.transport.allow_private[i] + "\"");
+    cfg.transport.allow_private_cidrs.push_back(*cidr);
+  }
+  if (cfg.engine.shards == 0) {
+    cfg.engine.shards = std::max(1u, std::thread::hardware_concurrency());
+  }
+  if (cfg.transport.user_agent.empty()) {
+    cfg.transport.user_agent = std::string("ringcast/") + version_string();
+  }
+}
+
+// --- printing --------------------------------------------------------------------------------
+
+std::string toml_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os.precision(15);
+  os << v;
+  std::string s = os.str();
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+// The printed value, or nullopt when an optional is unset.
+std::optional<std::string> format_value(const KeyDef& k, void* root, bool mask) {
+  void* f = k.field(root);
+  switch (k.kind) {
+    case Kind::kString:
+      return toml_string(*static_cast<std::string*>(f));
+    case Kind::kSecret: {
+      const auto& s = *static_cast<std::string*>(f);
+      return toml_string(mask && !s.empty() ? "***" : s);
+    }
+    case Kind::kBool:
+      return *static_cast<bool*>(f) ? "true" : "false";
+    case Kind::kU32:
+      return std::to_string(*static_cast<uint32_t*>(f));
+    case Kind::kBytes: {
+      uint64_t v = *static_cast<uint64_t*>(f);
+      std::string s = format_bytes(v);
+      return s == std::to_string(v) ? s : toml_string(s);
+    }
+    case Kind::kDouble:
+      return format_double(*static_cast<double*>(f));
+    case Kind::kDuration:
+      return toml_string(format_duration(*static_cast<Duration*>(f)));
+    case Kind::kSync: {
+      switch (*static_cast<SyncPolicy*>(f)) {
+        case SyncPolicy::kAlways:
+          return "\"always\"";
+        case SyncPolicy::kInterval:
+          return "\"interval\"";
+        case SyncPolicy::kNone:
+          return "\"none\"";
+      }
+      return "\"interval\"";
+    }
+    case Kind::kStringList: {
+      std::string out = "[";
+      const auto& v = *static_cast<std::vector<std::string>*>(f);
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_string(v[i]);
+      return out + "]";
+    }
+    case Kind::kPortList: {
+      std::string out = "[";
+      const auto& v = *static_cast<std::vector<uint16_t>*>(f);
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+      return out + "]";
+    }
+    case Kind::kDurationList: {
+      const auto& v = *static_cast<std::vector<Duration>*>(f);
+      if (v.empty()) return std::nullopt;
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i)
+        out += (i ? ", " : "") + toml_string(format_duration(v[i]));
+      return out + "]";
+    }
+    case Kind::kOptDouble: {
+      const auto& v = *static_cast<std::optional<double>*>(f);
+      if (!v) return std::nullopt;
+      return format_double(*v);
+    }
+    case Kind::kOptDuration: {
+      const auto& v = *static_cast<std::optional<Duration>*>(f);
+      if (!v) return std::nullopt;
+      return toml_string(format_duration(*v));
+    }
+    case Kind::kOptBool: {
+      const auto& v = *static_cast<std::optional<bool>*>(f);
+      if (!v) return std::nullopt;
+      return *v ? "true" : "false";
+    }
+  }
+  return std::nullopt;
+}
+
+bool file_readable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), R_OK) == 0;
+}
+
+}  // namespace
+
+// --- public helpers ----------------------------------------------------------------------------
+
+std::optional<Duration> parse_duration(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  if (text == "0") return Duration(0);
+  __int128 total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == start || i - start > 15) return std::nullopt;
+    uint64_t n = 0;
+    std::from_chars(text.data() + start, text.data() + i, n);
+    size_t ustart = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::string_view unit = text.substr(ustart, i - ustart);
+    __int128 mul;
+    if (unit == "ns") {
+      mul = 1;
+    } else if (unit == "us") {
+      mul = 1'000;
+    } else if (unit == "ms") {
+      mul = 1'000'000;
+    } else if (unit == "s") {
+      mul = 1'000'000'000;
+    } else if (unit == "m") {
+      mul = 60LL * 1'000'000'000;
+    } else if (unit == "h") {
+      mul = 3600LL * 1'000'000'000;
+    } else if (unit == "d") {
+      mul = 86400LL * 1'000'000'000;
+    } else {
+      return std::nullopt;
+    }
+    total += static_cast<__int128>(n) * mul;
+    if (total > std::numeric_limits<int64_t>::max()) return std::nullopt;
+  }
+  return Duration(static_cast<int64_t>(total));
+}
+
+std::string format_duration(Duration d) {
+  int64_t ns = d.count();
+  if (ns == 0) return "0s";
+  struct Unit {
+    int64_t ns;
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {{86400LL * 1'000'000'000, "d"},
+                                    {3600LL * 1'000'000'000, "h"},
+                                    {60LL * 1'000'000'000, "m"},
+                                    {1'000'000'000, "s"},
+                                    {1'000'000, "ms"},
+                                    {1'000, "us"},
+                                    {1, "ns"}};
+  for (const auto& u : kUnits) {
+    if (ns % u.ns == 0) return std::to_string(ns / u.ns) + u.name;
+  }
+  return std::to_string(ns) + "ns";
+}
+
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+  text = trim(text);
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 19) return std::nullopt;
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + i, n);
+  if (ec != std::errc()) return std::nullopt;
+  std::string_view unit = trim(text.substr(i));
+  uint64_t mul;
+  if (unit.empty() || unit == "B") {
+    mul = 1;
+  } else if (unit == "KiB") {
+    mul = 1ULL << 10;
+  } else if (unit == "MiB") {
+    mul = 1ULL << 20;
+  } else if (unit == "GiB") {
+    mul = 1ULL << 30;
+  } else if (unit == "KB" || unit == "kB") {
+    mul = 1000;
+  } else if (unit == "MB") {
+    mul = 1000 * 1000;
+  } else if (unit == "GB") {
+    mul = 1000ULL * 1000 * 1000;
+  } else {
+    return std::nullopt;
+  }
+  if (n > std::numeric_limits<uint64_t>::max() / mul) return std::nullopt;
+  return n * mul;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes != 0) {
+    if (bytes % (1ULL << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+    if (bytes % (1ULL << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+    if (bytes % (1ULL << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
+  }
+  return std::to_string(bytes);
+}
+
+std::optional<std::pair<IpAddress, uint16_t>> parse_listen(std::string_view text) {
+  text = trim(text);
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) return std::nullopt;  // v6 needs brackets
+  }
+  uint32_t p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p > 65535)
+    return std::nullopt;
+  std::optional<IpAddress> ip;
+  if (host == "localhost") {
+    ip = IpAddress::v4(127, 0, 0, 1);
+  } else if (host == "*" || host.empty()) {
+    ip = IpAddress::v4(0, 0, 0, 0);
+  } else {
+    ip = parse_ip(host);
+  }
+  if (!ip) return std::nullopt;
+  return std::make_pair(*ip, static_cast<uint16_t>(p));
+}
+
+Environment process_environment() {
+  Environment env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    if (kv.substr(0, 9) != "RINGCAST_") continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+Config load_config_from_string(std::string_view toml_text, const Environment& env,
+                               const std::string& origin) {
+  Config cfg;
+  cfg.source = origin;
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw ConfigError(origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+                      ": TOML syntax error: " + std::string(e.description()));
+  }
+  apply_table(cfg, table, "", origin);
+  apply_environment(cfg, env);
+  resolve(cfg);
+  cfg.validate();
+  return cfg;
+}
+
+Config load_config(const std::string& path, const Environment& env) {
+  if (path.empty()) {
+    Config cfg;
+    apply_environment(cfg, env);
+    resolve(cfg);
+    cfg.validate();
+    return cfg;
+  }
+  std::string text;
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw ConfigError(path + ": cannot open config file: " + std::strerror(errno));
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+      text.append(buf, n);
+      if (text.size() > 16 * 1024 * 1024) {
+        std::fclose(f);
+        throw ConfigError(path + ": config file larger than 16 MiB");
+      }
+    }
+    bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) throw ConfigError(path + ": cannot read config file");
+  }
+  return load_config_from_string(text, env, path);
+}
+
+bool Config::has_policy(std::string_view name) const {
+  return name == "smengo" || name == "xhub" || policies.count(std::string(name)) > 0;
+}
+
+void Config::validate() const {
+  auto positive = [](const char* key, Duration d) {
+    if (d <= Duration(0)) fail("", key, "must be greater than 0s");
+  };
+  // server
+  auto listen = parse_listen(server.listen);
+  if (!listen) fail("", "server.listen", "expected host:port, got \"" + server.listen + "\"");
+  for (unsigned char c : server.api_token) {
+    if (c <= 0x20 || c >= 0x7f)
+      fail("", "server.api_token", "must be printable ASCII without spaces");
+  }
+  positive("server.shutdown_grace", server.shutdown_grace);
+  positive("server.idle_timeout", server.idle_timeout);
+  // storage
+  if (storage.data_dir.empty()) fail("", "storage.data_dir", "must not be empty");
+  positive("storage.sync_interval", storage.sync_interval);
+  if (storage.retention < hours(1)) fail("", "storage.retention", "must be at least 1h");
+  // engine
+  if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");
+  positive("engine.subscription_postpone", engine.subscription_postpone);
+  const auto& b = engine.breaker;
+  positive("engine.breaker.window", b.window);
+  positive("engine.breaker.open_pause", b.open_pause);
+  positive("engine.breaker.probe_recheck", b.probe_recheck);
+  positive("engine.breaker.hold_ceiling", b.hold_ceiling);
+  if (b.max_pause < b.open_pause)
+    fail("", "engine.breaker.max_pause",
+         "must be at least engine.breaker.open_pause (" + format_duration(b.open_pause) + ")");
+  // transport
+  positive("transport.connect_timeout", transport.connect_timeout);
+  positive("transport.tls_timeout", transport.tls_timeout);
+  positive("transport.request_timeout", transport.request_timeout);
+  positive("transport.dns_timeout", transport.dns_timeout);
+  positive("transport.idle_timeout", transport.idle_timeout);
+  for (size_t i = 0; i < transport.allow_private.size(); ++i) {
+    if (!parse_cidr(transport.allow_private[i]))
+      fail("", "transport.allow_private[" + std::to_string(i) + "]",
+           "expected a CIDR, got \"" + transport.allow_private[i] + "\"");
+  }
+  if (!transport.ca_file.empty() && !file_readable(transport.ca_file))
+    fail("", "transport.ca_file", "cannot read \"" + transport.ca_file + "\"");
+  if (transport.user_agent.find_first_of("\r\n") != std::string::npos)
+    fail("", "transport.user_agent", "must be one line");
+  // notifications
+  if (!notifications.webhook_url.empty()) {
+    UrlPolicy up;
+    up.allow_http = transport.allow_http;
+    up.max_bytes = transport.max_url_bytes;
+    if (!transport.allowed_ports.empty()) up.allowed_ports = transport.allowed_ports;
+    auto url = check_url(notifications.webhook_url, up);
+    if (!url.ok())
+      fail("", "notifications.webhook_url",
+           std::string(url.error().reason_or_code()) + ": " + url.error().message);
+  }
+  // limits
+  if (limits.max_bulk_body_bytes < limits.max_body_bytes)
+    fail("", "limits.max_bulk_body_bytes",
+         "must be at least limits.max_body_bytes (" + format_bytes(limits.max_body_bytes) + ")");
+  // signing
+  if (signing.rotation_overlap < Duration(0))
+    fail("", "signing.rotation_overlap", "must not be negative");
+  // policies
+  for (const auto& [name, p] : policies) {
+    std::string key = "policies." + name;
+    if (p.base != "smengo" && p.base != "xhub")
+      fail("", key + ".base", "expected \"smengo\" or \"xhub\", got \"" + p.base + "\"");
+    for (size_t i = 0; i < p.ladder.size(); ++i) {
+      if (p.ladder[i] < Duration(0))
+        fail("", key + ".ladder[" + std::to_string(i) + "]", "must not be negative");
+    }
+    if (!p.slow_ladder.empty() && p.base != "xhub")
+      fail("", key + ".slow_ladder", "only a policy with base = \"xhub\" has a slow ladder");
+    if (p.slow_ceiling && p.base != "xhub")
+      fail("", key + ".slow_ceiling", "only a policy with base = \"xhub\" has a slow ladder");
+    if (p.slow_ceiling && *p.slow_ceiling <= Duration(0))
+      fail("", key + ".slow_ceiling", "must be greater than 0s");
+    if (p.max_age && *p.max_age <= Duration(0))
+      fail("", key + ".max_age", "must be greater than 0s");
+    if (p.retry_after_cap && *p.retry_after_cap < Duration(0))
+      fail("", key + ".retry_after_cap", "must not be negative");
+  }
+}
+
+std::string Config::to_toml(bool mask_secrets) const {
+  std::string out;
+  if (!source.empty()) out += "# effective configuration (" + source + " + environment)\n";
+  std::string section;
+  Config& self = const_cast<Config&>(*this);  // format_value only reads
+  for (const auto& k : config_keys()) {
+    std::string_view path = k.path;
+    size_t dot = path.rfind('.');
+    std::string sec(path.substr(0, dot));
+    if (sec != section) {
+      out += (out.empty() ? "[" : "\n[") + sec + "]\n";
+      section = sec;
+    }
+    if (auto v = format_value(k, &self, mask_secrets)) {
+      out += std::string(path.substr(dot + 1)) + " = " + *v + "\n";
+    }
+  }
+  for (auto& [name, p] : self.policies) {
+    out += "\n[policies." + name + "]\n";
+    for (const auto& k : policy_keys()) {
+      if (auto v = format_value(k, &p, mask_secrets))
+        out += std::string(k.path) + " = " + *v + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ringcast

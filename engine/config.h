@@ -1,0 +1,169 @@
+// ringcast's configuration: one TOML file, every key overridable by a RINGCAST_* environment
+// variable (issue 5 "Configuration and CLI"). Invariant: a Config returned by load_config() has
+// passed validate(): every value is in range and every cross-key relation holds.
+//
+// Key names and their environment variables: `section.key` ↔ RINGCAST_SECTION_KEY
+// (`engine.breaker.window` ↔ RINGCAST_ENGINE_BREAKER_WINDOW, `server.api_token` ↔
+// RINGCAST_SERVER_API_TOKEN, also RINGCAST_API_TOKEN). Lists in the environment are
+// comma-separated. Durations are `100ms`, `15m`, `2h`, `30d` (also compound `1h30m`; units
+// ns us ms s m h d); byte sizes are an integer or `64KiB`, `1MiB`, `1GiB`, `1MB`.
+// Parsing throws ConfigError (start-up only, STYLE 7); the message names the key and where the
+// value came from.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ip_address.h"
+#include "core/store.h"
+#include "core/time.h"
+
+namespace ringcast {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:8080";  // host:port, [v6]:port; port 0 = any free port
+  IpAddress listen_ip = IpAddress::v4(127, 0, 0, 1);  // parsed from `listen`
+  uint16_t listen_port = 8080;
+  std::string api_token;                  // Bearer token for /v1 (secret; masked when printed)
+  Duration shutdown_grace = seconds(10);  // SIGTERM: bound on finishing what is in flight
+  uint32_t max_connections = 1024;
+  Duration idle_timeout = seconds(60);  // keep-alive connections with no request
+};
+
+struct StorageConfig {
+  std::string data_dir = "./ringcast-data";
+  SyncPolicy sync = SyncPolicy::kInterval;
+  Duration sync_interval = milliseconds(10);
+  Duration retention = days(30);  // SPEC R10.1
+};
+
+// SPEC R4: the per-tenant circuit breaker.
+struct BreakerConfig {
+  Duration window = minutes(5);          // R4.1 sliding window
+  uint32_t min_deliveries = 5;           // R4.1
+  double failure_ratio = 0.8;            // R4.1
+  Duration open_pause = minutes(5);      // R4.2 first pause
+  Duration max_pause = minutes(30);      // R4.2 cap
+  Duration probe_recheck = seconds(30);  // R4.3 others ask again after this
+  Duration hold_ceiling = days(30);      // R4.7
+};
+
+struct EngineConfig {
+  uint32_t shards = 0;          // 0 in the file = one per core; load_config() resolves it (>= 1)
+  uint32_t fairness_cap = 50;   // SPEC R5.3: deliveries per endpoint per pass
+  uint32_t max_in_flight = 16;  // per endpoint, unless the endpoint sets its own
+  Duration subscription_postpone = hours(1);  // SPEC R6 subscription_inactive
+  BreakerConfig breaker;
+};
+
+struct TransportConfig {
+  Duration connect_timeout = seconds(5);   // SPEC R12.4
+  Duration tls_timeout = seconds(10);      // SPEC R12.4
+  Duration request_timeout = seconds(15);  // SPEC R6 "no answer within 15 s", R12.4
+  Duration dns_timeout = seconds(5);
+  Duration dns_cache_max_ttl = minutes(5);
+  uint32_t pool_size = 32;                 // connections per host
+  Duration idle_timeout = seconds(60);     // pooled connection idle time
+  bool allow_http = false;                 // plain http:// endpoints (tests, private nets)
+  std::vector<std::string> allow_private;  // CIDR allow-list over the address guard
+  std::vector<Cidr> allow_private_cidrs;   // parsed from allow_private
+  std::vector<uint16_t> allowed_ports;     // empty: any port not on the deny list
+  uint32_t max_url_bytes = 2048;
+  std::string ca_file;     // extra CA bundle (PEM), on top of the system's
+  std::string user_agent;  // default "ringcast/<version>"
+  uint64_t max_response_header_bytes = 64 * 1024;
+  uint64_t max_response_drain_bytes = 1024 * 1024;
+  double host_rate_per_second = 0;  // pacing per host; 0 = unlimited
+  uint32_t host_burst = 0;
+};
+
+// A named policy from [policies.<name>]: a preset (`base`) with some parts replaced. Fields
+// left unset take the preset's value. Ladders are the pauses between attempts: the first
+// attempt is immediate, so `ladder` of n pauses means n + 1 attempts (smengo's is
+// [5s, 5m, 30m, 2h, 5h, 10h, 10h]; SPEC R5.1).
+struct PolicyConfig {
+  std::string name;
+  std::string base = "smengo";              // "smengo" | "xhub"
+  std::vector<Duration> ladder;             // fast ladder (xhub) / schedule (smengo)
+  std::optional<double> jitter;             // fraction, e.g. 0.1 = ±10 % (SPEC R5.2)
+  std::vector<Duration> slow_ladder;        // xhub money events answered 4xx (SPEC R3.1)
+  std::optional<Duration> slow_ceiling;     // SPEC R3.2 (from the first slow step)
+  std::optional<Duration> max_age;          // SPEC R3.3 absolute ceiling
+  std::optional<bool> auto_disable;         // SPEC R8 (smengo: true)
+  std::optional<bool> retry_other_4xx;      // SPEC R6 (smengo: true, xhub: false)
+  std::optional<Duration> retry_after_cap;  // SPEC R7.2 (1h)
+};
+
+struct SigningConfig {
+  Duration rotation_overlap = hours(24);  // old secret keeps signing this long after rotate
+};
+
+struct NotificationsConfig {
+  std::string webhook_url;  // operator notifications (SPEC R8.4) are POSTed here when set
+};
+
+struct LimitsConfig {
+  uint64_t max_header_bytes = 64 * 1024;            // request line + headers
+  uint64_t max_body_bytes = 1024 * 1024;            // JSON request bodies
+  uint64_t max_bulk_body_bytes = 64 * 1024 * 1024;  // NDJSON bulk intake bodies
+  uint32_t max_bulk_events = 100'000;               // lines per bulk request
+  uint32_t max_id_bytes = 256;                      // event id
+  uint32_t max_tenant_bytes = 128;
+  uint32_t max_type_bytes = 256;
+  uint32_t max_event_types = 64;   // filter entries per endpoint
+  uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
+};
+
+struct Config {
+  ServerConfig server;
+  StorageConfig storage;
+  EngineConfig engine;
+  TransportConfig transport;
+  std::map<std::string, PolicyConfig> policies;  // by name; never "smengo" / "xhub"
+  SigningConfig signing;
+  NotificationsConfig notifications;
+  LimitsConfig limits;
+
+  std::string source;                 // the file it came from, or "" for defaults only
+  std::vector<std::string> warnings;  // e.g. unknown RINGCAST_* variables; printed by `check`
+
+  // Throws ConfigError naming the first key at fault. load_config() calls it.
+  void validate() const;
+  // The effective configuration as TOML; secrets are shown as "***" when `mask_secrets`.
+  std::string to_toml(bool mask_secrets = true) const;
+  // True for "smengo", "xhub" and every [policies.<name>].
+  bool has_policy(std::string_view name) const;
+};
+
+// The process environment as a map, for load_config(). (Explicit, STYLE 9: tests pass their own.)
+using Environment = std::map<std::string, std::string>;
+Environment process_environment();
+
+// Loads `path` (empty: defaults only), applies RINGCAST_* overrides from `env`, resolves
+// `engine.shards = 0` to the core count, validates. Throws ConfigError.
+Config load_config(const std::string& path, const Environment& env);
+// The same from TOML text; `origin` names it in messages.
+Config load_config_from_string(std::string_view toml_text, const Environment& env,
+                               const std::string& origin = "<string>");
+
+// "100ms", "15m", "1h30m", "30d" → Duration; nullopt on bad text or overflow.
+std::optional<Duration> parse_duration(std::string_view text);
+// The shortest exact spelling: 1800s → "30m", 90 min → "90m", 0 → "0s".
+std::string format_duration(Duration d);
+// "1048576", "1MiB", "64KiB", "2GiB", "10MB", "512B" → bytes; nullopt on bad text or overflow.
+std::optional<uint64_t> parse_bytes(std::string_view text);
+std::string format_bytes(uint64_t bytes);
+// "127.0.0.1:8080", "[::1]:0", "localhost:8080" → address and port.
+std::optional<std::pair<IpAddress, uint16_t>> parse_listen(std::string_view text);
+
+}  // namespace ringcast

@@ -1,0 +1,374 @@
+// engine/config: TOML parsing, durations and sizes, RINGCAST_* overrides, validation messages.
+#include "engine/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/temp_dir.h"
+
+namespace ringcast {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The message of the ConfigError that `fn` throws ("" when it does not throw).
+template <class F>
+std::string error_of(F fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Config load(std::string_view text, const Environment& env = {}) {
+  return load_config_from_string(text, env, "test.toml");
+}
+
+TEST(Duration, ParsesUnitsAndCompounds) {
+  EXPECT_EQ(parse_duration("100ms"), milliseconds(100));
+  EXPECT_EQ(parse_duration("15m"), minutes(15));
+  EXPECT_EQ(parse_duration("2h"), hours(2));
+  EXPECT_EQ(parse_duration("30d"), days(30));
+  EXPECT_EQ(parse_duration("5s"), seconds(5));
+  EXPECT_EQ(parse_duration("250us"), microseconds(250));
+  EXPECT_EQ(parse_duration("7ns"), Duration(7));
+  EXPECT_EQ(parse_duration("1h30m"), minutes(90));
+  EXPECT_EQ(parse_duration("0"), Duration(0));
+  EXPECT_EQ(parse_duration(" 10s "), seconds(10));
+}
+
+TEST(Duration, RejectsGarbage) {
+  for (const char* bad : {"", "ms", "10", "10 s", "-5s", "1.5s", "10sec", "5x", "1h30",
+                          "99999999999999999d", "s10"}) {
+    EXPECT_EQ(parse_duration(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(Duration, FormatsShortestExactUnit) {
+  EXPECT_EQ(format_duration(minutes(30)), "30m");
+  EXPECT_EQ(format_duration(seconds(1800)), "30m");
+  EXPECT_EQ(format_duration(minutes(90)), "90m");
+  EXPECT_EQ(format_duration(days(30)), "30d");
+  EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(format_duration(Duration(0)), "0s");
+  for (const char* text : {"100ms", "15m", "2h", "30d", "1h30m", "3us"}) {
+    auto d = parse_duration(text);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(parse_duration(format_duration(*d)), d) << text;
+  }
+}
+
+TEST(Bytes, ParsesAndFormats) {
+  EXPECT_EQ(parse_bytes("1048576"), 1048576u);
+  EXPECT_EQ(parse_bytes("1MiB"), 1048576u);
+  EXPECT_EQ(parse_bytes("64KiB"), 65536u);
+  EXPECT_EQ(parse_bytes("2GiB"), 2147483648u);
+  EXPECT_EQ(parse_bytes("10MB"), 10'000'000u);
+  EXPECT_EQ(parse_bytes("512B"), 512u);
+  EXPECT_EQ(parse_bytes("1 MiB"), 1048576u);
+  EXPECT_EQ(parse_bytes("1TiB"), std::nullopt);
+  EXPECT_EQ(parse_bytes("-1"), std::nullopt);
+  EXPECT_EQ(parse_bytes("MiB"), std::nullopt);
+  EXPECT_EQ(parse_bytes("99999999999999999999GiB"), std::nullopt);
+  EXPECT_EQ(format_bytes(1048576), "1MiB");
+  EXPECT_EQ(format_bytes(65536), "64KiB");
+  EXPECT_EQ(format_bytes(1000), "1000");
+}
+
+TEST(Listen, ParsesForms) {
+  auto a = parse_listen("127.0.0.1:8080");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->first, IpAddress::v4(127, 0, 0, 1));
+  EXPECT_EQ(a->second, 8080);
+  auto b = parse_listen("[::1]:0");
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->first.is_v4());
+  EXPECT_EQ(b->second, 0);
+  EXPECT_TRUE(parse_listen("localhost:9000"));
+  EXPECT_FALSE(parse_listen("127.0.0.1"));
+  EXPECT_FALSE(parse_listen("127.0.0.1:70000"));
+  EXPECT_FALSE(parse_listen("::1:80"));
+  EXPECT_FALSE(parse_listen("example.com:80"));
+}
+
+TEST(Config, DefaultsMatchTheIssue) {
+  Config c = load("");
+  EXPECT_EQ(c.server.listen, "127.0.0.1:8080");
+  EXPECT_EQ(c.server.listen_port, 8080);
+  EXPECT_EQ(c.storage.data_dir, "./ringcast-data");
+  EXPECT_EQ(c.storage.sync, SyncPolicy::kInterval);
+  EXPECT_EQ(c.storage.retention, days(30));
+  EXPECT_GE(c.engine.shards, 1u);  // 0 resolved to the core count
+  EXPECT_EQ(c.engine.fairness_cap, 50u);
+  EXPECT_EQ(c.engine.breaker.window, minutes(5));
+  EXPECT_EQ(c.engine.breaker.min_deliveries, 5u);
+  EXPECT_DOUBLE_EQ(c.engine.breaker.failure_ratio, 0.8);
+  EXPECT_EQ(c.engine.breaker.max_pause, minutes(30));
+  EXPECT_EQ(c.transport.request_timeout, seconds(15));
+  EXPECT_EQ(c.transport.pool_size, 32u);
+  EXPECT_FALSE(c.transport.allow_http);
+  EXPECT_EQ(c.transport.user_agent.rfind("ringcast/", 0), 0u);
+  EXPECT_EQ(c.limits.max_body_bytes, 1024u * 1024);
+  EXPECT_TRUE(c.policies.empty());
+  EXPECT_TRUE(c.has_policy("smengo"));
+  EXPECT_TRUE(c.has_policy("xhub"));
+  EXPECT_FALSE(c.has_policy("fast"));
+}
+
+TEST(Config, ParsesEverySection) {
+  Config c = load(R"(
+[server]
+listen = "[::1]:0"
+api_token = "s3cret-token"
+shutdown_grace = "3s"
+
+[storage]
+data_dir = "/tmp/rc"
+sync = "always"
+sync_interval = "5ms"
+retention = "7d"
+
+[engine]
+shards = 3
+fairness_cap = 10
+max_in_flight = 4
+
+[engine.breaker]
+window = "1m"
+min_deliveries = 3
+failure_ratio = 0.5
+open_pause = "100ms"
+max_pause = "1s"
+
+[transport]
+connect_timeout = "250ms"
+request_timeout = "2s"
+pool_size = 8
+allow_http = true
+allow_private = ["127.0.0.0/8", "::1/128"]
+allowed_ports = [80, 8080, 9999]
+user_agent = "test-agent"
+max_response_drain_bytes = "2MiB"
+
+[signing]
+rotation_overlap = "15m"
+
+[notifications]
+webhook_url = "http://127.0.0.1:9999/ops"
+
+[limits]
+max_body_bytes = "256KiB"
+max_bulk_body_bytes = 8388608
+
+[policies.quick]
+base = "smengo"
+ladder = ["10ms", "20ms", "40ms"]
+jitter = 0.0
+auto_disable = true
+
+[policies.money-fast]
+base = "xhub"
+ladder = ["1ms", "2ms"]
+slow_ladder = ["5ms", "10ms"]
+slow_ceiling = "1s"
+max_age = "2s"
+)");
+  EXPECT_EQ(c.server.listen_port, 0);
+  EXPECT_FALSE(c.server.listen_ip.is_v4());
+  EXPECT_EQ(c.server.api_token, "s3cret-token");
+  EXPECT_EQ(c.server.shutdown_grace, seconds(3));
+  EXPECT_EQ(c.storage.data_dir, "/tmp/rc");
+  EXPECT_EQ(c.storage.sync, SyncPolicy::kAlways);
+  EXPECT_EQ(c.storage.sync_interval, milliseconds(5));
+  EXPECT_EQ(c.storage.retention, days(7));
+  EXPECT_EQ(c.engine.shards, 3u);
+  EXPECT_EQ(c.engine.fairness_cap, 10u);
+  EXPECT_EQ(c.engine.max_in_flight, 4u);
+  EXPECT_EQ(c.engine.breaker.window, minutes(1));
+  EXPECT_EQ(c.engine.breaker.min_deliveries, 3u);
+  EXPECT_DOUBLE_EQ(c.engine.breaker.failure_ratio, 0.5);
+  EXPECT_EQ(c.engine.breaker.open_pause, milliseconds(100));
+  EXPECT_EQ(c.transport.connect_timeout, milliseconds(250));
+  EXPECT_EQ(c.transport.pool_size, 8u);
+  EXPECT_TRUE(c.transport.allow_http);
+  ASSERT_EQ(c.transport.allow_private_cidrs.size(), 2u);
+  EXPECT_TRUE(c.transport.allow_private_cidrs[0].contains(IpAddress::v4(127, 0, 0, 2)));
+  EXPECT_EQ(c.transport.allowed_ports, (std::vector<uint16_t>{80, 8080, 9999}));
+  EXPECT_EQ(c.transport.user_agent, "test-agent");
+  EXPECT_EQ(c.transport.max_response_drain_bytes, 2u * 1024 * 1024);
+  EXPECT_EQ(c.signing.rotation_overlap, minutes(15));
+  EXPECT_EQ(c.notifications.webhook_url, "http://127.0.0.1:9999/ops");
+  EXPECT_EQ(c.limits.max_body_bytes, 256u * 1024);
+  EXPECT_EQ(c.limits.max_bulk_body_bytes, 8u * 1024 * 1024);
+  ASSERT_EQ(c.policies.size(), 2u);
+  const PolicyConfig& q = c.policies.at("quick");
+  EXPECT_EQ(q.name, "quick");
+  EXPECT_EQ(q.base, "smengo");
+  EXPECT_EQ(q.ladder,
+            (std::vector<Duration>{milliseconds(10), milliseconds(20), milliseconds(40)}));
+  EXPECT_EQ(q.jitter, 0.0);
+  EXPECT_EQ(q.auto_disable, true);
+  EXPECT_FALSE(q.max_age);
+  const PolicyConfig& m = c.policies.at("money-fast");
+  EXPECT_EQ(m.base, "xhub");
+  EXPECT_EQ(m.slow_ladder.size(), 2u);
+  EXPECT_EQ(m.slow_ceiling, seconds(1));
+  EXPECT_EQ(m.max_age, seconds(2));
+  EXPECT_TRUE(c.has_policy("money-fast"));
+}
+
+TEST(Config, EnvironmentOverridesEveryKind) {
+  Environment env = {
+      {"RINGCAST_SERVER_LISTEN", "127.0.0.1:0"},
+      {"RINGCAST_API_TOKEN", "from-env"},
+      {"RINGCAST_STORAGE_SYNC", "none"},
+      {"RINGCAST_STORAGE_RETENTION", "2d"},
+      {"RINGCAST_ENGINE_FAIRNESS_CAP", "7"},
+      {"RINGCAST_ENGINE_BREAKER_FAILURE_RATIO", "0.9"},
+      {"RINGCAST_TRANSPORT_ALLOW_HTTP", "true"},
+      {"RINGCAST_TRANSPORT_ALLOW_PRIVATE", "127.0.0.0/8, ::1/128"},
+      {"RINGCAST_TRANSPORT_ALLOWED_PORTS", "8080,8443"},
+      {"RINGCAST_LIMITS_MAX_BODY_BYTES", "2MiB"},
+      {"RINGCAST_POLICIES_QUICK_LADDER", "1ms,2ms"},
+      {"RINGCAST_POLICIES_QUICK_AUTO_DISABLE", "false"},
+  };
+  Config c = load(R"(
+[server]
+listen = "127.0.0.1:9000"
+api_token = "from-file"
+[engine]
+fairness_cap = 20
+[policies.quick]
+ladder = ["1s"]
+)",
+                  env);
+  EXPECT_EQ(c.server.listen_port, 0);
+  EXPECT_EQ(c.server.api_token, "from-env");
+  EXPECT_EQ(c.storage.sync, SyncPolicy::kNone);
+  EXPECT_EQ(c.storage.retention, days(2));
+  EXPECT_EQ(c.engine.fairness_cap, 7u);
+  EXPECT_DOUBLE_EQ(c.engine.breaker.failure_ratio, 0.9);
+  EXPECT_TRUE(c.transport.allow_http);
+  EXPECT_EQ(c.transport.allow_private_cidrs.size(), 2u);
+  EXPECT_EQ(c.transport.allowed_ports, (std::vector<uint16_t>{8080, 8443}));
+  EXPECT_EQ(c.limits.max_body_bytes, 2u * 1024 * 1024);
+  EXPECT_EQ(c.policies.at("quick").ladder,
+            (std::vector<Duration>{milliseconds(1), milliseconds(2)}));
+  EXPECT_EQ(c.policies.at("quick").auto_disable, false);
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(Config, LongTokenVariableWorksAndUnknownVariablesWarn) {
+  Config c = load("", {{"RINGCAST_SERVER_API_TOKEN", "long-form"}, {"RINGCAST_SERVER_LISTN", "x"}});
+  EXPECT_EQ(c.server.api_token, "long-form");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("RINGCAST_SERVER_LISTN"));
+}
+
+TEST(Config, BadValuesNameTheKeyAndTheSource) {
+  struct Case {
+    const char* toml;
+    const char* want1;
+    const char* want2;
+  };
+  const Case cases[] = {
+      {"[engine]\nfairness_cap = -3\n", "engine.fairness_cap", "test.toml:2"},
+      {"[engine]\nfairness_cap = \"many\"\n", "engine.fairness_cap", "integer"},
+      {"[storage]\nretention = 30\n", "storage.retention", "duration like"},
+      {"[storage]\nretention = \"30 days\"\n", "storage.retention", "\"30 days\""},
+      {"[storage]\nsync = \"sometimes\"\n", "storage.sync", "\"always\", \"interval\" or \"none\""},
+      {"[server]\nlisten = \"nowhere\"\n", "server.listen", "host:port"},
+      {"[server]\nlissten = \"x\"\n", "server.lissten", "unknown key"},
+      {"[servr]\nlisten = \"x\"\n", "[servr]", "unknown section"},
+      {"[transport]\nallow_private = [\"10.0.0.0/33\"]\n", "transport.allow_private[0]", "CIDR"},
+      {"[transport]\nallow_private = \"127.0.0.0/8\"\n", "transport.allow_private", "list"},
+      {"[transport]\nallowed_ports = [0]\n", "transport.allowed_ports[0]", "1..65535"},
+      {"[transport]\nallow_http = \"yes\"\n", "transport.allow_http", "true or false"},
+      {"[transport]\nca_file = \"/nonexistent/ca.pem\"\n", "transport.ca_file", "cannot read"},
+      {"[engine.breaker]\nopen_pause = \"10m\"\nmax_pause = \"5m\"\n", "engine.breaker.max_pause",
+       "open_pause"},
+      {"[engine.breaker]\nfailure_ratio = 1.5\n", "engine.breaker.failure_ratio", "number in"},
+      {"[limits]\nmax_body_bytes = \"1 TiB\"\n", "limits.max_body_bytes", "size like"},
+      {"[limits]\nmax_body_bytes = \"8MiB\"\nmax_bulk_body_bytes = \"4MiB\"\n",
+       "limits.max_bulk_body_bytes", "max_body_bytes"},
+      {"[transport]\nrequest_timeout = \"0s\"\n", "transport.request_timeout", "greater than 0s"},
+      {"[notifications]\nwebhook_url = \"http://ops.example/x\"\n", "notifications.webhook_url",
+       "not_https"},
+      {"[policies.smengo]\nbase = \"xhub\"\n", "policies.smengo", "preset"},
+      {"[policies.Bad_Name]\n", "policies.Bad_Name", "policy name"},
+      {"[policies.p]\nbase = \"svix\"\n", "policies.p.base", "\"smengo\" or \"xhub\""},
+      {"[policies.p]\nladder = [\"1s\", \"soon\"]\n", "policies.p.ladder[1]", "duration"},
+      {"[policies.p]\nbase = \"smengo\"\nslow_ladder = [\"1s\"]\n", "policies.p.slow_ladder",
+       "xhub"},
+      {"[policies.p]\nbogus = 1\n", "policies.p.bogus", "unknown key"},
+      {"[policies.p]\njitter = 2\n", "policies.p.jitter", "number in"},
+      {"[server\nlisten = 1\n", "test.toml:1", "TOML syntax error"},
+      {"server = 5\n", "server", "expected a table"},
+  };
+  for (const auto& c : cases) {
+    std::string msg = error_of([&] { (void)load(c.toml); });
+    EXPECT_THAT(msg, HasSubstr(c.want1)) << c.toml;
+    EXPECT_THAT(msg, HasSubstr(c.want2)) << c.toml;
+  }
+}
+
+TEST(Config, BadEnvironmentValueNamesTheVariable) {
+  std::string msg = error_of([] { (void)load("", {{"RINGCAST_ENGINE_SHARDS", "lots"}}); });
+  EXPECT_THAT(msg, HasSubstr("RINGCAST_ENGINE_SHARDS"));
+  EXPECT_THAT(msg, HasSubstr("engine.shards"));
+  msg = error_of([] { (void)load("", {{"RINGCAST_TRANSPORT_CONNECT_TIMEOUT", "5"}}); });
+  EXPECT_THAT(msg, HasSubstr("transport.connect_timeout"));
+}
+
+TEST(Config, LoadsFromFileAndReportsMissingFile) {
+  test::TempDir dir;
+  std::string path = dir.file("ringcast.toml");
+  {
+    std::ofstream f(path);
+    f << "[server]\nlisten = \"127.0.0.1:0\"\napi_token = \"t\"\n";
+  }
+  Config c = load_config(path, {});
+  EXPECT_EQ(c.source, path);
+  EXPECT_EQ(c.server.api_token, "t");
+  std::string msg = error_of([&] { (void)load_config(dir.file("missing.toml"), {}); });
+  EXPECT_THAT(msg, HasSubstr("missing.toml"));
+  EXPECT_THAT(msg, HasSubstr("cannot open"));
+  // No file: defaults plus environment.
+  Config d = load_config("", {{"RINGCAST_API_TOKEN", "x"}});
+  EXPECT_EQ(d.server.api_token, "x");
+}
+
+TEST(Config, PrintRoundTripsAndMasksSecrets) {
+  Config c = load(R"(
+[server]
+api_token = "very-secret"
+[engine]
+shards = 2
+[transport]
+allow_private = ["127.0.0.0/8"]
+[policies.quick]
+ladder = ["10ms", "1s"]
+)");
+  std::string masked = c.to_toml(true);
+  EXPECT_THAT(masked, HasSubstr("api_token = \"***\""));
+  EXPECT_EQ(masked.find("very-secret"), std::string::npos);
+  EXPECT_THAT(masked, HasSubstr("[engine.breaker]"));
+  EXPECT_THAT(masked, HasSubstr("retention = \"30d\""));
+  EXPECT_THAT(masked, HasSubstr("[policies.quick]"));
+  EXPECT_THAT(masked, HasSubstr("ladder = [\"10ms\", \"1s\"]"));
+
+  // The unmasked print is a config file that loads back to the same print.
+  std::string plain = c.to_toml(false);
+  EXPECT_THAT(plain, HasSubstr("very-secret"));
+  Config again = load(plain);
+  EXPECT_EQ(again.to_toml(false), plain);
+  EXPECT_EQ(again.server.api_token, "very-secret");
+  EXPECT_EQ(again.engine.shards, 2u);
+}
+
+}  // namespace
+}  // namespace ringcast
