@@ -1,0 +1,336 @@
+#include "storage/codec.h"
+
+#include <bit>
+#include <limits>
+
+namespace ringcast::storage {
+namespace {
+
+Error corrupt(const char* what) {
+  return make_error(Errc::kCorruption, what, nullptr, "corrupt_record");
+}
+
+// Times are stored as wrapping differences so every int64 round-trips exactly.
+uint64_t delta(int64_t a, int64_t b) {
+  return static_cast<uint64_t>(a) - static_cast<uint64_t>(b);
+}
+int64_t undelta(uint64_t d, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(b) + d);
+}
+
+void put_code(std::string& out, ErrorCode c) {
+  put_u8(out, static_cast<uint8_t>(c.kind));
+  put_zigzag(out, c.detail);
+}
+// Any kind byte is accepted: core may add kinds, and an unknown kind prints as "unknown".
+ErrorCode get_code(Reader& r) {
+  ErrorCode c;
+  c.kind = static_cast<ErrorCode::Kind>(r.u8());
+  int64_t detail = r.zz();
+  if (detail < std::numeric_limits<int16_t>::min() || detail > std::numeric_limits<int16_t>::max())
+    r.fail();
+  c.detail = static_cast<int16_t>(detail);
+  return c;
+}
+
+bool version_ok(Reader& r) {
+  return r.u8() == kValueVersion && r.ok();
+}
+
+constexpr uint8_t kMaxStatus = static_cast<uint8_t>(DeliveryStatus::kDead);
+constexpr uint8_t kMaxOutcome = static_cast<uint8_t>(Outcome::kUnknown);
+constexpr uint8_t kMaxLadder = static_cast<uint8_t>(Ladder::kSlow);
+constexpr uint8_t kMaxSignature = static_cast<uint8_t>(SignatureProfile::kSmengo);
+constexpr uint8_t kMaxEndpointState = static_cast<uint8_t>(EndpointState::kDisabled);
+constexpr uint8_t kMaxBreakerState = static_cast<uint8_t>(BreakerSnapshot::State::kHalfOpen);
+
+}  // namespace
+
+std::string tenant_key(std::string_view tenant) {
+  std::string k;
+  k.reserve(2 + tenant.size());
+  put_be16(k, partition_of(tenant));
+  k.append(tenant.data(), tenant.size());
+  return k;
+}
+
+std::string idempotency_key(std::string_view tenant, std::string_view event_id) {
+  std::string k;
+  k.reserve(4 + tenant.size() + event_id.size());
+  put_be16(k, partition_of(tenant));
+  put_bytes(k, tenant);
+  k.append(event_id.data(), event_id.size());
+  return k;
+}
+
+// ---- event ------------------------------------------------------------------------------------
+void encode_event(const Event& e, std::string& out) {
+  out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
+  put_u8(out, kValueVersion);
+  put_fixed64(out, static_cast<uint64_t>(e.created_at.ns()));
+  put_fixed64(out, e.payload_hash);
+  put_bytes(out, e.tenant);
+  put_bytes(out, e.id);
+  put_bytes(out, e.type);
+  put_bytes(out, e.payload);
+}
+
+Result<Event> decode_event(EventSeq seq, std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("event: bad version or empty value");
+  Event e;
+  e.seq = seq;
+  e.created_at = WallTime::from_ns(static_cast<int64_t>(r.fixed64()));
+  e.payload_hash = r.fixed64();
+  e.tenant = r.bytes();
+  e.id = r.bytes();
+  e.type = r.bytes();
+  e.payload = r.bytes();
+  if (!r.done()) return corrupt("event: truncated or trailing bytes");
+  if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
+  return e;
+}
+
+// ---- delivery ---------------------------------------------------------------------------------
+void encode_delivery(const Delivery& d, std::string& out) {
+  const int64_t created = d.created_at.ns();
+  put_u8(out, kValueVersion);
+  put_zigzag(out, static_cast<int64_t>(d.id - d.event));
+  put_zigzag(out, static_cast<int64_t>(d.id - d.endpoint));
+  put_fixed64(out, static_cast<uint64_t>(created));
+  put_zigzag(out, static_cast<int64_t>(delta(d.next_attempt_at.ns(), created)));
+  put_zigzag(out, static_cast<int64_t>(delta(d.first_slow_at.ns(), created)));
+  put_zigzag(out, d.held.count());
+  put_varint(out, d.attempts);
+  put_u8(out, d.fast_attempts);
+  put_u8(out, d.slow_attempts);
+  put_varint(out, d.last_http_status);
+  put_code(out, d.last_code);
+  put_u8(out, static_cast<uint8_t>(d.status));
+  put_u8(out, d.flags);
+}
+
+Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& d) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("delivery: bad version or empty value");
+  d.id = id;
+  d.event = id - static_cast<uint64_t>(r.zz());
+  d.endpoint = id - static_cast<uint64_t>(r.zz());
+  const int64_t created = static_cast<int64_t>(r.fixed64());
+  d.created_at = WallTime::from_ns(created);
+  d.next_attempt_at = WallTime::from_ns(undelta(static_cast<uint64_t>(r.zz()), created));
+  d.first_slow_at = WallTime::from_ns(undelta(static_cast<uint64_t>(r.zz()), created));
+  d.held = Duration(r.zz());
+  d.attempts = static_cast<uint16_t>(r.bounded(0xffff));
+  d.fast_attempts = r.u8();
+  d.slow_attempts = r.u8();
+  d.last_http_status = static_cast<uint16_t>(r.bounded(0xffff));
+  d.last_code = get_code(r);
+  d.status = static_cast<DeliveryStatus>(r.u8_max(kMaxStatus));
+  d.flags = r.u8();
+  if (!r.done()) return corrupt("delivery: truncated or trailing bytes");
+  return ok();
+}
+
+Result<Delivery> decode_delivery(DeliveryId id, std::string_view v) {
+  Delivery d;
+  auto r = decode_delivery(id, v, d);
+  if (!r) return r.error();
+  return d;
+}
+
+// ---- attempt ----------------------------------------------------------------------------------
+void encode_attempt(const Attempt& a, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_u8(out, static_cast<uint8_t>(a.ladder));
+  put_u8(out, static_cast<uint8_t>(a.outcome));
+  put_code(out, a.code);
+  put_varint(out, a.http_status);
+  put_u8(out, a.request_written ? 1 : 0);
+  put_zigzag(out, a.started_at.ns());
+  put_zigzag(out, a.duration.count());
+  put_zigzag(out, a.timings.dns.count());
+  put_zigzag(out, a.timings.connect.count());
+  put_zigzag(out, a.timings.tls.count());
+  put_zigzag(out, a.timings.first_byte.count());
+  put_zigzag(out, a.timings.total.count());
+  put_bytes(out, a.response_prefix);
+}
+
+Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
+  if (key.size() != kAttemptKeyBytes) return corrupt("attempt: bad key");
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("attempt: bad version or empty value");
+  Attempt a;
+  a.delivery = get_be64(key.data());
+  a.number = get_be16(key.data() + 8);
+  a.ladder = static_cast<Ladder>(r.u8_max(kMaxLadder));
+  a.outcome = static_cast<Outcome>(r.u8_max(kMaxOutcome));
+  a.code = get_code(r);
+  a.http_status = static_cast<uint16_t>(r.bounded(0xffff));
+  a.request_written = r.u8_max(1) != 0;
+  a.started_at = WallTime::from_ns(r.zz());
+  a.duration = Duration(r.zz());
+  a.timings.dns = Duration(r.zz());
+  a.timings.connect = Duration(r.zz());
+  a.timings.tls = Duration(r.zz());
+  a.timings.first_byte = Duration(r.zz());
+  a.timings.total = Duration(r.zz());
+  a.response_prefix = r.bytes();
+  if (!r.done()) return corrupt("attempt: truncated or trailing bytes");
+  return a;
+}
+
+// ---- endpoint ---------------------------------------------------------------------------------
+void encode_endpoint(const Endpoint& e, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_bytes(out, e.tenant);
+  put_bytes(out, e.url);
+  put_varint(out, e.event_types.size());
+  for (const auto& t : e.event_types) put_bytes(out, t);
+  put_bytes(out, e.policy);
+  put_u8(out, static_cast<uint8_t>(e.signature));
+  put_varint(out, e.secrets.size());
+  for (const auto& s : e.secrets) {
+    put_bytes(out, s.key);
+    put_zigzag(out, s.expires_at.ns());
+  }
+  put_fixed64(out, std::bit_cast<uint64_t>(e.rate_limit.per_second));
+  put_varint(out, e.rate_limit.burst);
+  put_varint(out, e.max_in_flight);
+  put_u8(out, static_cast<uint8_t>(e.state));
+  put_code(out, e.disabled_reason);
+  put_zigzag(out, e.created_at.ns());
+  put_zigzag(out, e.updated_at.ns());
+}
+
+Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("endpoint: bad version or empty value");
+  Endpoint e;
+  e.id = id;
+  e.tenant = r.bytes();
+  e.url = r.bytes();
+  // Each element takes at least one byte: a count above the remaining bytes is corruption
+  // (and must not turn into a huge reserve()).
+  uint64_t n = r.bounded(r.remaining());
+  for (uint64_t i = 0; i < n && r.ok(); ++i) e.event_types.emplace_back(r.bytes());
+  e.policy = r.bytes();
+  e.signature = static_cast<SignatureProfile>(r.u8_max(kMaxSignature));
+  n = r.bounded(r.remaining() / 2);
+  for (uint64_t i = 0; i < n && r.ok(); ++i) {
+    Secret s;
+    s.key = r.bytes();
+    s.expires_at = WallTime::from_ns(r.zz());
+    e.secrets.push_back(std::move(s));
+  }
+  e.rate_limit.per_second = std::bit_cast<double>(r.fixed64());
+  e.rate_limit.burst = static_cast<uint32_t>(r.bounded(0xffffffff));
+  e.max_in_flight = static_cast<uint32_t>(r.bounded(0xffffffff));
+  e.state = static_cast<EndpointState>(r.u8_max(kMaxEndpointState));
+  e.disabled_reason = get_code(r);
+  e.created_at = WallTime::from_ns(r.zz());
+  e.updated_at = WallTime::from_ns(r.zz());
+  if (!r.done()) return corrupt("endpoint: truncated or trailing bytes");
+  return e;
+}
+
+// ---- tenant -----------------------------------------------------------------------------------
+void encode_tenant(const Tenant& t, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_u8(out, t.subscription_active ? 1 : 0);
+  put_u8(out, static_cast<uint8_t>(t.breaker.state));
+  put_varint(out, t.breaker.failed_probes);
+  put_zigzag(out, t.breaker.opened_at.ns());
+  put_zigzag(out, t.breaker.reopen_at.ns());
+  put_zigzag(out, t.updated_at.ns());
+}
+
+Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
+  if (key.size() < 2) return corrupt("tenant: bad key");
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("tenant: bad version or empty value");
+  Tenant t;
+  t.name.assign(key.substr(2));
+  t.subscription_active = r.u8_max(1) != 0;
+  t.breaker.state = static_cast<BreakerSnapshot::State>(r.u8_max(kMaxBreakerState));
+  t.breaker.failed_probes = static_cast<uint32_t>(r.bounded(0xffffffff));
+  t.breaker.opened_at = WallTime::from_ns(r.zz());
+  t.breaker.reopen_at = WallTime::from_ns(r.zz());
+  t.updated_at = WallTime::from_ns(r.zz());
+  if (!r.done()) return corrupt("tenant: truncated or trailing bytes");
+  return t;
+}
+
+// ---- idempotency key --------------------------------------------------------------------------
+void encode_event_key(const EventKeyRecord& k, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_varint(out, k.seq);
+  put_fixed64(out, k.payload_hash);
+  put_varint(out, k.deliveries);
+}
+
+Result<EventKeyRecord> decode_event_key(std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("idempotency key: bad version or empty value");
+  EventKeyRecord k;
+  k.seq = r.varint();
+  k.payload_hash = r.fixed64();
+  k.deliveries = static_cast<uint32_t>(r.bounded(0xffffffff));
+  if (!r.done()) return corrupt("idempotency key: truncated or trailing bytes");
+  return k;
+}
+
+// ---- notification -----------------------------------------------------------------------------
+void encode_notification(const Notification& n, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_bytes(out, n.tenant);
+  put_varint(out, n.endpoint);
+  put_bytes(out, n.kind);
+  put_code(out, n.reason);
+  put_zigzag(out, n.at.ns());
+  put_bytes(out, n.message);
+}
+
+Result<Notification> decode_notification(std::string_view key, std::string_view v) {
+  if (key.size() != kNotificationKeyBytes) return corrupt("notification: bad key");
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("notification: bad version or empty value");
+  Notification n;
+  n.seq = ~get_be64(key.data() + 10);
+  n.tenant = r.bytes();
+  n.endpoint = r.varint();
+  n.kind = r.bytes();
+  n.reason = get_code(r);
+  n.at = WallTime::from_ns(r.zz());
+  n.message = r.bytes();
+  if (!r.done()) return corrupt("notification: truncated or trailing bytes");
+  return n;
+}
+
+// ---- cursor -----------------------------------------------------------------------------------
+std::string encode_cursor(DeliveryId last) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string c = "d1";
+  for (int i = 15; i >= 0; --i) c.push_back(kHex[(last >> (4 * i)) & 0xf]);
+  return c;
+}
+
+Result<DeliveryId> decode_cursor(std::string_view c) {
+  auto bad = make_error(Errc::kInvalidArgument, "malformed cursor", "cursor", "invalid_cursor");
+  if (c.size() != 18 || c.substr(0, 2) != "d1") return bad;
+  DeliveryId v = 0;
+  for (char ch : c.substr(2)) {
+    int d;
+    if (ch >= '0' && ch <= '9')
+      d = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      d = ch - 'a' + 10;
+    else
+      return bad;
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+}  // namespace ringcast::storage

@@ -1,0 +1,273 @@
+// Binary encoding of the store's keys and values (docs/storage-schema.md). Invariant: every
+// value starts with a version byte, every decoder checks bounds, enum ranges and that the whole
+// value was consumed, and answers Errc::kCorruption for anything else: never a crash, never UB.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/store.h"
+#include "core/types.h"
+
+namespace ringcast::storage {
+
+inline constexpr uint8_t kValueVersion = 1;
+
+// ---- primitive writers (append to a std::string) ---------------------------------------------
+inline void put_u8(std::string& out, uint8_t v) {
+  out.push_back(static_cast<char>(v));
+}
+inline void put_be16(std::string& out, uint16_t v) {
+  char b[2] = {static_cast<char>(v >> 8), static_cast<char>(v)};
+  out.append(b, 2);
+}
+inline void put_be64(std::string& out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (56 - 8 * i));
+  out.append(b, 8);
+}
+inline void put_fixed64(std::string& out, uint64_t v) {  // little endian, for values
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out.append(b, 8);
+}
+inline void put_varint(std::string& out, uint64_t v) {
+  char b[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    b[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  b[n++] = static_cast<char>(v);
+  out.append(b, n);
+}
+inline uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+inline void put_zigzag(std::string& out, int64_t v) {
+  put_varint(out, zigzag(v));
+}
+inline void put_bytes(std::string& out, std::string_view s) {
+  put_varint(out, s.size());
+  out.append(s.data(), s.size());
+}
+
+inline uint64_t get_be64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+inline uint16_t get_be16(const char* p) {
+  return static_cast<uint16_t>((static_cast<uint8_t>(p[0]) << 8) | static_cast<uint8_t>(p[1]));
+}
+
+// A bounds-checked reader. After the first failure every read returns 0/empty and ok() is false.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && p_ == end_; }
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+
+  uint8_t u8() {
+    if (!need(1)) return 0;
+    return static_cast<uint8_t>(*p_++);
+  }
+  uint64_t be64() {
+    if (!need(8)) return 0;
+    uint64_t v = get_be64(p_);
+    p_ += 8;
+    return v;
+  }
+  uint16_t be16() {
+    if (!need(2)) return 0;
+    uint16_t v = get_be16(p_);
+    p_ += 2;
+    return v;
+  }
+  uint64_t fixed64() {
+    if (!need(8)) return 0;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p_[i]);
+    p_ += 8;
+    return v;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (!need(1)) return 0;
+      uint8_t b = static_cast<uint8_t>(*p_++);
+      if (shift == 63 && b > 1) return fail();
+      v |= uint64_t{b & 0x7fu} << shift;
+      if (!(b & 0x80)) return v;
+    }
+    return fail();
+  }
+  int64_t zz() { return unzigzag(varint()); }
+  std::string_view bytes() {
+    uint64_t n = varint();
+    if (!ok_ || n > remaining()) return fail(), std::string_view();
+    std::string_view s(p_, n);
+    p_ += n;
+    return s;
+  }
+  // A varint that must fit `max` (enum ranges, small counters).
+  uint64_t bounded(uint64_t max) {
+    uint64_t v = varint();
+    return v > max ? fail() : v;
+  }
+  uint8_t u8_max(uint8_t max) {
+    uint8_t v = u8();
+    return v > max ? static_cast<uint8_t>(fail()) : v;
+  }
+  uint64_t fail() {
+    ok_ = false;
+    p_ = end_;
+    return 0;
+  }
+
+ private:
+  bool need(size_t n) {
+    if (!ok_ || remaining() < n) {
+      fail();
+      return false;
+    }
+    return true;
+  }
+  const char* p_;
+  const char* end_;
+  bool ok_ = true;
+};
+
+// ---- keys (big endian so that byte order is numeric order; partition first) ------------------
+inline constexpr size_t kIdKeyBytes = 8;
+inline constexpr size_t kAttemptKeyBytes = 10;
+inline constexpr size_t kTenantIndexKeyBytes = 18;
+inline constexpr size_t kEndpointIndexKeyBytes = 26;
+inline constexpr size_t kEventDeliveryKeyBytes = 16;
+inline constexpr size_t kNotificationKeyBytes = 18;
+inline constexpr size_t kExpiryKeyBytes = 19;
+inline constexpr size_t kHwmKeyBytes = 11;
+
+// Fixed-size key on the stack: no allocation per record on the write path.
+template <size_t N>
+struct FixedKey {
+  char data[N];
+  std::string_view view() const { return {data, N}; }
+};
+
+inline void be64_at(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (56 - 8 * i));
+}
+inline void be16_at(char* p, uint16_t v) {
+  p[0] = static_cast<char>(v >> 8);
+  p[1] = static_cast<char>(v);
+}
+
+// events, deliveries (active and archive), endpoints: the id itself (its top 16 bits are the
+// partition).
+inline FixedKey<kIdKeyBytes> id_key(uint64_t id) {
+  FixedKey<kIdKeyBytes> k;
+  be64_at(k.data, id);
+  return k;
+}
+inline FixedKey<kAttemptKeyBytes> attempt_key(DeliveryId d, uint16_t number) {
+  FixedKey<kAttemptKeyBytes> k;
+  be64_at(k.data, d);
+  be16_at(k.data + 8, number);
+  return k;
+}
+inline Partition partition_of_hash(uint64_t th) {
+  return static_cast<Partition>(th % kPartitions);
+}
+// idx_tenant: partition | tenant hash | ~delivery id (newest first in forward order)
+inline FixedKey<kTenantIndexKeyBytes> tenant_index_key(uint64_t th, DeliveryId d) {
+  FixedKey<kTenantIndexKeyBytes> k;
+  be16_at(k.data, partition_of_hash(th));
+  be64_at(k.data + 2, th);
+  be64_at(k.data + 10, ~d);
+  return k;
+}
+// idx_endpoint: partition | tenant hash | endpoint | ~delivery id
+inline FixedKey<kEndpointIndexKeyBytes> endpoint_index_key(uint64_t th, EndpointId e,
+                                                           DeliveryId d) {
+  FixedKey<kEndpointIndexKeyBytes> k;
+  be16_at(k.data, partition_of_hash(th));
+  be64_at(k.data + 2, th);
+  be64_at(k.data + 10, e);
+  be64_at(k.data + 18, ~d);
+  return k;
+}
+inline FixedKey<kEventDeliveryKeyBytes> event_delivery_key(EventSeq ev, DeliveryId d) {
+  FixedKey<kEventDeliveryKeyBytes> k;
+  be64_at(k.data, ev);
+  be64_at(k.data + 8, d);
+  return k;
+}
+inline FixedKey<kNotificationKeyBytes> notification_key(uint64_t th, uint64_t seq) {
+  FixedKey<kNotificationKeyBytes> k;
+  be16_at(k.data, partition_of_hash(th));
+  be64_at(k.data + 2, th);
+  be64_at(k.data + 10, ~seq);
+  return k;
+}
+
+enum class ExpiryKind : uint8_t { kEvent = 1, kDelivery = 2, kNotification = 3 };
+// expiry: partition | stamp ms | kind | id. Value: tenant hash for notifications, else empty.
+inline FixedKey<kExpiryKeyBytes> expiry_key(Partition p, uint64_t stamp_ms, ExpiryKind kind,
+                                            uint64_t id) {
+  FixedKey<kExpiryKeyBytes> k;
+  be16_at(k.data, p);
+  be64_at(k.data + 2, stamp_ms);
+  k.data[10] = static_cast<char>(kind);
+  be64_at(k.data + 11, id);
+  return k;
+}
+// meta: 'h' | partition | id: the highest id sequence ever deleted (ids are never reused).
+inline FixedKey<kHwmKeyBytes> hwm_key(Partition p, uint64_t id) {
+  FixedKey<kHwmKeyBytes> k;
+  k.data[0] = 'h';
+  be16_at(k.data + 1, p);
+  be64_at(k.data + 3, id);
+  return k;
+}
+// tenants: partition | name
+std::string tenant_key(std::string_view tenant);
+// idempotency: partition | varint(len tenant) | tenant | event id
+std::string idempotency_key(std::string_view tenant, std::string_view event_id);
+
+// ---- values -----------------------------------------------------------------------------------
+void encode_event(const Event& e, std::string& out);  // e.payload_hash must be set
+Result<Event> decode_event(EventSeq seq, std::string_view v);
+
+void encode_delivery(const Delivery& d, std::string& out);
+// Allocation-free: recovery decodes a million of these.
+Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& out);
+Result<Delivery> decode_delivery(DeliveryId id, std::string_view v);
+
+void encode_attempt(const Attempt& a, std::string& out);
+Result<Attempt> decode_attempt(std::string_view key, std::string_view v);
+
+void encode_endpoint(const Endpoint& e, std::string& out);
+Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
+
+void encode_tenant(const Tenant& t, std::string& out);
+Result<Tenant> decode_tenant(std::string_view key, std::string_view v);
+
+void encode_event_key(const EventKeyRecord& r, std::string& out);
+Result<EventKeyRecord> decode_event_key(std::string_view v);
+
+void encode_notification(const Notification& n, std::string& out);
+Result<Notification> decode_notification(std::string_view key, std::string_view v);
+
+// The cursor of list_deliveries: opaque to callers ("d1" + 16 hex digits of the last id seen).
+std::string encode_cursor(DeliveryId last);
+Result<DeliveryId> decode_cursor(std::string_view cursor);
+
+}  // namespace ringcast::storage

@@ -1,0 +1,982 @@
+#include "storage/rocks_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_set>
+
+#include "storage/codec.h"
+#include "storage/status.h"
+
+namespace ringcast::storage {
+namespace {
+
+using rocksdb::Slice;
+
+Slice sl(std::string_view s) {
+  return Slice(s.data(), s.size());
+}
+template <size_t N>
+Slice sl(const FixedKey<N>& k) {
+  return Slice(k.data, N);
+}
+std::string_view sv(const Slice& s) {
+  return {s.data(), s.size()};
+}
+
+// The smallest key greater than every key with this prefix; empty: none (all 0xff).
+std::string prefix_successor(std::string p) {
+  while (!p.empty()) {
+    auto& c = reinterpret_cast<unsigned char&>(p.back());
+    if (c != 0xff) {
+      ++c;
+      return p;
+    }
+    p.pop_back();
+  }
+  return p;
+}
+
+std::string partition_prefix(Partition p) {
+  std::string k;
+  put_be16(k, p);
+  return k;
+}
+
+bool starts_with(const Slice& s, std::string_view prefix) {
+  return s.size() >= prefix.size() && std::memcmp(s.data(), prefix.data(), prefix.size()) == 0;
+}
+
+class SystemClock final : public Clock {
+ public:
+  MonoTime mono_now() override {
+    return MonoTime::from_ns(
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  }
+  WallTime wall_now() override {
+    return WallTime::from_ns(
+        std::chrono::duration_cast<Duration>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+  }
+};
+
+Error io_error(const char* what) {
+  return make_error(Errc::kIo, what);
+}
+
+rocksdb::ColumnFamilyOptions cf_options(Cf c, const StoreOptions& o,
+                                        const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions cfo;
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = cache;
+  t.format_version = 5;
+  const bool large = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfAttempts;
+  // Point lookups (intake's idempotency check misses almost always) get a Bloom filter.
+  const bool point = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfEndpoints ||
+                     c == kCfIdempotency || c == kCfMeta;
+  if (point) t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  t.block_size = large ? 16 * 1024 : 4 * 1024;
+  cfo.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  cfo.compression = rocksdb::kLZ4Compression;
+  cfo.bottommost_compression = rocksdb::kZSTD;
+  cfo.level_compaction_dynamic_level_bytes = true;
+  cfo.write_buffer_size =
+      large ? o.write_buffer_bytes : std::min<size_t>(o.write_buffer_bytes, 16 << 20);
+  cfo.max_write_buffer_number = 4;
+  if (c == kCfActive || c == kCfExpiry) {
+    // Queue-like column families (records are deleted soon after they were written): compact
+    // files dense with tombstones early so that recovery and retention scans stay fast.
+    cfo.table_properties_collector_factories.emplace_back(
+        rocksdb::NewCompactOnDeletionCollectorFactory(4096, 2048));
+  }
+  return cfo;
+}
+
+rocksdb::DBOptions db_options(const StoreOptions& o) {
+  rocksdb::DBOptions d;
+  d.create_if_missing = o.create_if_missing;
+  d.create_missing_column_families = true;
+  d.max_background_jobs = std::max(2, o.background_jobs);
+  d.bytes_per_sync = 1 << 20;
+  d.max_total_wal_size = o.max_total_wal_bytes;
+  d.db_write_buffer_size = o.total_write_buffer_bytes;
+  d.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  d.manual_wal_flush = false;  // every write reaches the OS at once; SyncWAL makes it durable
+  d.keep_log_file_num = 4;
+  d.max_log_file_size = 8 << 20;
+  d.stats_dump_period_sec = 0;
+  d.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  return d;
+}
+
+constexpr size_t kRecoveryChunk = 4096;
+constexpr size_t kRetentionChunk = 512;
+constexpr size_t kFetchChunk = 64;
+
+}  // namespace
+
+// ---- lifecycle --------------------------------------------------------------------------------
+
+RocksStore::RocksStore(const StoreOptions& options) : options_(options) {
+  if (options_.clock) {
+    clock_ = options_.clock;
+  } else {
+    own_clock_ = std::make_unique<SystemClock>();
+    clock_ = own_clock_.get();
+  }
+  retention_done_ms_.assign(kPartitions, 0);
+}
+
+Result<std::unique_ptr<RocksStore>> RocksStore::open(const StoreOptions& options) {
+  if (options.path.empty())
+    return make_error(Errc::kInvalidArgument, "store path is empty", "path");
+  if (options.sync_interval <= Duration::zero())
+    return make_error(Errc::kInvalidArgument, "sync interval must be positive", "sync_interval");
+  if (options.retention <= Duration::zero())
+    return make_error(Errc::kInvalidArgument, "retention must be positive", "retention");
+  std::unique_ptr<RocksStore> s(new RocksStore(options));
+  if (auto r = s->open_db(); !r) return r.error();
+  return s;
+}
+
+Result<void> RocksStore::open_db() {
+  cache_ = rocksdb::NewLRUCache(options_.block_cache_bytes);
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (size_t i = 0; i < kCfCount; ++i) {
+    cfs.emplace_back(std::string(kColumnFamilies[i]),
+                     cf_options(static_cast<Cf>(i), options_, cache_));
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(db_options(options_), options_.path, cfs, &handles, &db_);
+  if (!s.ok()) {
+    Error e = to_error(s);
+    e.message = "cannot open the RocksDB store (path, permissions, or an unknown column family)";
+    return e;
+  }
+  for (size_t i = 0; i < kCfCount; ++i) handles_[i] = handles[i];
+
+  std::string version;
+  s = db_->Get(rocksdb::ReadOptions(), cf(kCfMeta), sl(kSchemaKey), &version);
+  if (s.IsNotFound()) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db_->Put(wo, cf(kCfMeta), sl(kSchemaKey), Slice(&kSchemaVersion, 1));
+    if (!s.ok()) return to_error(s);
+  } else if (!s.ok()) {
+    return to_error(s);
+  } else if (version != std::string_view(&kSchemaVersion, 1)) {
+    return make_error(Errc::kCorruption, "the store has an unsupported schema version");
+  }
+
+  durable_.store(db_->GetLatestSequenceNumber(), std::memory_order_release);
+  if (options_.sync == SyncPolicy::kInterval) sync_thread_ = std::thread([this] { sync_loop(); });
+  return ok();
+}
+
+RocksStore::~RocksStore() {
+  if (sync_thread_.joinable()) {
+    {
+      std::lock_guard lk(sync_mu_);
+      stop_ = true;
+    }
+    sync_cv_.notify_all();
+    sync_thread_.join();
+  }
+  if (db_) {
+    uint64_t seq = db_->GetLatestSequenceNumber();
+    if (options_.sync != SyncPolicy::kNone && db_->SyncWAL().ok()) advance_durable(seq);
+    for (auto* h : handles_) {
+      if (h) db_->DestroyColumnFamilyHandle(h);
+    }
+    db_->Close().PermitUncheckedError();
+    delete db_;
+  }
+}
+
+// ---- durability -------------------------------------------------------------------------------
+
+void RocksStore::advance_durable(uint64_t seq) {
+  uint64_t cur = durable_.load(std::memory_order_relaxed);
+  while (cur < seq && !durable_.compare_exchange_weak(cur, seq, std::memory_order_seq_cst)) {
+  }
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard lk(durable_mu_); }
+    durable_cv_.notify_all();
+  }
+}
+
+bool RocksStore::wait_durable(uint64_t seq, Duration timeout) {
+  if (durable_seq() >= seq) return true;
+  std::unique_lock lk(durable_mu_);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok = durable_cv_.wait_for(lk, timeout, [&] { return durable_seq() >= seq; });
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return ok;
+}
+
+// Group commit across shards (kInterval): writers only mark the WAL dirty; this thread fsyncs
+// it at most once per interval and then publishes the RocksDB sequence read *before* the sync.
+// Every write published at or below that sequence was already in the WAL file (RocksDB
+// publishes a sequence only after its WAL write), so the fsync covers it.
+void RocksStore::sync_loop() {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto interval = std::chrono::duration_cast<SteadyClock::duration>(options_.sync_interval);
+  auto last_sync = SteadyClock::now() - interval;
+  std::unique_lock lk(sync_mu_);
+  while (!stop_) {
+    sync_cv_.wait_for(lk, interval, [&] { return stop_ || dirty_.load(); });
+    if (stop_) break;
+    if (!dirty_.load()) continue;
+    const auto earliest = last_sync + interval;
+    if (SteadyClock::now() < earliest) {
+      sync_cv_.wait_until(lk, earliest, [&] { return stop_; });
+      if (stop_) break;
+    }
+    dirty_.store(false);
+    lk.unlock();
+    last_sync = SteadyClock::now();
+    const uint64_t seq = db_->GetLatestSequenceNumber();
+    rocksdb::Status s = db_->SyncWAL();
+    if (s.ok()) {
+      advance_durable(seq);
+      if (options_.on_durable) options_.on_durable(seq);
+    } else {
+      failed_.store(true);
+    }
+    lk.lock();
+  }
+}
+
+Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync) {
+  if (failed_.load(std::memory_order_relaxed))
+    return io_error("the store stopped accepting writes after a WAL sync failure");
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync == SyncPolicy::kAlways || force_sync;
+  rocksdb::Status s = db_->Write(wo, &batch);
+  if (!s.ok()) return to_error(s);
+  // An upper bound of this batch's own sequence: waiting for it is always safe.
+  const uint64_t seq = db_->GetLatestSequenceNumber();
+  switch (options_.sync) {
+    case SyncPolicy::kAlways:  // every write of this store is synced: all published ones are
+    case SyncPolicy::kNone:    // documented unsafe: "durable" means "written"
+      advance_durable(seq);
+      break;
+    case SyncPolicy::kInterval:
+      if (!dirty_.exchange(true)) sync_cv_.notify_one();
+      break;
+  }
+  return seq;
+}
+
+int64_t RocksStore::stamp_ms() {
+  // Monotone within the process so that run_retention's per-partition progress stays valid
+  // if the wall clock steps back.
+  int64_t now = std::max<int64_t>(0, clock_->wall_now().ms());
+  int64_t prev = last_stamp_ms_.load(std::memory_order_relaxed);
+  while (now > prev && !last_stamp_ms_.compare_exchange_weak(prev, now)) {
+  }
+  return std::max(now, prev);
+}
+
+// ---- writes -----------------------------------------------------------------------------------
+
+Result<uint64_t> RocksStore::write(const Mutations& m) {
+  if (m.empty()) return db_->GetLatestSequenceNumber();
+  rocksdb::WriteBatch batch;
+  std::string v;
+  v.reserve(512);
+  int64_t stamp = -1;
+  auto get_stamp = [&] {
+    if (stamp < 0) stamp = stamp_ms();
+    return static_cast<uint64_t>(stamp);
+  };
+
+  // SPEC R12.5: the idempotency key is derived here from each new event, in the same batch.
+  if (!m.events.empty()) {
+    std::vector<EventSeq> fanout;  // event of each new delivery, to count them per event
+    for (const auto& dp : m.deliveries) {
+      if (dp.is_new) fanout.push_back(dp.delivery.event);
+    }
+    std::sort(fanout.begin(), fanout.end());
+    for (const Event& e : m.events) {
+      const Partition p = partition_of(e.tenant);
+      if (id_partition(e.seq) != p)
+        return make_error(Errc::kInvalidArgument, "event seq is not in its tenant's partition",
+                          "seq");
+      Event copy_hash_only;  // only used when the caller left payload_hash unset
+      const Event* ev = &e;
+      if (e.payload_hash == 0) {
+        copy_hash_only = e;
+        copy_hash_only.payload_hash = payload_hash(e.payload);
+        ev = &copy_hash_only;
+      }
+      v.clear();
+      encode_event(*ev, v);
+      batch.Put(cf(kCfEvents), sl(id_key(e.seq)), sl(v));
+      auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
+      v.clear();
+      encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, v);
+      batch.Put(cf(kCfIdempotency), sl(idempotency_key(e.tenant, e.id)), sl(v));
+      batch.Put(cf(kCfExpiry), sl(expiry_key(p, get_stamp(), ExpiryKind::kEvent, e.seq)), Slice());
+    }
+  }
+
+  for (const DeliveryPut& dp : m.deliveries) {
+    const Delivery& d = dp.delivery;
+    v.clear();
+    encode_delivery(d, v);
+    const auto key = id_key(d.id);
+    if (is_terminal(d.status)) {
+      if (!dp.is_new) batch.Delete(cf(kCfActive), sl(key));
+      batch.Put(cf(kCfArchive), sl(key), sl(v));
+      batch.Put(cf(kCfExpiry),
+                sl(expiry_key(id_partition(d.id), get_stamp(), ExpiryKind::kDelivery, d.id)),
+                Slice());
+    } else {
+      batch.Put(cf(kCfActive), sl(key), sl(v));
+    }
+    if (dp.is_new) {
+      uint64_t th = dp.tenant_hash;
+      if (th == 0) {  // derive it from the event when it is in this batch
+        for (const Event& e : m.events) {
+          if (e.seq == d.event) th = tenant_hash(e.tenant);
+        }
+      }
+      if (th == 0 || partition_of_hash(th) != id_partition(d.id))
+        return make_error(Errc::kInvalidArgument,
+                          "new delivery without its tenant hash, or outside its partition",
+                          "tenant_hash");
+      batch.Put(cf(kCfTenantIndex), sl(tenant_index_key(th, d.id)), Slice());
+      batch.Put(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d.endpoint, d.id)), Slice());
+      batch.Put(cf(kCfEventDeliveries), sl(event_delivery_key(d.event, d.id)), Slice());
+    }
+  }
+
+  for (const Attempt& a : m.attempts) {
+    v.clear();
+    encode_attempt(a, v);
+    batch.Put(cf(kCfAttempts), sl(attempt_key(a.delivery, a.number)), sl(v));
+  }
+  for (const Endpoint& e : m.endpoints) {
+    v.clear();
+    encode_endpoint(e, v);
+    batch.Put(cf(kCfEndpoints), sl(id_key(e.id)), sl(v));
+  }
+  for (EndpointId id : m.endpoint_deletes) {
+    batch.Delete(cf(kCfEndpoints), sl(id_key(id)));
+    // Ids are never reused, also when the newest record of a partition is deleted.
+    batch.Put(cf(kCfMeta), sl(hwm_key(id_partition(id), id)), Slice());
+  }
+  for (const Tenant& t : m.tenants) {
+    v.clear();
+    encode_tenant(t, v);
+    batch.Put(cf(kCfTenants), sl(tenant_key(t.name)), sl(v));
+  }
+  for (const Notification& n : m.notifications) {
+    const uint64_t th = tenant_hash(n.tenant);
+    v.clear();
+    encode_notification(n, v);
+    batch.Put(cf(kCfNotifications), sl(notification_key(th, n.seq)), sl(v));
+    std::string thv;
+    put_fixed64(thv, th);
+    batch.Put(cf(kCfExpiry),
+              sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),
+              sl(thv));
+  }
+  return commit(batch, false);
+}
+
+// ---- point reads ------------------------------------------------------------------------------
+
+Result<std::optional<EventKeyRecord>> RocksStore::find_event_key(std::string_view tenant,
+                                                                 std::string_view event_id) {
+  rocksdb::PinnableSlice v;
+  auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfIdempotency),
+                    sl(idempotency_key(tenant, event_id)), &v);
+  if (s.IsNotFound()) return std::optional<EventKeyRecord>();
+  if (!s.ok()) return to_error(s);
+  auto r = decode_event_key(sv(v));
+  if (!r) return r.error();
+  return std::optional<EventKeyRecord>(*r);
+}
+
+Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
+  rocksdb::PinnableSlice v;
+  auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfEvents), sl(id_key(seq)), &v);
+  if (s.IsNotFound()) return std::optional<Event>();
+  if (!s.ok()) return to_error(s);
+  auto r = decode_event(seq, sv(v));
+  if (!r) return r.error();
+  return std::optional<Event>(std::move(*r));
+}
+
+Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
+                                                    std::string_view event_id) {
+  auto k = find_event_key(tenant, event_id);
+  if (!k) return k.error();
+  if (!*k) return std::optional<Event>();
+  auto e = load_event((*k)->seq);
+  if (!e) return e.error();
+  if (*e && ((*e)->tenant != tenant || (*e)->id != event_id))
+    return make_error(Errc::kCorruption, "idempotency key points at another event");
+  return e;
+}
+
+static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* active, rocksdb::ColumnFamilyHandle* archive,
+    const std::vector<DeliveryId>& ids) {
+  const size_t n = ids.size();
+  std::vector<std::optional<Delivery>> out(n);
+  if (n == 0) return out;
+  std::vector<FixedKey<kIdKeyBytes>> keys(n);
+  std::vector<Slice> slices(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = id_key(ids[i]);
+    slices[i] = sl(keys[i]);
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> st(n);
+  db->MultiGet(rocksdb::ReadOptions(), active, n, slices.data(), values.data(), st.data());
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < n; ++i) {
+    if (st[i].ok()) {
+      auto d = decode_delivery(ids[i], sv(values[i]));
+      if (!d) return d.error();
+      out[i] = *d;
+    } else if (st[i].IsNotFound()) {
+      missing.push_back(i);
+    } else {
+      return to_error(st[i]);
+    }
+  }
+  if (missing.empty()) return out;
+  const size_t m = missing.size();
+  std::vector<Slice> mslices(m);
+  for (size_t j = 0; j < m; ++j) mslices[j] = slices[missing[j]];
+  std::vector<rocksdb::PinnableSlice> mvalues(m);
+  std::vector<rocksdb::Status> mst(m);
+  db->MultiGet(rocksdb::ReadOptions(), archive, m, mslices.data(), mvalues.data(), mst.data());
+  for (size_t j = 0; j < m; ++j) {
+    const size_t i = missing[j];
+    if (mst[j].ok()) {
+      auto d = decode_delivery(ids[i], sv(mvalues[j]));
+      if (!d) return d.error();
+      out[i] = *d;
+    } else if (!mst[j].IsNotFound()) {
+      return to_error(mst[j]);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<DeliveryId>& ids) {
+  auto r = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), ids);
+  if (!r) return r.error();
+  std::vector<Delivery> out;
+  out.reserve(ids.size());
+  for (auto& d : *r) {
+    if (d) out.push_back(*d);  // an index entry whose delivery retention just removed
+  }
+  return out;
+}
+
+Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
+  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), {id});
+  if (!found) return found.error();
+  if (!(*found)[0]) return std::optional<DeliveryDetail>();
+  DeliveryDetail detail;
+  detail.delivery = *(*found)[0];
+  auto ev = load_event(detail.delivery.event);
+  if (!ev) return ev.error();
+  if (*ev) detail.tenant = (*ev)->tenant;
+
+  rocksdb::ReadOptions ro;
+  const auto upper = id_key(id + 1);
+  Slice upper_slice = sl(upper);
+  if (id != UINT64_MAX) ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfAttempts)));
+  const auto prefix = id_key(id);
+  for (it->Seek(sl(prefix)); it->Valid() && starts_with(it->key(), prefix.view()); it->Next()) {
+    auto a = decode_attempt(sv(it->key()), sv(it->value()));
+    if (!a) return a.error();
+    detail.attempts.push_back(std::move(*a));
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return std::optional<DeliveryDetail>(std::move(detail));
+}
+
+// ---- log queries ------------------------------------------------------------------------------
+
+Result<std::vector<Delivery>> RocksStore::recent_deliveries(std::string_view tenant, size_t limit) {
+  limit = std::min(limit, kListLimitMax);
+  std::vector<Delivery> out;
+  if (limit == 0) return out;
+  const uint64_t th = tenant_hash(tenant);
+  std::string prefix = partition_prefix(partition_of_hash(th));
+  put_be64(prefix, th);
+  const std::string upper = prefix_successor(prefix);
+  Slice upper_slice = sl(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfTenantIndex)));
+  std::vector<DeliveryId> ids;
+  it->Seek(sl(prefix));
+  // Normally one pass; more only when retention removed deliveries under our feet.
+  while (out.size() < limit && it->Valid()) {
+    ids.clear();
+    for (; it->Valid() && ids.size() < limit - out.size(); it->Next()) {
+      if (it->key().size() != kTenantIndexKeyBytes)
+        return make_error(Errc::kCorruption, "tenant index: bad key");
+      ids.push_back(~get_be64(it->key().data() + 10));
+    }
+    auto ds = fetch_deliveries(ids);
+    if (!ds) return ds.error();
+    for (auto& d : *ds) out.push_back(d);
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return out;
+}
+
+Result<DeliveryPage> RocksStore::list_deliveries(std::string_view tenant,
+                                                 std::optional<EndpointId> endpoint,
+                                                 std::optional<DeliveryStatus> status, size_t limit,
+                                                 std::string_view cursor) {
+  limit = std::clamp<size_t>(limit, 1, kListLimitMax);
+  std::optional<DeliveryId> after;
+  if (!cursor.empty()) {
+    auto c = decode_cursor(cursor);
+    if (!c) return c.error();
+    after = *c;
+  }
+  const uint64_t th = tenant_hash(tenant);
+  std::string prefix = partition_prefix(partition_of_hash(th));
+  put_be64(prefix, th);
+  if (endpoint) put_be64(prefix, *endpoint);
+  const size_t id_offset = prefix.size();
+  const size_t key_bytes = endpoint ? kEndpointIndexKeyBytes : kTenantIndexKeyBytes;
+  const std::string upper = prefix_successor(prefix);
+  Slice upper_slice = sl(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  // The tenant index holds every delivery of the tenant once, newest first; the endpoint
+  // index the same per endpoint.
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(ro, cf(endpoint ? kCfEndpointIndex : kCfTenantIndex)));
+  std::string start = prefix;
+  if (after) put_be64(start, ~*after);
+  it->Seek(sl(start));
+
+  DeliveryPage page;
+  std::vector<DeliveryId> chunk;
+  size_t scanned = 0;
+  DeliveryId last_consumed = 0;
+  bool more = false;
+  while (true) {
+    chunk.clear();
+    for (; it->Valid() && chunk.size() < kFetchChunk && scanned < kListScanMax; it->Next()) {
+      if (it->key().size() != key_bytes)
+        return make_error(Errc::kCorruption, "delivery index: bad key");
+      const DeliveryId id = ~get_be64(it->key().data() + id_offset);
+      if (after && id == *after) continue;
+      chunk.push_back(id);
+      ++scanned;
+    }
+    if (chunk.empty()) break;
+    auto ds = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), chunk);
+    if (!ds) return ds.error();
+    bool full = false;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      last_consumed = chunk[i];
+      const auto& d = (*ds)[i];
+      if (d && (!status || d->status == *status)) {
+        page.items.push_back(*d);
+        if (page.items.size() == limit) {
+          more = i + 1 < chunk.size() || it->Valid();
+          full = true;
+          break;
+        }
+      }
+    }
+    if (full) break;
+    if (scanned >= kListScanMax) {
+      more = it->Valid();
+      break;
+    }
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  if (more) page.next_cursor = encode_cursor(last_consumed);
+  return page;
+}
+
+Result<std::vector<Notification>> RocksStore::list_notifications(std::string_view tenant,
+                                                                 size_t limit) {
+  limit = std::min(limit, kListLimitMax);
+  std::vector<Notification> out;
+  const uint64_t th = tenant_hash(tenant);
+  std::string prefix = partition_prefix(partition_of_hash(th));
+  put_be64(prefix, th);
+  const std::string upper = prefix_successor(prefix);
+  Slice upper_slice = sl(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfNotifications)));
+  for (it->Seek(sl(prefix)); it->Valid() && out.size() < limit; it->Next()) {
+    auto n = decode_notification(sv(it->key()), sv(it->value()));
+    if (!n) return n.error();
+    if (n->tenant == tenant) out.push_back(std::move(*n));  // a 64-bit hash collision
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return out;
+}
+
+// ---- recovery ---------------------------------------------------------------------------------
+
+Result<uint64_t> RocksStore::max_id_in(Cf c, Partition p) {
+  const auto key = id_key(make_id(p, ~uint64_t{0}));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(c)));
+  it->SeekForPrev(sl(key));
+  if (!it->status().ok()) return to_error(it->status());
+  if (!it->Valid() || it->key().size() < 8) return uint64_t{0};
+  const uint64_t id = get_be64(it->key().data());
+  return id_partition(id) == p ? id_sequence(id) : 0;
+}
+
+Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVisitor& visitor) {
+  RecoveryStats st;
+  uint64_t max_seq = 0;
+  const bool last_partition = p == 0xffff;
+  const auto lo_id = id_key(make_id(p, 0));
+  const auto hi_id = id_key(last_partition ? 0 : uint64_t{p + 1u} << kIdSequenceBits);
+  Slice hi_id_slice = sl(hi_id);
+  rocksdb::ReadOptions scan;
+  scan.readahead_size = 4 << 20;
+  scan.fill_cache = false;
+  if (!last_partition) scan.iterate_upper_bound = &hi_id_slice;
+
+  {  // endpoints
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan, cf(kCfEndpoints)));
+    for (it->Seek(sl(lo_id)); it->Valid(); it->Next()) {
+      if (it->key().size() != kIdKeyBytes)
+        return make_error(Errc::kCorruption, "endpoint: bad key");
+      const EndpointId id = get_be64(it->key().data());
+      auto e = decode_endpoint(id, sv(it->value()));
+      if (!e) return e.error();
+      max_seq = std::max(max_seq, id_sequence(id));
+      visitor.on_endpoint(*e);
+      ++st.endpoints;
+    }
+    if (!it->status().ok()) return to_error(it->status());
+  }
+  {  // tenants
+    const std::string prefix = partition_prefix(p);
+    const std::string upper = prefix_successor(prefix);
+    Slice upper_slice = sl(upper);
+    rocksdb::ReadOptions ro = scan;
+    ro.iterate_upper_bound = upper.empty() ? nullptr : &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfTenants)));
+    for (it->Seek(sl(prefix)); it->Valid(); it->Next()) {
+      auto t = decode_tenant(sv(it->key()), sv(it->value()));
+      if (!t) return t.error();
+      visitor.on_tenant(*t);
+      ++st.tenants;
+    }
+    if (!it->status().ok()) return to_error(it->status());
+  }
+  {  // non-terminal deliveries, in key order, in chunks; leases are fixed before the visit
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan, cf(kCfActive)));
+    std::unique_ptr<rocksdb::Iterator> attempts(
+        db_->NewIterator(rocksdb::ReadOptions(), cf(kCfAttempts)));
+    std::vector<Delivery> chunk;
+    chunk.reserve(kRecoveryChunk);
+    std::vector<size_t> leased;
+    std::string v;
+    auto flush_chunk = [&]() -> Result<void> {
+      if (!leased.empty()) {
+        rocksdb::WriteBatch batch;
+        for (size_t i : leased) {
+          Delivery& d = chunk[i];
+          // Never overwrite a recorded attempt: number after the last one stored.
+          attempts->SeekForPrev(sl(attempt_key(d.id, 0xffff)));
+          if (!attempts->status().ok()) return to_error(attempts->status());
+          uint32_t number = std::max<uint32_t>(d.attempts, 1);
+          if (attempts->Valid() && attempts->key().size() == kAttemptKeyBytes &&
+              get_be64(attempts->key().data()) == d.id) {
+            number = std::max<uint32_t>(number, get_be16(attempts->key().data() + 8) + 1u);
+          }
+          number = std::min<uint32_t>(number, 0xffff);
+          Attempt a;
+          a.delivery = d.id;
+          a.number = static_cast<uint16_t>(number);
+          a.ladder = Ladder::kNone;
+          a.outcome = Outcome::kUnknown;  // the receiver may have acted (SPEC R12.1)
+          a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
+          a.started_at = now;
+          v.clear();
+          encode_attempt(a, v);
+          batch.Put(cf(kCfAttempts), sl(attempt_key(d.id, a.number)), sl(v));
+          d.attempts = a.number;
+          d.status = DeliveryStatus::kPending;
+          d.next_attempt_at = now;
+          d.last_code = a.code;
+          d.last_http_status = 0;
+          v.clear();
+          encode_delivery(d, v);
+          batch.Put(cf(kCfActive), sl(id_key(d.id)), sl(v));
+        }
+        auto r = commit(batch, /*force_sync=*/true);
+        if (!r) return r.error();
+        st.leases_expired += leased.size();
+        leased.clear();
+      }
+      for (const Delivery& d : chunk) visitor.on_delivery(d);
+      st.pending += chunk.size();
+      chunk.clear();
+      return ok();
+    };
+    for (it->Seek(sl(lo_id)); it->Valid(); it->Next()) {
+      if (it->key().size() != kIdKeyBytes)
+        return make_error(Errc::kCorruption, "delivery: bad key");
+      const DeliveryId id = get_be64(it->key().data());
+      Delivery& d = chunk.emplace_back();
+      if (auto r = decode_delivery(id, sv(it->value()), d); !r) return r.error();
+      max_seq = std::max(max_seq, id_sequence(id));
+      if (d.status == DeliveryStatus::kInFlight) leased.push_back(chunk.size() - 1);
+      if (is_terminal(d.status)) chunk.pop_back();  // not expected in this column family
+      if (chunk.size() == kRecoveryChunk) {
+        if (auto r = flush_chunk(); !r) return r.error();
+      }
+    }
+    if (!it->status().ok()) return to_error(it->status());
+    if (auto r = flush_chunk(); !r) return r.error();
+  }
+  // The next free id: the newest of every kind, and what retention or deletes removed.
+  for (Cf c : {kCfEvents, kCfArchive}) {
+    auto m = max_id_in(c, p);
+    if (!m) return m.error();
+    max_seq = std::max(max_seq, *m);
+  }
+  {
+    const std::string prefix = partition_prefix(p);
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), cf(kCfNotifications)));
+    for (it->Seek(sl(prefix)); it->Valid() && starts_with(it->key(), prefix); it->Next()) {
+      if (it->key().size() != kNotificationKeyBytes) continue;
+      max_seq = std::max(max_seq, id_sequence(~get_be64(it->key().data() + 10)));
+    }
+    if (!it->status().ok()) return to_error(it->status());
+  }
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(kCfMeta)));
+    const auto top = hwm_key(p, ~uint64_t{0});
+    it->SeekForPrev(sl(top));
+    if (!it->status().ok()) return to_error(it->status());
+    if (it->Valid() && it->key().size() == kHwmKeyBytes &&
+        starts_with(it->key(), std::string_view(top.data, 3)))
+      max_seq = std::max(max_seq, id_sequence(get_be64(it->key().data() + 3)));
+  }
+  st.next_sequence = max_seq + 1;
+  return st;
+}
+
+// ---- retention --------------------------------------------------------------------------------
+
+Result<RetentionStats> RocksStore::run_retention(WallTime now) {
+  std::lock_guard guard(retention_mu_);
+  RetentionStats st;
+  const int64_t cutoff = (now - options_.retention).ms();
+  if (cutoff <= 0) return st;
+  const uint64_t cutoff_ms = static_cast<uint64_t>(cutoff);
+  // Entries written from now on carry a stamp >= this (stamps are monotone), so progress may
+  // be recorded up to it even if the caller's `now` runs ahead of the store's clock.
+  const uint64_t done_ms = std::min<uint64_t>(
+      cutoff_ms, static_cast<uint64_t>(last_stamp_ms_.load(std::memory_order_acquire)));
+
+  for (uint32_t pi = 0; pi < kPartitions; ++pi) {
+    const Partition p = static_cast<Partition>(pi);
+    if (retention_done_ms_[p] >= cutoff_ms) continue;
+    const auto lo = expiry_key(p, retention_done_ms_[p], static_cast<ExpiryKind>(0), 0);
+    const auto hi = expiry_key(p, cutoff_ms, static_cast<ExpiryKind>(0), 0);
+    Slice hi_slice = sl(hi);
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &hi_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfExpiry)));
+    it->Seek(sl(lo));
+    uint64_t hwm = 0;
+    while (true) {
+      rocksdb::WriteBatch batch;
+      std::vector<DeliveryId> dids;
+      std::vector<std::pair<EventSeq, bool>> events;  // (event, its own expiry entry)
+      size_t n = 0;
+      for (; it->Valid() && n < kRetentionChunk; it->Next(), ++n) {
+        const Slice k = it->key();
+        if (k.size() != kExpiryKeyBytes) return make_error(Errc::kCorruption, "expiry: bad key");
+        batch.Delete(cf(kCfExpiry), k);
+        const auto kind = static_cast<ExpiryKind>(k.data()[10]);
+        const uint64_t id = get_be64(k.data() + 11);
+        switch (kind) {
+          case ExpiryKind::kDelivery:
+            dids.push_back(id);
+            break;
+          case ExpiryKind::kEvent:
+            events.emplace_back(id, true);
+            break;
+          case ExpiryKind::kNotification: {
+            if (it->value().size() != 8)
+              return make_error(Errc::kCorruption, "expiry: bad notification entry");
+            Reader r(sv(it->value()));
+            batch.Delete(cf(kCfNotifications), sl(notification_key(r.fixed64(), id)));
+            ++st.notifications;
+            hwm = std::max(hwm, id);
+            break;
+          }
+          default:
+            return make_error(Errc::kCorruption, "expiry: unknown kind");
+        }
+      }
+      if (!it->status().ok()) return to_error(it->status());
+      if (n == 0) break;
+      st.expiry_entries += n;
+
+      // Terminal deliveries (only the archive holds them) with attempts and index entries.
+      std::vector<FixedKey<kIdKeyBytes>> keys(dids.size());
+      std::vector<Slice> slices(dids.size());
+      for (size_t i = 0; i < dids.size(); ++i) keys[i] = id_key(dids[i]), slices[i] = sl(keys[i]);
+      std::vector<rocksdb::PinnableSlice> values(dids.size());
+      std::vector<rocksdb::Status> sts(dids.size());
+      if (!dids.empty()) {
+        db_->MultiGet(rocksdb::ReadOptions(), cf(kCfArchive), dids.size(), slices.data(),
+                      values.data(), sts.data());
+      }
+      std::unique_ptr<rocksdb::Iterator> ait(
+          db_->NewIterator(rocksdb::ReadOptions(), cf(kCfAttempts)));
+      for (size_t i = 0; i < dids.size(); ++i) {
+        if (sts[i].IsNotFound()) continue;  // an earlier entry removed it already
+        if (!sts[i].ok()) return to_error(sts[i]);
+        auto d = decode_delivery(dids[i], sv(values[i]));
+        if (!d) return d.error();
+        auto ev = load_event(d->event);
+        if (!ev) return ev.error();
+        if (*ev) {  // the tenant (its hash) names the index entries
+          const uint64_t th = tenant_hash((*ev)->tenant);
+          batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, d->id)));
+          batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d->endpoint, d->id)));
+        }
+        batch.Delete(cf(kCfArchive), sl(keys[i]));
+        batch.Delete(cf(kCfEventDeliveries), sl(event_delivery_key(d->event, d->id)));
+        for (ait->Seek(sl(keys[i])); ait->Valid() && starts_with(ait->key(), keys[i].view());
+             ait->Next()) {
+          batch.Delete(cf(kCfAttempts), ait->key());
+          ++st.attempts;
+        }
+        if (!ait->status().ok()) return to_error(ait->status());
+        events.emplace_back(d->event, false);
+        hwm = std::max(hwm, d->id);
+        ++st.deliveries;
+      }
+      if (auto r = commit(batch, false); !r) return r.error();
+
+      // Events go once no delivery of theirs is left (SPEC: an event outlives its deliveries).
+      rocksdb::WriteBatch eb;
+      std::unique_ptr<rocksdb::Iterator> edit(
+          db_->NewIterator(rocksdb::ReadOptions(), cf(kCfEventDeliveries)));
+      std::sort(events.begin(), events.end());
+      for (size_t i = 0; i < events.size(); ++i) {
+        const auto [ev, own_entry] = events[i];
+        if (i + 1 < events.size() && events[i + 1].first == ev) continue;  // keep the last (own)
+        const auto ek = id_key(ev);
+        edit->Seek(sl(ek));
+        if (!edit->status().ok()) return to_error(edit->status());
+        const bool has_deliveries = edit->Valid() && starts_with(edit->key(), ek.view());
+        if (has_deliveries) {
+          // Still referenced (a non-terminal delivery can live for weeks): look again later.
+          if (own_entry) {
+            eb.Put(cf(kCfExpiry),
+                   sl(expiry_key(p, static_cast<uint64_t>(stamp_ms()), ExpiryKind::kEvent, ev)),
+                   Slice());
+          }
+          continue;
+        }
+        auto e = load_event(ev);
+        if (!e) return e.error();
+        if (!*e) continue;
+        // Reached through a delivery: the event's own entry decides if it is younger.
+        if (!own_entry && (*e)->created_at.ms() >= cutoff) continue;
+        eb.Delete(cf(kCfEvents), sl(ek));
+        eb.Delete(cf(kCfIdempotency), sl(idempotency_key((*e)->tenant, (*e)->id)));
+        hwm = std::max(hwm, ev);
+        ++st.events;
+      }
+      if (hwm != 0) {
+        // One high-water mark per partition: remove the older ones.
+        const Partition hp = id_partition(hwm);
+        std::unique_ptr<rocksdb::Iterator> hit(
+            db_->NewIterator(rocksdb::ReadOptions(), cf(kCfMeta)));
+        const auto first = hwm_key(hp, 0);
+        bool newer_exists = false;
+        for (hit->Seek(sl(first));
+             hit->Valid() && starts_with(hit->key(), std::string_view(first.data, 3));
+             hit->Next()) {
+          if (hit->key().size() != kHwmKeyBytes) continue;
+          if (get_be64(hit->key().data() + 3) >= hwm) {
+            newer_exists = true;
+          } else {
+            eb.Delete(cf(kCfMeta), hit->key());
+          }
+        }
+        if (!hit->status().ok()) return to_error(hit->status());
+        if (!newer_exists) eb.Put(cf(kCfMeta), sl(hwm_key(hp, hwm)), Slice());
+      }
+      if (eb.Count() > 0) {
+        if (auto r = commit(eb, false); !r) return r.error();
+      }
+      if (n < kRetentionChunk) break;
+    }
+    retention_done_ms_[p] = std::max(retention_done_ms_[p], done_ms);
+  }
+  return st;
+}
+
+// ---- maintenance ------------------------------------------------------------------------------
+
+Result<void> RocksStore::flush(bool compact) {
+  std::vector<rocksdb::ColumnFamilyHandle*> all(handles_.begin(), handles_.end());
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  auto s = db_->Flush(fo, all);
+  if (!s.ok()) return to_error(s);
+  if (compact) {
+    rocksdb::CompactRangeOptions co;
+    co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+    for (auto* h : all) {
+      s = db_->CompactRange(co, h, nullptr, nullptr);
+      if (!s.ok()) return to_error(s);
+    }
+  }
+  s = db_->SyncWAL();
+  if (!s.ok()) return to_error(s);
+  return ok();
+}
+
+StoreSizes RocksStore::sizes() const {
+  StoreSizes out;
+  for (auto* h : handles_) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(h, "rocksdb.live-sst-files-size", &v)) out.sst_bytes += v;
+    if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) out.memtable_bytes += v;
+  }
+  rocksdb::VectorLogPtr wals;
+  if (db_->GetSortedWalFiles(wals).ok()) {
+    for (const auto& w : wals) out.wal_bytes += w->SizeFileBytes();
+  }
+  return out;
+}
+
+}  // namespace ringcast::storage

@@ -1,0 +1,151 @@
+// RocksStore: core's Store on RocksDB (SPEC R10, R12.2, R12.5; docs/storage-schema.md).
+// Invariants: one write() is one atomic WriteBatch; a commit sequence is durable once
+// durable_seq() >= it (never earlier); a partition's records are one key range per column
+// family; terminal records leave only through run_retention(), never a non-terminal one.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/store.h"
+#include "core/time.h"
+#include "storage/schema.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class Cache;
+class WriteBatch;
+struct Options;
+}  // namespace rocksdb
+
+namespace ringcast::storage {
+
+struct StoreOptions {
+  std::string path;
+  SyncPolicy sync = SyncPolicy::kInterval;
+  Duration sync_interval = milliseconds(10);  // kInterval: at most one WAL fsync per interval
+  Duration retention = days(30);              // SPEC R10.1
+  // Stamps the expiry index (when a record became deletable). Null: the system wall clock.
+  // Tests inject a ManualClock. Only wall_now() is used.
+  Clock* clock = nullptr;
+  size_t block_cache_bytes = size_t{64} << 20;
+  size_t write_buffer_bytes = size_t{64} << 20;  // memtable size of the large column families
+  size_t total_write_buffer_bytes = size_t{512} << 20;
+  size_t max_total_wal_bytes = size_t{512} << 20;
+  int background_jobs = 2;
+  bool create_if_missing = true;
+  // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
+  // shard loop through an eventfd. Must be cheap and must not call back into the store.
+  std::function<void(uint64_t durable_seq)> on_durable;
+};
+
+struct RetentionStats {
+  uint64_t deliveries = 0, attempts = 0, events = 0, notifications = 0;
+  uint64_t expiry_entries = 0;  // index entries processed
+};
+
+// Sizes of the on-disk state (bench and operators).
+struct StoreSizes {
+  uint64_t sst_bytes = 0;  // live SST files, all column families
+  uint64_t wal_bytes = 0;
+  uint64_t memtable_bytes = 0;
+};
+
+class RocksStore final : public Store {
+ public:
+  static Result<std::unique_ptr<RocksStore>> open(const StoreOptions& options);
+  ~RocksStore() override;  // stops the sync thread, syncs the WAL, closes the DB
+  RocksStore(const RocksStore&) = delete;
+  RocksStore& operator=(const RocksStore&) = delete;
+
+  // Store. write() is thread-safe: several shards write at once (RocksDB groups them).
+  // Commit sequences are RocksDB sequence numbers: strictly increasing for one caller, and an
+  // empty Mutations returns the current one without writing.
+  Result<uint64_t> write(const Mutations& m) override;
+  uint64_t durable_seq() const override { return durable_.load(std::memory_order_acquire); }
+
+  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
+                                                       std::string_view event_id) override;
+  Result<std::optional<Event>> load_event(EventSeq seq) override;
+  Result<std::optional<Event>> find_event(std::string_view tenant,
+                                          std::string_view event_id) override;
+  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
+  // A page can hold fewer than `limit` items with a non-empty cursor when a status filter
+  // skipped many entries (the scan per call is bounded by kListScanMax).
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override;
+  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                       size_t limit) override;
+  // Lease convention (SPEC R6 lease_expired, R12.2): a delivery found kInFlight gets one
+  // attempt numbered max(d.attempts, last stored attempt + 1) with outcome kUnknown, and
+  // d.attempts is raised to that number; the attempt and the kPending delivery are one batch,
+  // fsynced before the visitor sees the delivery, so a second restart finds it kPending.
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+
+  // Blocks until durable_seq() >= seq or `timeout` passes; true when durable.
+  bool wait_durable(uint64_t seq, Duration timeout);
+
+  // Deletes what became deletable before now - retention (SPEC R10.1): terminal deliveries
+  // with their attempts and index entries, events without deliveries left, notifications.
+  // Cost is proportional to what expires (an expiry index, no scan). A daemon calls it
+  // periodically (e.g. each minute); safe to call concurrently with write().
+  Result<RetentionStats> run_retention(WallTime now);
+
+  // Flushes every memtable to SST files (and the WAL); with compact, also compacts every
+  // column family fully. For tests, benchmarks and operators.
+  Result<void> flush(bool compact = false);
+  StoreSizes sizes() const;
+
+  static constexpr size_t kListLimitMax = 1000;
+  static constexpr size_t kListScanMax = 10'000;
+
+ private:
+  explicit RocksStore(const StoreOptions& options);
+  Result<void> open_db();
+  // Writes a batch under the store's sync policy; force_sync fsyncs regardless (recovery).
+  Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync);
+  void sync_loop();
+  void advance_durable(uint64_t seq);
+  int64_t stamp_ms();
+  rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[c]; }
+  Result<std::vector<Delivery>> fetch_deliveries(const std::vector<DeliveryId>& ids);
+  Result<uint64_t> max_id_in(Cf c, Partition p);
+
+  StoreOptions options_;
+  std::unique_ptr<Clock> own_clock_;
+  Clock* clock_ = nullptr;
+  std::shared_ptr<rocksdb::Cache> cache_;
+  rocksdb::DB* db_ = nullptr;
+  std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
+
+  std::atomic<uint64_t> durable_{0};
+  std::atomic<bool> failed_{false};  // a WAL sync failed: writes are refused from then on
+  std::atomic<int64_t> last_stamp_ms_{0};
+
+  // kInterval sync thread.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  bool stop_ = false;
+  std::atomic<bool> dirty_{false};
+  std::thread sync_thread_;
+  // Waiters of wait_durable().
+  std::mutex durable_mu_;
+  std::condition_variable durable_cv_;
+  std::atomic<int> waiters_{0};
+
+  // run_retention(): per partition, the stamp below which everything was processed.
+  std::mutex retention_mu_;
+  std::vector<uint64_t> retention_done_ms_;
+};
+
+}  // namespace ringcast::storage

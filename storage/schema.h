@@ -1,0 +1,38 @@
+// The column families of the RocksDB store and what lives in each (docs/storage-schema.md).
+// Invariant: the order of kColumnFamilies is the order of the handles RocksStore keeps; the
+// names are the on-disk contract and never change meaning (a new layout gets a new name).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace ringcast::storage {
+
+enum Cf : size_t {
+  kCfMeta = 0,         // "default": schema version, id high-water marks
+  kCfEvents,           // id -> event (payload stored once)
+  kCfActive,           // id -> non-terminal delivery (what recovery scans)
+  kCfArchive,          // id -> terminal delivery
+  kCfAttempts,         // delivery id | number -> attempt (append-only)
+  kCfEndpoints,        // id -> endpoint
+  kCfTenants,          // partition | name -> tenant state
+  kCfIdempotency,      // partition | tenant | event id -> EventKeyRecord
+  kCfTenantIndex,      // partition | tenant hash | ~delivery id -> ""
+  kCfEndpointIndex,    // partition | tenant hash | endpoint | ~delivery id -> ""
+  kCfEventDeliveries,  // event id | delivery id -> ""
+  kCfNotifications,    // partition | tenant hash | ~seq -> notification
+  kCfExpiry,           // partition | stamp ms | kind | id -> (tenant hash for notifications)
+  kCfCount
+};
+
+inline constexpr std::array<std::string_view, kCfCount> kColumnFamilies = {
+    "default",    "events",       "deliveries_active", "deliveries_archive",
+    "attempts",   "endpoints",    "tenants",           "idempotency",
+    "idx_tenant", "idx_endpoint", "event_deliveries",  "notifications",
+    "expiry"};
+
+inline constexpr std::string_view kSchemaKey = "schema";
+inline constexpr char kSchemaVersion = '1';
+
+}  // namespace ringcast::storage
