@@ -1,0 +1,182 @@
+#include "engine/metrics.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace ringcast::engine {
+
+void Histogram::observe(Duration d) {
+  int64_t ms = to_ms(d);
+  size_t i = 0;
+  while (i < kLatencyBucketsMs.size() && ms > kLatencyBucketsMs[i]) ++i;
+  buckets[i].fetch_add(1, std::memory_order_relaxed);
+  count.fetch_add(1, std::memory_order_relaxed);
+  int64_t us = std::chrono::duration_cast<microseconds>(d).count();
+  sum_us.fetch_add(us > 0 ? static_cast<uint64_t>(us) : 0, std::memory_order_relaxed);
+}
+
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(const std::vector<const ShardMetrics*>& s) : shards_(s) {}
+  template <class F>
+  uint64_t sum_u(F f) const {
+    uint64_t v = 0;
+    for (auto* s : shards_) v += f(*s).load(std::memory_order_relaxed);
+    return v;
+  }
+  template <class F>
+  int64_t sum_i(F f) const {
+    int64_t v = 0;
+    for (auto* s : shards_) v += f(*s).load(std::memory_order_relaxed);
+    return v;
+  }
+  void header(const char* name, const char* type, const char* help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void sample(const char* name, const std::string& labels, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += ' ';
+    out_ += buf;
+    out_ += '\n';
+  }
+  template <class F>
+  void counter(const char* name, const char* help, F f) {
+    header(name, "counter", help);
+    sample(name, "", static_cast<double>(sum_u(f)));
+  }
+  template <class F>
+  void gauge(const char* name, const char* help, F f) {
+    header(name, "gauge", help);
+    sample(name, "", static_cast<double>(sum_i(f)));
+  }
+  template <class F>
+  void histogram(const char* name, const char* help, F f) {
+    header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    std::string hname = std::string(name) + "_bucket";
+    for (size_t i = 0; i <= kLatencyBucketsMs.size(); ++i) {
+      cumulative += sum_u([&](const ShardMetrics& s) -> const Counter& { return f(s).buckets[i]; });
+      std::string le = i < kLatencyBucketsMs.size()
+                           ? std::to_string(static_cast<double>(kLatencyBucketsMs[i]) / 1000.0)
+                           : "+Inf";
+      sample(hname.c_str(), "le=\"" + le + "\"", static_cast<double>(cumulative));
+    }
+    sample((std::string(name) + "_sum").c_str(), "",
+           static_cast<double>(
+               sum_u([&](const ShardMetrics& s) -> const Counter& { return f(s).sum_us; })) /
+               1e6);
+    sample((std::string(name) + "_count").c_str(), "",
+           static_cast<double>(
+               sum_u([&](const ShardMetrics& s) -> const Counter& { return f(s).count; })));
+  }
+  std::string& out() { return out_; }
+
+ private:
+  const std::vector<const ShardMetrics*>& shards_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
+                              uint32_t shard_count) {
+  Writer w(shards);
+  using M = const ShardMetrics&;
+  w.counter("ringcast_events_accepted_total", "Events accepted by intake (durable).",
+            [](M s) -> const Counter& { return s.events_accepted; });
+  w.counter("ringcast_events_duplicate_total", "Idempotent repeats of an accepted event.",
+            [](M s) -> const Counter& { return s.events_duplicate; });
+  w.counter("ringcast_events_conflict_total", "Same event id with another payload (409).",
+            [](M s) -> const Counter& { return s.events_conflict; });
+  w.counter("ringcast_events_rejected_total",
+            "Events refused by intake (bad input, unknown tenant).",
+            [](M s) -> const Counter& { return s.events_rejected; });
+  w.counter("ringcast_deliveries_created_total", "Deliveries created by fan-out.",
+            [](M s) -> const Counter& { return s.deliveries_created; });
+
+  w.header("ringcast_attempts_total", "counter", "Attempts by business outcome (SPEC R6, R12.1).");
+  for (size_t i = 0; i < 4; ++i)
+    w.sample("ringcast_attempts_total",
+             std::string("outcome=\"") + outcome_name(static_cast<Outcome>(i)) + "\"",
+             static_cast<double>(
+                 w.sum_u([&](M s) -> const Counter& { return s.attempts_by_outcome[i]; })));
+  w.header("ringcast_attempt_responses_total", "counter",
+           "Attempts by HTTP status class; class=\"none\" when no response came.");
+  static const char* kClass[] = {"none", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  for (size_t i = 0; i < 6; ++i)
+    w.sample("ringcast_attempt_responses_total", std::string("class=\"") + kClass[i] + "\"",
+             static_cast<double>(
+                 w.sum_u([&](M s) -> const Counter& { return s.attempts_by_status_class[i]; })));
+  w.header("ringcast_transport_failures_total", "counter",
+           "Transport failures (no HTTP response), by kind (R12.8).");
+  struct K {
+    const char* name;
+    const Counter ShardMetrics::*field;
+  };
+  static const K kKinds[] = {{"dns", &ShardMetrics::transport_dns},
+                             {"connect", &ShardMetrics::transport_connect},
+                             {"tls", &ShardMetrics::transport_tls},
+                             {"timeout", &ShardMetrics::transport_timeout},
+                             {"reset", &ShardMetrics::transport_reset},
+                             {"protocol", &ShardMetrics::transport_protocol},
+                             {"refused_before_send", &ShardMetrics::transport_refused_before_send}};
+  for (const K& k : kKinds)
+    w.sample("ringcast_transport_failures_total", std::string("kind=\"") + k.name + "\"",
+             static_cast<double>(w.sum_u([&](M s) -> const Counter& { return s.*(k.field); })));
+  w.counter("ringcast_deliveries_delivered_total", "Deliveries that got a 2xx.",
+            [](M s) -> const Counter& { return s.deliveries_delivered; });
+  w.counter("ringcast_deliveries_failed_total", "Deliveries FAILED (budget, ceiling, rejected).",
+            [](M s) -> const Counter& { return s.deliveries_failed; });
+  w.counter("ringcast_deliveries_dead_total", "Deliveries dead with their endpoint (R8).",
+            [](M s) -> const Counter& { return s.deliveries_dead; });
+  w.counter("ringcast_endpoints_disabled_total", "Endpoints auto-disabled (410, exhaustion).",
+            [](M s) -> const Counter& { return s.endpoints_disabled; });
+  w.counter("ringcast_unknown_attempts_total", "Attempts whose outcome is UNKNOWN (R12.1).",
+            [](M s) -> const Counter& { return s.unknown_attempts; });
+  w.header("ringcast_unknown_seconds_total", "counter",
+           "Time deliveries spent UNKNOWN: from an UNKNOWN attempt to the next result (R12.8).");
+  w.sample(
+      "ringcast_unknown_seconds_total", "",
+      static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.unknown_seconds_us; })) /
+          1e6);
+  w.histogram("ringcast_attempt_duration_seconds", "Duration of one HTTP attempt.",
+              [](M s) -> const Histogram& { return s.attempt_latency; });
+  w.histogram("ringcast_delivery_latency_seconds", "From delivery creation to its 2xx.",
+              [](M s) -> const Histogram& { return s.delivery_latency; });
+  w.counter("ringcast_store_batches_total", "Write batches committed (one per loop turn).",
+            [](M s) -> const Counter& { return s.store_batches; });
+  w.counter("ringcast_store_errors_total", "Failed store writes.",
+            [](M s) -> const Counter& { return s.store_errors; });
+  w.gauge("ringcast_deliveries_pending", "Deliveries waiting for their next attempt.",
+          [](M s) -> const Gauge& { return s.pending; });
+  w.gauge("ringcast_deliveries_ready", "Deliveries due and queued per endpoint.",
+          [](M s) -> const Gauge& { return s.ready; });
+  w.gauge("ringcast_deliveries_in_flight", "Attempts on the wire.",
+          [](M s) -> const Gauge& { return s.in_flight; });
+  w.gauge("ringcast_deliveries_held_by_breaker", "Deliveries held by an open tenant breaker.",
+          [](M s) -> const Gauge& { return s.held_by_breaker; });
+  w.gauge("ringcast_breakers_open", "Tenants whose circuit breaker is open or half-open.",
+          [](M s) -> const Gauge& { return s.breakers_open; });
+  w.gauge("ringcast_endpoints", "Endpoints known to the shards.",
+          [](M s) -> const Gauge& { return s.endpoints; });
+  w.gauge("ringcast_intake_waiting_durable", "Accepted events waiting for their WAL sync.",
+          [](M s) -> const Gauge& { return s.intake_waiting_durable; });
+  w.header("ringcast_shards", "gauge", "Shard threads.");
+  w.sample("ringcast_shards", "", shard_count);
+  return std::move(w.out());
+}
+
+}  // namespace ringcast::engine

@@ -1,0 +1,56 @@
+// Per-shard counters and gauges, written by the shard thread only (relaxed atomics so the
+// /metrics reader on another thread sees whole values), summed into Prometheus text.
+// SPEC R12.8: transport failures and business outcomes are separate families; time spent in
+// the UNKNOWN state is measured. No per-endpoint labels (cardinality stays bounded).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace ringcast::engine {
+
+using Counter = std::atomic<uint64_t>;
+using Gauge = std::atomic<int64_t>;
+
+// Latency buckets in milliseconds (upper bounds); the last bucket is +Inf.
+inline constexpr std::array<int64_t, 14> kLatencyBucketsMs = {
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15000};
+
+struct Histogram {
+  std::array<Counter, kLatencyBucketsMs.size() + 1> buckets{};
+  Counter count{0};
+  Counter sum_us{0};
+  void observe(Duration d);
+};
+
+struct ShardMetrics {
+  // intake
+  Counter events_accepted{0}, events_duplicate{0}, events_conflict{0}, events_rejected{0};
+  Counter deliveries_created{0};
+  // business outcomes (core Outcome) and HTTP status classes (0 = no response, 1..5)
+  std::array<Counter, 4> attempts_by_outcome{};
+  std::array<Counter, 6> attempts_by_status_class{};
+  // transport failures, by kind (no response came)
+  Counter transport_dns{0}, transport_connect{0}, transport_tls{0}, transport_timeout{0},
+      transport_reset{0}, transport_protocol{0}, transport_refused_before_send{0};
+  Counter deliveries_delivered{0}, deliveries_failed{0}, deliveries_dead{0};
+  Counter endpoints_disabled{0};
+  Counter unknown_attempts{0};
+  Counter unknown_seconds_us{0};  // time from an UNKNOWN attempt to the delivery's next result
+  Histogram attempt_latency;
+  Histogram delivery_latency;  // created → delivered
+  // store
+  Counter store_batches{0}, store_records{0}, store_errors{0};
+  // gauges
+  Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};
+  Gauge tenants{0}, endpoints{0}, intake_waiting_durable{0};
+};
+
+std::string render_prometheus(const std::vector<const ShardMetrics*>& shards, uint32_t shard_count);
+
+}  // namespace ringcast::engine
