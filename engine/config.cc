@@ -44,6 +44,7 @@ enum class Kind : uint8_t {
   kOptDouble,
   kOptDuration,
   kOptBool,
+  kMoneyRules,  // std::optional<std::vector<MoneyRule>>; file only
 };
 
 struct KeyDef {
@@ -132,13 +133,15 @@ const std::vector<KeyDef>& policy_keys() {
   static const std::vector<KeyDef> kKeys = {
       RC_PKEY("base", kString, base),
       RC_PKEY("ladder", kDurationList, ladder),
-      RC_PKEY("jitter", kOptDouble, jitter, 0.0, 0.99),
+      RC_PKEY("jitter", kOptDouble, jitter, 0.0, 0.5),
       RC_PKEY("slow_ladder", kDurationList, slow_ladder),
       RC_PKEY("slow_ceiling", kOptDuration, slow_ceiling),
       RC_PKEY("max_age", kOptDuration, max_age),
       RC_PKEY("auto_disable", kOptBool, auto_disable),
       RC_PKEY("retry_other_4xx", kOptBool, retry_other_4xx),
-      RC_PKEY("retry_after_cap", kOptDuration, retry_after_cap),
+      RC_PKEY("gone_disables", kOptBool, gone_disables),
+      RC_PKEY("breaker", kOptBool, breaker),
+      RC_PKEY("money", kMoneyRules, money),
   };
   return kKeys;
 }
@@ -256,9 +259,54 @@ Duration need_duration(const Input& in, const std::string& key) {
   return *d;
 }
 
+std::vector<MoneyRule> parse_money_rules(const Input& in, const std::string& key) {
+  if (in.text) fail(in.where, key, "money rules can be set in the config file only");
+  const toml::array* arr = in.node->as_array();
+  if (!arr)
+    fail(in.where, key,
+         "expected a list of tables like [{type = \"payment.status_changed\", field = "
+         "\"status\", values = [\"paid\"]}]");
+  std::vector<MoneyRule> rules;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    std::string ekey = key + "[" + std::to_string(i) + "]";
+    const toml::table* t = (*arr)[i].as_table();
+    if (!t) fail(in.where, ekey, "expected a table {type, field?, values?}");
+    MoneyRule r;
+    for (const auto& [k, v] : *t) {
+      std::string fkey = ekey + "." + std::string(k.str());
+      if (k.str() == "type" && v.is_string()) {
+        r.event_type = v.as_string()->get();
+      } else if (k.str() == "field" && v.is_string()) {
+        r.field_path = v.as_string()->get();
+      } else if (k.str() == "values" && v.is_array()) {
+        for (const auto& el : *v.as_array()) {
+          if (!el.is_string()) fail(in.where, fkey, "expected a list of strings");
+          r.values.push_back(el.as_string()->get());
+        }
+      } else if (k.str() == "type" || k.str() == "field") {
+        fail(in.where, fkey, "expected a string");
+      } else if (k.str() == "values") {
+        fail(in.where, fkey, "expected a list of strings");
+      } else {
+        fail(in.where, fkey, "unknown key (type, field, values)");
+      }
+    }
+    if (r.event_type.empty()) fail(in.where, ekey + ".type", "is required");
+    if (!r.field_path.empty() && r.values.empty())
+      fail(in.where, ekey + ".values", "is required when field is set");
+    if (r.field_path.empty() && !r.values.empty())
+      fail(in.where, ekey + ".field", "is required when values are set");
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
 void assign(const KeyDef& k, const std::string& key, void* root, const Input& in) {
   void* f = k.field(root);
   switch (k.kind) {
+    case Kind::kMoneyRules:
+      *static_cast<std::optional<std::vector<MoneyRule>>*>(f) = parse_money_rules(in, key);
+      return;
     case Kind::kString:
     case Kind::kSecret: {
       auto s = as_string(in);
@@ -642,6 +690,24 @@ std::optional<std::string> format_value(const KeyDef& k, void* root, bool mask) 
       if (!v) return std::nullopt;
       return *v ? "true" : "false";
     }
+    case Kind::kMoneyRules: {
+      const auto& v = *static_cast<std::optional<std::vector<MoneyRule>>*>(f);
+      if (!v) return std::nullopt;
+      std::string out = "[";
+      for (size_t i = 0; i < v->size(); ++i) {
+        const MoneyRule& r = (*v)[i];
+        out += (i ? ", " : "") + std::string("{type = ") + toml_string(r.event_type);
+        if (!r.field_path.empty()) {
+          out += ", field = " + toml_string(r.field_path) + ", values = [";
+          for (size_t j = 0; j < r.values.size(); ++j) {
+            out += (j ? ", " : "") + toml_string(r.values[j]);
+          }
+          out += "]";
+        }
+        out += "}";
+      }
+      return out + "]";
+    }
   }
   return std::nullopt;
 }
@@ -917,20 +983,48 @@ void Config::validate() const {
     if (p.base != "smengo" && p.base != "xhub")
       fail("", key + ".base", "expected \"smengo\" or \"xhub\", got \"" + p.base + "\"");
     for (size_t i = 0; i < p.ladder.size(); ++i) {
-      if (p.ladder[i] < Duration(0))
-        fail("", key + ".ladder[" + std::to_string(i) + "]", "must not be negative");
+      if (p.ladder[i] <= Duration(0))
+        fail("", key + ".ladder[" + std::to_string(i) + "]", "must be greater than 0s");
     }
+    for (size_t i = 0; i < p.slow_ladder.size(); ++i) {
+      if (p.slow_ladder[i] <= Duration(0))
+        fail("", key + ".slow_ladder[" + std::to_string(i) + "]", "must be greater than 0s");
+    }
+    if (p.ladder.size() + 1 > 255) fail("", key + ".ladder", "at most 254 pauses");
+    if (p.slow_ladder.size() > 255) fail("", key + ".slow_ladder", "at most 255 pauses");
     if (!p.slow_ladder.empty() && p.base != "xhub")
       fail("", key + ".slow_ladder", "only a policy with base = \"xhub\" has a slow ladder");
     if (p.slow_ceiling && p.base != "xhub")
       fail("", key + ".slow_ceiling", "only a policy with base = \"xhub\" has a slow ladder");
-    if (p.slow_ceiling && *p.slow_ceiling <= Duration(0))
-      fail("", key + ".slow_ceiling", "must be greater than 0s");
-    if (p.max_age && *p.max_age <= Duration(0))
-      fail("", key + ".max_age", "must be greater than 0s");
-    if (p.retry_after_cap && *p.retry_after_cap < Duration(0))
-      fail("", key + ".retry_after_cap", "must not be negative");
+    if (p.slow_ceiling && *p.slow_ceiling < Duration(0))
+      fail("", key + ".slow_ceiling", "must not be negative");
+    if (p.max_age && *p.max_age < Duration(0)) fail("", key + ".max_age", "must not be negative");
+    Result<void> v = to_retry_policy(p).validate();
+    if (!v) fail("", key, std::string("invalid policy: ") + v.error().message);
   }
+}
+
+RetryPolicy to_retry_policy(const PolicyConfig& p) {
+  RetryPolicy r = p.base == "xhub" ? RetryPolicy::xhub() : RetryPolicy::smengo();
+  r.name = p.name;
+  if (!p.ladder.empty()) r.fast_pauses = p.ladder;
+  if (!p.slow_ladder.empty()) r.slow_pauses = p.slow_ladder;
+  if (p.jitter) r.jitter_permille = static_cast<uint32_t>(std::lround(*p.jitter * 1000));
+  if (p.slow_ceiling) r.slow_ceiling = *p.slow_ceiling;
+  if (p.max_age) r.absolute_ceiling = *p.max_age;
+  if (p.auto_disable) r.disable_on_exhaustion = *p.auto_disable;
+  if (p.retry_other_4xx) r.retry_rejected = *p.retry_other_4xx;
+  if (p.gone_disables)
+    r.on_gone = *p.gone_disables ? GoneAction::kDisableEndpoint : GoneAction::kAsRejected;
+  if (p.breaker) r.use_breaker = *p.breaker;
+  if (p.money) r.money.rules = *p.money;
+  return r;
+}
+
+std::vector<RetryPolicy> Config::retry_policies() const {
+  std::vector<RetryPolicy> out;
+  for (const auto& [name, p] : policies) out.push_back(to_retry_policy(p));
+  return out;
 }
 
 std::string Config::to_toml(bool mask_secrets) const {

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "core/ip_address.h"
+#include "core/money.h"
+#include "core/policy.h"
 #include "core/store.h"
 #include "core/time.h"
 
@@ -87,22 +89,29 @@ struct TransportConfig {
   uint32_t host_burst = 0;
 };
 
-// A named policy from [policies.<name>]: a preset (`base`) with some parts replaced. Fields
-// left unset take the preset's value. Ladders are the pauses between attempts: the first
-// attempt is immediate, so `ladder` of n pauses means n + 1 attempts (smengo's is
-// [5s, 5m, 30m, 2h, 5h, 10h, 10h]; SPEC R5.1).
+// A named policy from [policies.<name>]: a preset (`base`) with some parts replaced; unset
+// fields keep the preset's value. It becomes a core RetryPolicy (core/policy.h) through
+// to_retry_policy(). Ladders are the pauses between attempts: the first attempt is immediate,
+// so a `ladder` of n pauses means n + 1 attempts (smengo's is [5s, 5m, 30m, 2h, 5h, 10h, 10h],
+// SPEC R5.1). Money rules in TOML: money = [{type = "refund.completed"},
+// {type = "payment.status_changed", field = "status", values = ["paid"]}] (file only).
 struct PolicyConfig {
   std::string name;
-  std::string base = "smengo";              // "smengo" | "xhub"
-  std::vector<Duration> ladder;             // fast ladder (xhub) / schedule (smengo)
-  std::optional<double> jitter;             // fraction, e.g. 0.1 = ±10 % (SPEC R5.2)
-  std::vector<Duration> slow_ladder;        // xhub money events answered 4xx (SPEC R3.1)
-  std::optional<Duration> slow_ceiling;     // SPEC R3.2 (from the first slow step)
-  std::optional<Duration> max_age;          // SPEC R3.3 absolute ceiling
-  std::optional<bool> auto_disable;         // SPEC R8 (smengo: true)
-  std::optional<bool> retry_other_4xx;      // SPEC R6 (smengo: true, xhub: false)
-  std::optional<Duration> retry_after_cap;  // SPEC R7.2 (1h)
+  std::string base = "smengo";           // "smengo" | "xhub"
+  std::vector<Duration> ladder;          // fast ladder (xhub) / schedule (smengo); empty: base's
+  std::optional<double> jitter;          // fraction, 0..0.5 (SPEC R5.2: 0.1 = ±10 %)
+  std::vector<Duration> slow_ladder;     // xhub: money events answered 4xx (SPEC R3.1)
+  std::optional<Duration> slow_ceiling;  // SPEC R3.2 (from the first slow step); 0s = none
+  std::optional<Duration> max_age;       // SPEC R3.3 absolute ceiling; 0s = none
+  std::optional<bool> auto_disable;      // SPEC R8.1 exhaustion disables the endpoint
+  std::optional<bool> retry_other_4xx;   // SPEC R6 "other 4xx" (smengo: retried)
+  std::optional<bool> gone_disables;     // SPEC R6/R8.1: 410 disables the endpoint
+  std::optional<bool> breaker;           // SPEC R4: feeds and obeys the tenant breaker
+  std::optional<std::vector<MoneyRule>> money;  // SPEC R3.5; unset: the base's rules
 };
+
+// The core policy for `p` (the preset named by p.base with p's fields applied).
+RetryPolicy to_retry_policy(const PolicyConfig& p);
 
 struct SigningConfig {
   Duration rotation_overlap = hours(24);  // old secret keeps signing this long after rotate
@@ -143,6 +152,8 @@ struct Config {
   std::string to_toml(bool mask_secrets = true) const;
   // True for "smengo", "xhub" and every [policies.<name>].
   bool has_policy(std::string_view name) const;
+  // Every [policies.<name>] as a core RetryPolicy (validated), ready for PolicyRegistry::put().
+  std::vector<RetryPolicy> retry_policies() const;
 };
 
 // The process environment as a map, for load_config(). (Explicit, STYLE 9: tests pass their own.)

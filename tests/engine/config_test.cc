@@ -221,6 +221,48 @@ max_age = "2s"
   EXPECT_TRUE(c.has_policy("money-fast"));
 }
 
+TEST(Config, CustomPoliciesBecomeCoreRetryPolicies) {
+  Config c = load(R"(
+[policies.quick]
+base = "smengo"
+ladder = ["10ms", "20ms", "40ms"]
+jitter = 0.0
+[policies.money-fast]
+base = "xhub"
+ladder = ["1ms", "2ms"]
+slow_ladder = ["5ms", "10ms"]
+slow_ceiling = "1s"
+max_age = "2s"
+breaker = false
+money = [{type = "refund.completed"}, {type = "payment.status_changed", field = "status", values = ["paid"]}]
+)");
+  RetryPolicy q = to_retry_policy(c.policies.at("quick"));
+  EXPECT_EQ(q.name, "quick");
+  EXPECT_EQ(q.shape, PolicyShape::kFixedSchedule);
+  EXPECT_EQ(q.fast_budget(), 4u);
+  EXPECT_EQ(q.fast_pauses[1], milliseconds(20));
+  EXPECT_EQ(q.jitter_permille, 0u);
+  EXPECT_TRUE(q.disable_on_exhaustion);  // smengo's, not overridden
+  RetryPolicy m = to_retry_policy(c.policies.at("money-fast"));
+  EXPECT_EQ(m.shape, PolicyShape::kTwoLadder);
+  EXPECT_EQ(m.fast_budget(), 3u);
+  EXPECT_EQ(m.slow_budget(), 2u);
+  EXPECT_EQ(m.slow_ceiling, seconds(1));
+  EXPECT_EQ(m.absolute_ceiling, seconds(2));
+  EXPECT_FALSE(m.use_breaker);
+  ASSERT_EQ(m.money.rules.size(), 2u);
+  EXPECT_TRUE(m.money.is_money("payment.status_changed", R"({"status":"paid"})"));
+  EXPECT_FALSE(m.money.is_money("payment.status_changed", R"({"status":"failed"})"));
+  EXPECT_FALSE(m.money.is_money("withdrawal.status_changed", R"({"status":"completed"})"));
+  EXPECT_EQ(c.retry_policies().size(), 2u);
+  PolicyRegistry reg;
+  for (auto& p : c.retry_policies()) EXPECT_TRUE(reg.put(std::move(p)).ok());
+  EXPECT_NE(reg.find("quick"), nullptr);
+  // The money rules print and load back.
+  Config again = load(c.to_toml(false));
+  EXPECT_EQ(again.to_toml(false), c.to_toml(false));
+}
+
 TEST(Config, EnvironmentOverridesEveryKind) {
   Environment env = {
       {"RINGCAST_SERVER_LISTEN", "127.0.0.1:0"},
@@ -305,7 +347,13 @@ TEST(Config, BadValuesNameTheKeyAndTheSource) {
       {"[policies.p]\nbase = \"smengo\"\nslow_ladder = [\"1s\"]\n", "policies.p.slow_ladder",
        "xhub"},
       {"[policies.p]\nbogus = 1\n", "policies.p.bogus", "unknown key"},
-      {"[policies.p]\njitter = 2\n", "policies.p.jitter", "number in"},
+      {"[policies.p]\njitter = 0.6\n", "policies.p.jitter", "number in"},
+      {"[policies.p]\nladder = [\"0s\"]\n", "policies.p.ladder[0]", "greater than 0s"},
+      {"[policies.p]\nmoney = [{field = \"status\"}]\n", "policies.p.money[0]", "required"},
+      {"[policies.p]\nmoney = [{type = \"x\", field = \"status\"}]\n", "policies.p.money[0].values",
+       "required"},
+      {"[policies.p]\nmoney = [{type = \"x\", colour = \"red\"}]\n", "policies.p.money[0].colour",
+       "unknown key"},
       {"[server\nlisten = 1\n", "test.toml:1", "TOML syntax error"},
       {"server = 5\n", "server", "expected a table"},
   };
