@@ -1,0 +1,917 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "core/classify.h"
+#include "core/endpoint_rules.h"
+#include "core/fanout.h"
+
+namespace ringcast {
+
+namespace {
+using K = ErrorCode::Kind;
+// TimerEntry::expiry_ms of a slot linked into an endpoint ready queue (not the wheel).
+constexpr int64_t kReadyMark = std::numeric_limits<int64_t>::min();
+constexpr uint32_t kNoInflight = std::numeric_limits<uint32_t>::max();
+
+void list_init(TimerEntry* h) {
+  h->next = h->prev = h;
+}
+bool list_empty(const TimerEntry* h) {
+  return h->next == h;
+}
+void list_push_back(TimerEntry* h, TimerEntry* e) {
+  e->prev = h->prev;
+  e->next = h;
+  h->prev->next = e;
+  h->prev = e;
+}
+void list_unlink(TimerEntry* e) {
+  e->prev->next = e->next;
+  e->next->prev = e->prev;
+  e->next = e->prev = nullptr;
+}
+}  // namespace
+
+// A pending delivery and its timer link: the unit of scheduler memory (ISSUE 2: millions).
+// Standard layout with the entry first, so a TimerEntry* from the wheel is the Slot*.
+struct Scheduler::Slot {
+  TimerEntry te;
+  Delivery d;
+};
+static_assert(sizeof(Scheduler::Slot) <= 96, "keep a pending delivery under ~100 bytes");
+static_assert(std::is_standard_layout_v<Scheduler::Slot>);
+
+struct Scheduler::EpState {
+  Endpoint cfg;
+  const RetryPolicy* policy = nullptr;
+  TenantState* tenant = nullptr;
+  TimerEntry ready;  // FIFO of due deliveries (sentinel)
+  TimerEntry tests;  // FIFO of due test deliveries (sentinel): they bypass pause and breaker
+  uint32_t ready_count = 0, test_count = 0, in_flight = 0;
+  bool active = false;        // in Scheduler::active_
+  int64_t rate_timer_ms = 0;  // key in rate_timers_ when != 0
+  double tokens = 0;
+  WallTime tokens_at;
+  bool tokens_init = false;
+  EpState() {
+    list_init(&ready);
+    list_init(&tests);
+  }
+};
+
+struct Scheduler::TenantState {
+  std::string name;
+  uint64_t hash = 0;
+  uint32_t index = 0;
+  bool subscription_active = true;
+  Breaker breaker;
+  std::vector<EpState*> endpoints;  // creation order
+  int64_t timer_ms = 0;             // key in tenant_timers_ when != 0
+  explicit TenantState(const BreakerConfig& cfg) : breaker(cfg) {}
+};
+
+namespace {
+Scheduler::Slot* slot_of(TimerEntry* e) {
+  return reinterpret_cast<Scheduler::Slot*>(e);
+}
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions opts, const PolicyRegistry& policies, uint64_t rng_seed,
+                     WallTime now)
+    : opts_(opts), policies_(policies), rng_(rng_seed), now_(now), wheel_(now.ms()) {
+  if (opts_.slab_chunk_slots == 0) opts_.slab_chunk_slots = 1;
+  if (opts_.fairness_cap == 0) opts_.fairness_cap = 1;
+  if (opts_.default_max_in_flight == 0) opts_.default_max_in_flight = 1;
+}
+
+Scheduler::~Scheduler() = default;
+
+// ---- slab -------------------------------------------------------------------------------------
+
+Scheduler::Slot* Scheduler::alloc_slot() {
+  if (free_ == nullptr) {
+    const uint32_t n = opts_.slab_chunk_slots;
+    chunks_.push_back(std::make_unique<Slot[]>(n));
+    Slot* chunk = chunks_.back().get();
+    for (uint32_t i = n; i-- > 0;) {
+      chunk[i].te.next = free_;
+      free_ = &chunk[i].te;
+    }
+  }
+  Slot* s = slot_of(free_);
+  free_ = s->te.next;
+  s->te = TimerEntry{};
+  s->d = Delivery{};
+  ++live_;
+  return s;
+}
+
+void Scheduler::free_slot(Slot* s) {
+  assert(!s->te.linked());
+  s->d.id = 0;
+  s->te.prev = nullptr;
+  s->te.next = free_;
+  free_ = &s->te;
+  --live_;
+}
+
+// ---- lookups ----------------------------------------------------------------------------------
+
+Scheduler::EpState* Scheduler::ep_of(EndpointId id) const {
+  auto it = endpoints_.find(id);
+  return it == endpoints_.end() ? nullptr : it->second.get();
+}
+
+Scheduler::TenantState* Scheduler::find_tenant(std::string_view name) const {
+  auto it = tenants_.find(std::string(name));
+  return it == tenants_.end() ? nullptr : it->second.get();
+}
+
+Scheduler::TenantState& Scheduler::tenant_of(std::string_view name) {
+  if (TenantState* t = find_tenant(name)) return *t;
+  auto t = std::make_unique<TenantState>(opts_.breaker);
+  t->name = std::string(name);
+  t->hash = tenant_hash(name);
+  t->index = static_cast<uint32_t>(tenant_by_index_.size());
+  TenantState* raw = t.get();
+  tenant_by_index_.push_back(raw);
+  tenants_.emplace(raw->name, std::move(t));
+  return *raw;
+}
+
+uint32_t Scheduler::max_in_flight(const EpState& ep) const {
+  return ep.cfg.max_in_flight ? ep.cfg.max_in_flight : opts_.default_max_in_flight;
+}
+
+const Endpoint* Scheduler::find_endpoint(EndpointId id) const {
+  const EpState* ep = ep_of(id);
+  return ep ? &ep->cfg : nullptr;
+}
+
+std::vector<const Endpoint*> Scheduler::endpoints_of(std::string_view tenant) const {
+  std::vector<const Endpoint*> out;
+  if (const TenantState* t = find_tenant(tenant)) {
+    for (const EpState* ep : t->endpoints) out.push_back(&ep->cfg);
+  }
+  return out;
+}
+
+bool Scheduler::subscription_active(std::string_view tenant) const {
+  const TenantState* t = find_tenant(tenant);
+  return t == nullptr || t->subscription_active;
+}
+
+std::optional<Delivery> Scheduler::find_live_delivery(DeliveryId id) const {
+  for (const auto& chunk : chunks_) {
+    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
+      if (chunk[i].d.id == id && id != 0) return chunk[i].d;
+    }
+  }
+  return std::nullopt;
+}
+
+// ---- persistence helpers ------------------------------------------------------------------------
+
+void Scheduler::put(const Slot* s, bool is_new, Mutations& m) {
+  const EpState* ep = ep_of(s->d.endpoint);
+  DeliveryPut p;
+  p.delivery = s->d;
+  p.tenant_hash = ep && ep->tenant ? ep->tenant->hash : 0;
+  p.is_new = is_new;
+  m.deliveries.push_back(p);
+}
+
+void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m) {
+  Tenant rec;
+  rec.name = t.name;
+  rec.subscription_active = t.subscription_active;
+  rec.breaker = t.breaker.snapshot();
+  rec.updated_at = now;
+  m.tenants.push_back(std::move(rec));
+}
+
+// Terminal: written once, then the slot is recycled (the store keeps the record).
+void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m) {
+  s->d.status = st;
+  if (!code.is_none()) s->d.last_code = code;
+  switch (st) {
+    case DeliveryStatus::kDelivered:
+      ++counters_.delivered;
+      break;
+    case DeliveryStatus::kFailed:
+      ++counters_.failed;
+      break;
+    case DeliveryStatus::kDead:
+      ++counters_.dead;
+      break;
+    default:
+      break;
+  }
+  if (code.kind == K::kBreakerHoldExpired) ++counters_.hold_expired;
+  if (code.kind == K::kDeadlineExceeded) ++counters_.deadline_exceeded;
+  put(s, false, m);
+  free_slot(s);
+}
+
+// ---- queues -------------------------------------------------------------------------------------
+
+void Scheduler::schedule_at(Slot* s, WallTime at) {
+  assert(!s->te.linked());
+  wheel_.schedule(&s->te, std::max<int64_t>(at.ms(), 0));
+}
+
+void Scheduler::ready_push(EpState& ep, Slot* s) {
+  assert(!s->te.linked());
+  s->te.expiry_ms = kReadyMark;
+  if (s->d.test()) {
+    list_push_back(&ep.tests, &s->te);
+    ++ep.test_count;
+  } else {
+    list_push_back(&ep.ready, &s->te);
+    ++ep.ready_count;
+  }
+  ++ready_total_;
+}
+
+void Scheduler::ready_unlink(EpState& ep, Slot* s) {
+  assert(s->te.linked() && s->te.expiry_ms == kReadyMark);
+  list_unlink(&s->te);
+  if (s->d.test()) {
+    --ep.test_count;
+  } else {
+    --ep.ready_count;
+  }
+  --ready_total_;
+}
+
+// A delivery became due (from the wheel, intake or recovery): park it where it belongs.
+void Scheduler::route(Slot* s, WallTime now, Mutations& m) {
+  EpState* ep = ep_of(s->d.endpoint);
+  if (ep == nullptr) {  // deleted while it waited (recovery order, or a race with delete)
+    finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDeleted), m);
+    return;
+  }
+  if (!s->d.test()) {
+    if (ep->cfg.state == EndpointState::kDisabled) {  // SPEC R8.3 (e.g. after recovery)
+      finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDisabled), m);
+      return;
+    }
+    if (!ep->tenant->subscription_active) {  // SPEC R6 subscription_inactive
+      postpone_subscription(ep, s, now, m);
+      return;
+    }
+  }
+  ready_push(*ep, s);
+  activate(*ep, now);
+}
+
+void Scheduler::postpone_subscription(EpState*, Slot* s, WallTime now, Mutations& m) {
+  // SPEC R6: postponed 1 h, no attempt spent, endpoint untouched; the log shows the code.
+  s->d.next_attempt_at = now + opts_.subscription_postpone;
+  s->d.last_code = ErrorCode::of(K::kSubscriptionInactive);
+  s->d.status = DeliveryStatus::kPending;
+  ++counters_.subscription_postponed;
+  put(s, false, m);
+  schedule_at(s, s->d.next_attempt_at);
+}
+
+bool Scheduler::take_token(EpState& ep, WallTime now) {
+  const RateLimit& rl = ep.cfg.rate_limit;
+  if (rl.per_second <= 0) return true;
+  const double cap = rl.burst ? static_cast<double>(rl.burst) : std::max(1.0, rl.per_second);
+  if (!ep.tokens_init) {
+    ep.tokens = cap;
+    ep.tokens_at = now;
+    ep.tokens_init = true;
+  }
+  if (now > ep.tokens_at) {
+    const double elapsed_s = static_cast<double>((now - ep.tokens_at).count()) / 1e9;
+    ep.tokens = std::min(cap, ep.tokens + elapsed_s * rl.per_second);
+    ep.tokens_at = now;
+  }
+  if (ep.tokens >= 1.0) {
+    ep.tokens -= 1.0;
+    return true;
+  }
+  // Wake when the next token is there.
+  const double wait_s = (1.0 - ep.tokens) / rl.per_second;
+  const int64_t at_ms =
+      now.ms() + std::max<int64_t>(1, static_cast<int64_t>(std::ceil(wait_s * 1e3)));
+  if (ep.rate_timer_ms != 0) rate_timers_.erase({ep.rate_timer_ms, ep.cfg.id});
+  ep.rate_timer_ms = at_ms;
+  rate_timers_.insert({at_ms, ep.cfg.id});
+  return false;
+}
+
+// May the endpoint's ordinary (non-test) queue send now? Pause, disable, breaker (R4.6, R9).
+bool Scheduler::normal_allowed(EpState& ep, WallTime now) {
+  if (ep.ready_count == 0 || !may_send(ep.cfg, false)) return false;
+  if (ep.policy->use_breaker && ep.tenant->breaker.admit(now) == Breaker::Admit::kHold) {
+    return false;
+  }
+  if (ep.rate_timer_ms != 0 && now.ms() < ep.rate_timer_ms) return false;
+  return true;
+}
+
+void Scheduler::activate(EpState& ep, WallTime now) {
+  if (ep.active || ep.in_flight >= max_in_flight(ep)) return;
+  if (ep.test_count == 0 && !normal_allowed(ep, now)) return;
+  ep.active = true;
+  active_.push_back(ep.cfg.id);
+}
+
+void Scheduler::activate_tenant(TenantState& t, WallTime now) {
+  for (EpState* ep : t.endpoints) activate(*ep, now);
+}
+
+// ---- endpoints and tenants ---------------------------------------------------------------------
+
+void Scheduler::restore_endpoint(const Endpoint& e) {
+  const RetryPolicy* p = policies_.find(e.policy);
+  if (p == nullptr) p = policies_.find("smengo");  // a policy removed from config: the default
+  auto ep = std::make_unique<EpState>();
+  ep->cfg = e;
+  ep->policy = p;
+  ep->tenant = &tenant_of(e.tenant);
+  ep->tenant->endpoints.push_back(ep.get());
+  endpoints_[e.id] = std::move(ep);
+}
+
+void Scheduler::restore_tenant(const Tenant& t) {
+  TenantState& ts = tenant_of(t.name);
+  ts.subscription_active = t.subscription_active;
+  ts.breaker.restore(t.breaker, now_);
+  set_tenant_timer(ts, ts.breaker.next_transition());
+}
+
+void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
+  if (is_terminal(d.status) || d.id == 0) return;
+  Slot* s = alloc_slot();
+  s->d = d;
+  s->d.status = DeliveryStatus::kPending;  // a lease the store did not turn back: retried
+  schedule_at(s, std::max(d.next_attempt_at, now));
+}
+
+Result<Endpoint> Scheduler::create_endpoint(Endpoint e, WallTime now, Mutations& m) {
+  if (e.id == 0) return make_error(Errc::kInvalidArgument, "endpoint id not assigned", "id");
+  if (ep_of(e.id)) return make_error(Errc::kConflict, "endpoint id exists", "id", "conflict");
+  if (e.tenant.empty()) return make_error(Errc::kInvalidArgument, "tenant is empty", "tenant");
+  const RetryPolicy* p = policies_.find(e.policy);
+  if (p == nullptr) {
+    return make_error(Errc::kInvalidArgument, "unknown policy", "policy", "unknown_policy");
+  }
+  if (Result<void> v = validate_event_filter(e.event_types); !v) return v.error();
+  const bool new_tenant = find_tenant(e.tenant) == nullptr;
+  e.created_at = now;
+  e.updated_at = now;
+  if (e.state != EndpointState::kDisabled) e.disabled_reason = ErrorCode::none();
+  restore_endpoint(e);
+  if (new_tenant) persist_tenant(tenant_of(e.tenant), now, m);
+  m.endpoints.push_back(e);
+  return e;
+}
+
+Result<Endpoint> Scheduler::update_endpoint(const Endpoint& e, WallTime now, Mutations& m) {
+  EpState* ep = ep_of(e.id);
+  if (ep == nullptr) return make_error(Errc::kNotFound, "no such endpoint", "id", "not_found");
+  if (e.tenant != ep->cfg.tenant) {
+    return make_error(Errc::kInvalidArgument, "an endpoint cannot change tenant", "tenant");
+  }
+  const RetryPolicy* p = policies_.find(e.policy);
+  if (p == nullptr) {
+    return make_error(Errc::kInvalidArgument, "unknown policy", "policy", "unknown_policy");
+  }
+  if (Result<void> v = validate_event_filter(e.event_types); !v) return v.error();
+  Endpoint n = e;
+  n.state = ep->cfg.state;
+  n.disabled_reason = ep->cfg.disabled_reason;
+  n.created_at = ep->cfg.created_at;
+  n.updated_at = now;
+  ep->cfg = n;
+  ep->policy = p;
+  ep->tokens_init = false;  // a new rate limit starts with a full bucket
+  m.endpoints.push_back(n);
+  activate(*ep, now);
+  return n;
+}
+
+Result<Endpoint> Scheduler::endpoint_action(EndpointId id, EndpointAction a, WallTime now,
+                                            Mutations& m) {
+  EpState* ep = ep_of(id);
+  if (ep == nullptr) return make_error(Errc::kNotFound, "no such endpoint", "id", "not_found");
+  Result<ActionResult> r = apply_endpoint_action(ep->cfg, a, now);
+  if (!r) return r.error();
+  if (r->changed) {
+    ep->cfg = r->endpoint;
+    m.endpoints.push_back(ep->cfg);
+    activate(*ep, now);  // SPEC R9.2: the queue goes out after resume
+  }
+  return ep->cfg;
+}
+
+Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
+  EpState* ep = ep_of(id);
+  if (ep == nullptr) return make_error(Errc::kNotFound, "no such endpoint", "id", "not_found");
+  kill_backlog(id, ErrorCode::of(K::kEndpointDeleted), m);
+  // Test deliveries of a deleted endpoint die too.
+  while (!list_empty(&ep->tests)) {
+    Slot* s = slot_of(ep->tests.next);
+    ready_unlink(*ep, s);
+    finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDeleted), m);
+  }
+  auto& eps = ep->tenant->endpoints;
+  eps.erase(std::remove(eps.begin(), eps.end(), ep), eps.end());
+  if (ep->rate_timer_ms != 0) rate_timers_.erase({ep->rate_timer_ms, id});
+  m.endpoint_deletes.push_back(id);
+  endpoints_.erase(id);  // active_ may still name it: skipped on lookup
+  return ok();
+}
+
+void Scheduler::set_subscription(std::string_view tenant, bool active, WallTime now, Mutations& m) {
+  TenantState& t = tenant_of(tenant);
+  if (t.subscription_active == active) return;
+  t.subscription_active = active;
+  persist_tenant(t, now, m);
+  // Deliveries already postponed come back by themselves within the hour (the seed);
+  // queued ones are postponed when their endpoint is next dispatched.
+  if (active) activate_tenant(t, now);
+}
+
+BreakerView Scheduler::breaker_view(std::string_view tenant, WallTime now) const {
+  BreakerView v;
+  if (const TenantState* t = find_tenant(tenant)) {
+    v.snapshot = t->breaker.snapshot();
+    v.window_total = t->breaker.window_total(now);
+    v.window_failed = t->breaker.window_failed(now);
+  }
+  return v;
+}
+
+void Scheduler::reset_breaker(std::string_view tenant, WallTime now, Mutations& m) {
+  TenantState& t = tenant_of(tenant);
+  const auto before = t.breaker.state();
+  const WallTime hold_since = t.breaker.hold_since();
+  t.breaker.reset(now);
+  breaker_changed(t, before, hold_since, now, m);
+}
+
+// ---- breaker bookkeeping ------------------------------------------------------------------------
+
+void Scheduler::set_tenant_timer(TenantState& t, std::optional<WallTime> at) {
+  if (t.timer_ms != 0) {
+    tenant_timers_.erase({t.timer_ms, t.index});
+    t.timer_ms = 0;
+  }
+  if (at) {
+    t.timer_ms = std::max<int64_t>(at->ms(), 1);
+    tenant_timers_.insert({t.timer_ms, t.index});
+  }
+}
+
+// SPEC R2.3, R4.7: time a queued delivery spent held by the breaker goes into Delivery::held.
+// Ready deliveries' next_attempt_at is the time they became due, so the held part of their
+// wait is [max(due, hold_since), now].
+void Scheduler::account_held(TenantState& t, WallTime hold_since, WallTime now) {
+  for (EpState* ep : t.endpoints) {
+    if (!ep->policy->use_breaker) continue;
+    for (TimerEntry* e = ep->ready.next; e != &ep->ready; e = e->next) {
+      Delivery& d = slot_of(e)->d;
+      const WallTime from = std::max(d.next_attempt_at, hold_since);
+      if (now > from) d.held += now - from;
+      d.next_attempt_at = std::max(d.next_attempt_at, now);
+    }
+  }
+}
+
+// R4.7 and the ladder ceilings for deliveries parked behind a breaker that is not closed.
+void Scheduler::scan_ceilings(TenantState& t, WallTime now, Mutations& m) {
+  const WallTime hold_since = t.breaker.hold_since();
+  for (EpState* ep : t.endpoints) {
+    if (!ep->policy->use_breaker) continue;
+    TimerEntry* e = ep->ready.next;
+    while (e != &ep->ready) {
+      TimerEntry* next = e->next;
+      Slot* s = slot_of(e);
+      Delivery& d = s->d;
+      const WallTime from = std::max(d.next_attempt_at, hold_since);
+      const Duration held_now = d.held + (now > from ? now - from : Duration(0));
+      if (held_now >= opts_.breaker.hold_ceiling) {
+        d.held = held_now;
+        ready_unlink(*ep, s);
+        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kBreakerHoldExpired), m);
+      } else if (now > delivery_deadline(d, *ep->policy)) {
+        d.held = held_now;
+        d.next_attempt_at = now;
+        ready_unlink(*ep, s);
+        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kDeadlineExceeded), m);
+      }
+      e = next;
+    }
+  }
+}
+
+void Scheduler::breaker_changed(TenantState& t, BreakerSnapshot::State before, WallTime hold_since,
+                                WallTime now, Mutations& m) {
+  using S = BreakerSnapshot::State;
+  const S after = t.breaker.state();
+  if (before != S::kClosed && after == S::kClosed) account_held(t, hold_since, now);
+  if (before == S::kClosed && after == S::kOpen) ++counters_.breaker_opened;
+  if (after == S::kHalfOpen || (before == S::kHalfOpen && after == S::kOpen)) {
+    scan_ceilings(t, now, m);
+  }
+  persist_tenant(t, now, m);
+  switch (after) {
+    case S::kClosed:
+      set_tenant_timer(t, std::nullopt);
+      break;
+    case S::kOpen:
+      set_tenant_timer(t, t.breaker.next_transition());
+      break;
+    case S::kHalfOpen:
+      set_tenant_timer(t, now + opts_.breaker_recheck);
+      break;
+  }
+  activate_tenant(t, now);
+}
+
+// ---- intake -------------------------------------------------------------------------------------
+
+uint32_t Scheduler::fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mutations& m) {
+  m.events.push_back(ev);
+  TenantState* t = find_tenant(ev.tenant);
+  if (t == nullptr) return 0;
+  const Partition part = static_cast<Partition>(t->hash % kPartitions);
+  uint32_t n = 0;
+  const RetryPolicy* money_policy = nullptr;
+  bool money = false;
+  for (EpState* ep : t->endpoints) {
+    if (!accepts_new_deliveries(ep->cfg)) continue;  // SPEC R9.1: paused/disabled get none
+    if (!filter_matches(ep->cfg.event_types, ev.type)) continue;
+    if (ep->policy != money_policy) {  // SPEC R3.5, decided once per policy
+      money_policy = ep->policy;
+      money = ep->policy->money.is_money(ev.type, ev.payload);
+    }
+    Slot* s = alloc_slot();
+    Delivery& d = s->d;
+    d.id = ids.next_id(part);
+    d.event = ev.seq;
+    d.endpoint = ep->cfg.id;
+    d.created_at = now;
+    d.next_attempt_at = now;
+    d.status = DeliveryStatus::kPending;
+    if (money) d.flags |= Delivery::kFlagMoney;
+    put(s, true, m);  // SPEC R12.2: persisted before the first byte
+    route(s, now, m);
+    ++n;
+  }
+  return n;
+}
+
+Result<DeliveryId> Scheduler::add_test_delivery(EndpointId id, const Event& ev, WallTime now,
+                                                IdAllocator& ids, Mutations& m) {
+  EpState* ep = ep_of(id);
+  if (ep == nullptr) return make_error(Errc::kNotFound, "no such endpoint", "id", "not_found");
+  m.events.push_back(ev);
+  Slot* s = alloc_slot();
+  Delivery& d = s->d;
+  d.id = ids.next_id(static_cast<Partition>(ep->tenant->hash % kPartitions));
+  d.event = ev.seq;
+  d.endpoint = id;
+  d.created_at = now;
+  d.next_attempt_at = now;
+  d.status = DeliveryStatus::kPending;
+  d.flags = Delivery::kFlagTest;
+  put(s, true, m);
+  route(s, now, m);
+  return d.id;
+}
+
+// ---- the loop -----------------------------------------------------------------------------------
+
+void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) {
+  now_ = now;
+  // 1. Due deliveries leave the wheel (bounded, STYLE 5).
+  wheel_.advance(now.ms(), opts_.max_fire_per_poll,
+                 [&](TimerEntry* e) { route(slot_of(e), now, m); });
+  // 2. Breaker timers: open → half-open (R4.2); half-open re-checks (R4.3) and ceilings.
+  while (!tenant_timers_.empty() && tenant_timers_.begin()->first <= now.ms()) {
+    TenantState& t = *tenant_by_index_[tenant_timers_.begin()->second];
+    tenant_timers_.erase(tenant_timers_.begin());
+    t.timer_ms = 0;
+    const auto before = t.breaker.state();
+    const WallTime hold_since = t.breaker.hold_since();
+    if (t.breaker.advance(now)) {
+      breaker_changed(t, before, hold_since, now, m);
+    } else if (before == BreakerSnapshot::State::kHalfOpen) {
+      scan_ceilings(t, now, m);
+      set_tenant_timer(t, now + opts_.breaker_recheck);
+      activate_tenant(t, now);  // a lost probe frees the slot after probe_timeout
+    } else {
+      set_tenant_timer(t, t.breaker.next_transition());
+    }
+  }
+  // 3. Rate-limited endpoints whose next token is there.
+  while (!rate_timers_.empty() && rate_timers_.begin()->first <= now.ms()) {
+    const EndpointId id = rate_timers_.begin()->second;
+    rate_timers_.erase(rate_timers_.begin());
+    if (EpState* ep = ep_of(id)) {
+      ep->rate_timer_ms = 0;
+      activate(*ep, now);
+    }
+  }
+  // 4. One pass over the endpoints with work: at most fairness_cap each (R5.3).
+  uint32_t sends_left = opts_.max_sends_per_poll;
+  size_t pass = active_.size();
+  while (pass-- > 0 && sends_left > 0) {
+    const EndpointId id = active_.front();
+    active_.pop_front();
+    EpState* ep = ep_of(id);
+    if (ep == nullptr) continue;
+    ep->active = false;
+    dispatch(*ep, now, sends_left, out, m);
+    activate(*ep, now);  // more work: back of the line, next pass
+  }
+}
+
+// Checks before leasing (never overspend, never pass a ceiling). Returns false when the
+// delivery was ended or moved instead.
+bool Scheduler::guard(EpState& ep, Slot* s, WallTime now, Mutations& m) {
+  Delivery& d = s->d;
+  const RetryPolicy& p = *ep.policy;
+  if (now > delivery_deadline(d, p)) {  // SPEC R3.2, R3.3
+    ready_unlink(ep, s);
+    finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kDeadlineExceeded), m);
+    return false;
+  }
+  if (p.use_breaker && d.held >= opts_.breaker.hold_ceiling) {  // SPEC R4.7
+    ready_unlink(ep, s);
+    finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kBreakerHoldExpired), m);
+    return false;
+  }
+  if (budget_spent(d, p)) {
+    // Only after recovery: the lost attempt (lease_expired) was the last of its ladder. The
+    // policy decides as if it had ended now with an unknown outcome.
+    Classification c;
+    c.outcome = Outcome::kUnknown;
+    c.code = d.last_code.is_none() ? ErrorCode::of(K::kLeaseExpired) : d.last_code;
+    ready_unlink(ep, s);
+    apply_decision(&ep, s, decide(d, c, p, now, rng_), now, m);
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
+                         std::vector<SendCommand>& out, Mutations& m) {
+  uint32_t work = 0;
+  const uint32_t limit = max_in_flight(ep);
+  while (work < opts_.fairness_cap && sends_left > 0 && ep.in_flight < limit) {
+    if (ep.test_count > 0) {  // SPEC R9.3, R8.5: tests bypass pause, disable and breaker
+      Slot* s = slot_of(ep.tests.next);
+      ready_unlink(ep, s);
+      ++work;
+      lease(ep, s, false, now, out, m);
+      --sends_left;
+      continue;
+    }
+    if (!normal_allowed(ep, now)) break;
+    Slot* s = slot_of(ep.ready.next);
+    ++work;
+    if (!ep.tenant->subscription_active) {  // SPEC R6: inactive since it was queued
+      ready_unlink(ep, s);
+      postpone_subscription(&ep, s, now, m);
+      continue;
+    }
+    if (!guard(ep, s, now, m)) continue;
+    if (!take_token(ep, now)) break;
+    bool probe = false;
+    if (ep.policy->use_breaker) {
+      TenantState& t = *ep.tenant;
+      if (t.breaker.admit(now) == Breaker::Admit::kProbe) {
+        // SPEC R4.3: the one probe of this cycle; its held time so far is accounted now.
+        probe = true;
+        const WallTime from = std::max(s->d.next_attempt_at, t.breaker.hold_since());
+        if (now > from) s->d.held += now - from;
+        t.breaker.on_probe_sent(now);
+        ++counters_.probes;
+      }
+    }
+    ready_unlink(ep, s);
+    lease(ep, s, probe, now, out, m);
+    --sends_left;
+    if (probe) break;  // the breaker now holds the rest (R4.3)
+  }
+}
+
+void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<SendCommand>& out,
+                      Mutations& m) {
+  Delivery& d = s->d;
+  // The attempt is counted when it is leased, so a crash mid-flight cannot overspend.
+  ++d.attempts;
+  if (d.ladder() == Ladder::kSlow) {
+    ++d.slow_attempts;
+  } else {
+    ++d.fast_attempts;
+  }
+  d.status = DeliveryStatus::kInFlight;  // SPEC R12.2: the lease, persisted before sending
+  put(s, false, m);
+  uint32_t idx;
+  if (!inflight_free_.empty()) {
+    idx = inflight_free_.back();
+    inflight_free_.pop_back();
+    inflight_[idx] = s;
+  } else {
+    idx = static_cast<uint32_t>(inflight_.size());
+    inflight_.push_back(s);
+  }
+  ++inflight_count_;
+  ++ep.in_flight;
+  ++counters_.sends;
+  out.push_back(SendCommand{d.id, d.event, d.endpoint, d.attempts, probe, idx});
+}
+
+void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
+                          WallTime now, Mutations& m) {
+  if (cmd.slot >= inflight_.size() || inflight_[cmd.slot] == nullptr ||
+      inflight_[cmd.slot]->d.id != cmd.delivery ||
+      inflight_[cmd.slot]->d.status != DeliveryStatus::kInFlight) {
+    ++counters_.stale_results;
+    return;
+  }
+  Slot* s = inflight_[cmd.slot];
+  inflight_[cmd.slot] = nullptr;
+  inflight_free_.push_back(cmd.slot);
+  --inflight_count_;
+  ++counters_.results;
+
+  Delivery& d = s->d;
+  const Classification c = classify(r, now);
+  ++counters_.outcome[static_cast<int>(c.outcome)];
+  // A kill while in flight (R8.3 disable, delete) left its mark in last_code.
+  const bool killed =
+      d.last_code.kind == K::kEndpointDisabled || d.last_code.kind == K::kEndpointDeleted;
+  const ErrorCode kill_code = d.last_code;
+
+  Attempt a;  // SPEC R12.2: every attempt recorded separately
+  a.delivery = d.id;
+  a.number = cmd.attempt;
+  a.ladder = d.test() ? Ladder::kFast : d.ladder();
+  a.outcome = c.outcome;
+  a.code = c.code;
+  a.http_status = c.http_status;
+  a.request_written = r.request_written;
+  a.started_at = started_at;
+  a.duration = now - started_at;
+  a.timings = r.timings;
+  a.response_prefix = r.body_prefix.substr(0, std::min(r.body_prefix.size(), kResponsePrefixBytes));
+  m.attempts.push_back(std::move(a));
+
+  d.last_code = c.code;
+  d.last_http_status = c.http_status;
+
+  EpState* ep = ep_of(d.endpoint);
+  if (ep != nullptr) --ep->in_flight;
+  const bool success = c.outcome == Outcome::kSuccess;
+
+  if (d.test() || ep == nullptr || killed) {
+    // Single-shot tests (R9.3); deliveries of a deleted endpoint; deliveries killed while in
+    // flight: they end here, whatever the policy would say.
+    if (success) {
+      finish(s, DeliveryStatus::kDelivered, ErrorCode::none(), m);
+    } else if (d.test()) {
+      finish(s, DeliveryStatus::kFailed, ErrorCode::none(), m);
+    } else {
+      finish(s, DeliveryStatus::kDead, killed ? kill_code : ErrorCode::of(K::kEndpointDeleted), m);
+    }
+    if (ep != nullptr) activate(*ep, now);
+    return;
+  }
+
+  TenantState& t = *ep->tenant;
+  if (ep->policy->use_breaker) {  // SPEC R4.1, R4.4, R4.5
+    const auto before = t.breaker.state();
+    const WallTime hold_since = t.breaker.hold_since();
+    if (t.breaker.record(breaker_signal(c), cmd.probe, now)) {
+      breaker_changed(t, before, hold_since, now, m);
+    } else if (cmd.probe && before == BreakerSnapshot::State::kHalfOpen) {
+      activate_tenant(t, now);  // an ignored probe: another one may go
+    }
+  }
+  apply_decision(ep, s, decide(d, c, *ep->policy, now, rng_), now, m);
+  activate(*ep, now);
+}
+
+void Scheduler::apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now,
+                               Mutations& m) {
+  Delivery& d = s->d;
+  d.first_slow_at = dec.first_slow_at;
+  if (dec.kind != Decision::Kind::kDelivered && ep != nullptr &&
+      ep->cfg.state == EndpointState::kDisabled) {
+    // SPEC R8.3: nothing of a disabled endpoint is retried, not even after re-enabling.
+    finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDisabled), m);
+    return;
+  }
+  switch (dec.kind) {
+    case Decision::Kind::kDelivered:
+      finish(s, DeliveryStatus::kDelivered, ErrorCode::none(), m);
+      return;
+    case Decision::Kind::kRetry:
+      ++counters_.retries;
+      d.status = DeliveryStatus::kPending;
+      d.next_attempt_at = dec.next_at;
+      if (dec.ladder == Ladder::kSlow) {
+        d.flags |= Delivery::kFlagSlowLadder;
+      } else {
+        d.flags &= static_cast<uint8_t>(~Delivery::kFlagSlowLadder);
+      }
+      put(s, false, m);
+      schedule_at(s, dec.next_at);
+      return;
+    case Decision::Kind::kFailed:
+      finish(s, DeliveryStatus::kFailed, dec.code, m);
+      return;
+    case Decision::Kind::kDead: {
+      const Delivery trigger = d;
+      finish(s, DeliveryStatus::kDead, dec.code, m);
+      if (dec.disable_endpoint && ep != nullptr) disable_endpoint(*ep, dec.code, trigger, now, m);
+      return;
+    }
+  }
+}
+
+void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& trigger,
+                                 WallTime now, Mutations& m) {
+  if (ep.cfg.state == EndpointState::kDisabled) return;
+  ep.cfg = disabled_endpoint(ep.cfg, reason, now);  // SPEC R8.2
+  m.endpoints.push_back(ep.cfg);
+  ++counters_.endpoints_disabled;
+  kill_backlog(ep.cfg.id, ErrorCode::of(K::kEndpointDisabled), m);  // SPEC R8.3
+  Notification n = disable_notification(ep.cfg, reason, trigger.id, trigger.attempts, now);
+  if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(ep.tenant->hash % kPartitions));
+  m.notifications.push_back(std::move(n));  // SPEC R8.4
+}
+
+// Every queued (wheel or ready) non-test delivery of the endpoint ends dead with `code`;
+// in-flight ones are marked and end when their result comes back. Scans the slab: a rare
+// event (R8.3 auto-disable, delete).
+void Scheduler::kill_backlog(EndpointId id, ErrorCode code, Mutations& m) {
+  EpState* ep = ep_of(id);
+  for (const auto& chunk : chunks_) {
+    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
+      Slot* s = &chunk[i];
+      if (s->d.id == 0 || s->d.endpoint != id || s->d.test()) continue;
+      if (s->d.status == DeliveryStatus::kInFlight) {
+        s->d.last_code = code;
+        continue;
+      }
+      if (s->te.linked()) {
+        if (s->te.expiry_ms == kReadyMark) {
+          ready_unlink(*ep, s);
+        } else {
+          wheel_.cancel(&s->te);
+        }
+      }
+      finish(s, DeliveryStatus::kDead, code, m);
+    }
+  }
+}
+
+std::optional<WallTime> Scheduler::next_wakeup() const {
+  if (!active_.empty()) return now_;
+  int64_t best = std::numeric_limits<int64_t>::max();
+  if (!wheel_.empty()) best = std::min(best, wheel_.next_expiry_ms());
+  if (!tenant_timers_.empty()) best = std::min(best, tenant_timers_.begin()->first);
+  if (!rate_timers_.empty()) best = std::min(best, rate_timers_.begin()->first);
+  if (best == std::numeric_limits<int64_t>::max()) return std::nullopt;
+  return WallTime::from_ms(best);
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = counters_;
+  s.live = live_;
+  s.in_wheel = wheel_.size();
+  s.ready = ready_total_;
+  s.in_flight = inflight_count_;
+  s.slab_slots = uint64_t{chunks_.size()} * opts_.slab_chunk_slots;
+  s.slot_bytes = sizeof(Slot);
+  s.endpoints = static_cast<uint32_t>(endpoints_.size());
+  s.tenants = static_cast<uint32_t>(tenants_.size());
+  for (const auto& [name, t] : tenants_) {
+    if (t->breaker.state() == BreakerSnapshot::State::kOpen) ++s.breakers_open;
+    if (t->breaker.state() == BreakerSnapshot::State::kHalfOpen) ++s.breakers_half_open;
+  }
+  for (const auto& [id, ep] : endpoints_) {
+    if (ep->cfg.state == EndpointState::kPaused) s.held_by_pause += ep->ready_count;
+    if (ep->policy->use_breaker && ep->tenant->breaker.state() != BreakerSnapshot::State::kClosed) {
+      s.held_by_breaker += ep->ready_count;
+    }
+  }
+  return s;
+}
+
+}  // namespace ringcast

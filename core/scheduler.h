@@ -1,0 +1,215 @@
+// The shard scheduler (ISSUE 2 item 10, SPEC R2–R9, R12): pending deliveries in a timer
+// wheel, per-endpoint FIFO ready queues, tenant breakers, endpoint states, the fairness cap
+// and in-flight limits; it turns attempt results into the next state and the store
+// mutations. Pure: no I/O, time and randomness are passed in. Invariants: a delivery is in
+// exactly one place (wheel, one ready queue, in flight, or gone); every send is preceded by
+// its kInFlight lease in the same Mutations; no attempt beyond a ladder's budget or ceiling;
+// while a tenant's breaker is not closed only its one probe is sent (R4.3, R4.6).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/breaker.h"
+#include "core/engine.h"
+#include "core/policy.h"
+#include "core/result.h"
+#include "core/store.h"
+#include "core/time.h"
+#include "core/timer_wheel.h"
+#include "core/transport.h"
+#include "core/types.h"
+
+namespace ringcast {
+
+struct SchedulerOptions {
+  uint32_t fairness_cap = 50;           // SPEC R5.3: per endpoint per pass (one poll() is one pass)
+  uint32_t default_max_in_flight = 32;  // R12.6 bulkhead, when Endpoint::max_in_flight == 0
+  uint32_t max_fire_per_poll = 4096;    // STYLE 5: bounded work per loop turn
+  uint32_t max_sends_per_poll = 1024;
+  Duration breaker_recheck = seconds(30);     // R4.3: half-open re-check / ceiling scan tick
+  Duration subscription_postpone = hours(1);  // R6 subscription_inactive
+  BreakerConfig breaker;                      // R4 thresholds and pauses
+  uint32_t slab_chunk_slots = 4096;           // slots allocated at once
+};
+
+// One send the engine must perform, after the Mutations of the same poll() are written.
+struct SendCommand {
+  DeliveryId delivery = 0;
+  EventSeq event = 0;
+  EndpointId endpoint = 0;
+  uint16_t attempt = 0;  // 1-based over all ladders (R5.4)
+  bool probe = false;    // the tenant breaker's half-open probe (R4.3)
+  uint32_t slot = 0;     // handle for O(1) lookup in on_result(); echo it back unchanged
+};
+
+// The engine assigns ids: make_id(partition, next sequence).
+class IdAllocator {
+ public:
+  virtual ~IdAllocator() = default;
+  virtual uint64_t next_id(Partition p) = 0;
+};
+
+struct SchedulerStats {
+  // Gauges.
+  uint64_t live = 0;      // deliveries held in memory: wheel + ready + in flight
+  uint64_t in_wheel = 0;  // waiting for their time
+  uint64_t ready = 0;     // due, queued at their endpoint (held ones included)
+  uint64_t in_flight = 0;
+  uint64_t held_by_breaker = 0;  // ready, their tenant's breaker not closed (R4.6)
+  uint64_t held_by_pause = 0;    // ready, their endpoint paused (R9.2)
+  uint64_t slab_slots = 0;       // allocated slots (memory: slab_slots * slot_bytes)
+  uint64_t slot_bytes = 0;
+  uint32_t endpoints = 0, tenants = 0, breakers_open = 0, breakers_half_open = 0;
+  // Counters since construction.
+  uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
+  uint64_t delivered = 0, retries = 0, failed = 0, dead = 0;
+  uint64_t outcome[4] = {};  // by Outcome: success, rejected, retryable, unknown (R12.8)
+  uint64_t subscription_postponed = 0, breaker_opened = 0, endpoints_disabled = 0;
+  uint64_t hold_expired = 0, deadline_exceeded = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions opts, const PolicyRegistry& policies, uint64_t rng_seed, WallTime now);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Optional: assigns Notification::seq (make_id of the tenant's partition). Without it,
+  // notifications carry seq 0 and the caller assigns one.
+  void set_id_allocator(IdAllocator* ids) { ids_ = ids; }
+
+  // ---- recovery (before the first poll(); any order) -------------------------------------
+  void restore_endpoint(const Endpoint& e);
+  void restore_tenant(const Tenant& t);
+  // A non-terminal delivery. It becomes due at max(next_attempt_at, now). A delivery whose
+  // lease expired arrives with its attempt already counted: it is retried at once unless that
+  // spent its ladder's budget, in which case the policy ends it (never an extra attempt).
+  void restore_delivery(const Delivery& d, WallTime now);
+
+  // ---- endpoints and tenants (what must be persisted is appended to `m`) --------------------
+  // `e.id` assigned by the caller; the URL form check is the caller's (it owns UrlPolicy).
+  // Errors: kConflict (id exists), kInvalidArgument (tenant empty; field "policy" reason
+  // "unknown_policy"; field "event_types" reason "invalid_event_type").
+  Result<Endpoint> create_endpoint(Endpoint e, WallTime now, Mutations& m);
+  // Config change (url, event_types, policy, signature, secrets, rate_limit, max_in_flight);
+  // state, disabled_reason, tenant and created_at are kept from the current record.
+  Result<Endpoint> update_endpoint(const Endpoint& e, WallTime now, Mutations& m);
+  // Pause / resume / enable (SPEC R8.5, R9). kNotFound, or kInvalidArgument "endpoint_disabled".
+  Result<Endpoint> endpoint_action(EndpointId id, EndpointAction a, WallTime now, Mutations& m);
+  // Queued deliveries end dead (`endpoint_deleted`); in-flight ones end when they return.
+  Result<void> delete_endpoint(EndpointId id, WallTime now, Mutations& m);
+  const Endpoint* find_endpoint(EndpointId id) const;
+  std::vector<const Endpoint*> endpoints_of(std::string_view tenant) const;  // creation order
+
+  void set_subscription(std::string_view tenant, bool active, WallTime now, Mutations& m);
+  bool subscription_active(std::string_view tenant) const;
+  BreakerView breaker_view(std::string_view tenant, WallTime now) const;
+  void reset_breaker(std::string_view tenant, WallTime now, Mutations& m);  // SPEC R4.8
+
+  // ---- intake -------------------------------------------------------------------------------
+  // Fan-out of an already-deduplicated event (ev.seq assigned): one delivery per enabled
+  // (not paused, not disabled: R9.1) endpoint of ev.tenant whose filter matches; the money
+  // flag comes from the endpoint policy's rules (R3.5). Appends the Event and every
+  // DeliveryPut{is_new} to `m`; returns how many deliveries were created.
+  uint32_t fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mutations& m);
+  // R9.3, R8.5: one delivery of `ev` to this endpoint only, also while paused or disabled. A
+  // test delivery is single-shot (one attempt, then delivered or failed), never feeds the
+  // breaker and never changes the endpoint's state. kNotFound for an unknown endpoint.
+  Result<DeliveryId> add_test_delivery(EndpointId id, const Event& ev, WallTime now,
+                                       IdAllocator& ids, Mutations& m);
+
+  // ---- the loop -----------------------------------------------------------------------------
+  // One pass: fires due timers (bounded), breaker timers, applies holds, and emits sends from
+  // the per-endpoint FIFO queues within the fairness cap, the in-flight limit and the rate
+  // limit. Every emitted delivery is written kInFlight into `m` (the lease) before the
+  // command is appended to `out`.
+  void poll(WallTime now, std::vector<SendCommand>& out, Mutations& m);
+  // One attempt finished: classify → policy → breaker → endpoint rules. Appends the Attempt,
+  // the Delivery update and any endpoint / tenant / notification change to `m`. A command
+  // that does not match a live in-flight delivery is ignored (counted as stale).
+  void on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
+                 WallTime now, Mutations& m);
+  // When poll() has work next (<= the last poll's now: call again without sleeping);
+  // nullopt when nothing is pending.
+  std::optional<WallTime> next_wakeup() const;
+
+  SchedulerStats stats() const;
+  // The in-memory copy of a live (non-terminal) delivery, for tests and the simulation; the
+  // store is the source of truth for lookups by id. O(slab) — not for hot paths.
+  std::optional<Delivery> find_live_delivery(DeliveryId id) const;
+
+  struct Slot;
+  struct EpState;
+  struct TenantState;
+
+ private:
+  Slot* alloc_slot();
+  void free_slot(Slot* s);
+  EpState* ep_of(EndpointId id) const;
+  TenantState& tenant_of(std::string_view name);
+  TenantState* find_tenant(std::string_view name) const;
+  uint32_t max_in_flight(const EpState& ep) const;
+
+  void route(Slot* s, WallTime now, Mutations& m);
+  void schedule_at(Slot* s, WallTime at);
+  void ready_push(EpState& ep, Slot* s);
+  void ready_unlink(EpState& ep, Slot* s);
+  void activate(EpState& ep, WallTime now);
+  bool normal_allowed(EpState& ep, WallTime now);
+  bool take_token(EpState& ep, WallTime now);
+  void dispatch(EpState& ep, WallTime now, uint32_t& sends_left, std::vector<SendCommand>& out,
+                Mutations& m);
+  bool guard(EpState& ep, Slot* s, WallTime now, Mutations& m);
+  void lease(EpState& ep, Slot* s, bool probe, WallTime now, std::vector<SendCommand>& out,
+             Mutations& m);
+  void postpone_subscription(EpState* ep, Slot* s, WallTime now, Mutations& m);
+  void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
+  void put(const Slot* s, bool is_new, Mutations& m);
+  void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);
+  void disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& trigger, WallTime now,
+                        Mutations& m);
+  void kill_backlog(EndpointId id, ErrorCode code, Mutations& m);
+  void breaker_changed(TenantState& t, BreakerSnapshot::State before, WallTime hold_since,
+                       WallTime now, Mutations& m);
+  void account_held(TenantState& t, WallTime hold_since, WallTime now);
+  void scan_ceilings(TenantState& t, WallTime now, Mutations& m);
+  void set_tenant_timer(TenantState& t, std::optional<WallTime> at);
+  void persist_tenant(const TenantState& t, WallTime now, Mutations& m);
+  void activate_tenant(TenantState& t, WallTime now);
+
+  SchedulerOptions opts_;
+  const PolicyRegistry& policies_;
+  Rng rng_;
+  WallTime now_;
+  IdAllocator* ids_ = nullptr;
+  TimerWheel wheel_;
+
+  std::vector<std::unique_ptr<Slot[]>> chunks_;
+  TimerEntry* free_ = nullptr;  // free slots, linked through TimerEntry::next
+  uint64_t live_ = 0;
+  uint64_t ready_total_ = 0;
+
+  std::vector<Slot*> inflight_;  // SendCommand::slot → slot
+  std::vector<uint32_t> inflight_free_;
+  uint64_t inflight_count_ = 0;
+
+  std::unordered_map<EndpointId, std::unique_ptr<EpState>> endpoints_;
+  std::unordered_map<std::string, std::unique_ptr<TenantState>> tenants_;
+  std::vector<TenantState*> tenant_by_index_;
+  std::deque<EndpointId> active_;                         // endpoints with sendable work
+  std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
+  std::set<std::pair<int64_t, EndpointId>> rate_timers_;  // (ms, endpoint): next token
+  SchedulerStats counters_;
+};
+
+}  // namespace ringcast

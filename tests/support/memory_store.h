@@ -1,0 +1,61 @@
+// An in-memory Store (core/store.h) for the simulation and unit tests: every write is
+// applied at once and is durable at once. Invariant: it keeps the contract the RocksDB store
+// keeps — idempotency keys are unique per (tenant, event id), a delivery found kInFlight at
+// recovery gets a `lease_expired` attempt and comes back kPending. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/store.h"
+
+namespace ringcast {
+
+class MemoryStore final : public Store {
+ public:
+  Result<uint64_t> write(const Mutations& m) override;
+  uint64_t durable_seq() const override { return commit_seq_; }
+
+  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
+                                                       std::string_view event_id) override;
+  Result<std::optional<Event>> load_event(EventSeq seq) override;
+  Result<std::optional<Event>> find_event(std::string_view tenant,
+                                          std::string_view event_id) override;
+  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override;
+  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                       size_t limit) override;
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+
+  // ---- test helpers ----
+  // The next `n` writes fail with kIo (and change nothing).
+  void fail_next_writes(int n) { fail_writes_ = n; }
+  const std::map<DeliveryId, Delivery>& deliveries() const { return deliveries_; }
+  const std::vector<Attempt>& attempts_of(DeliveryId id) const;
+  const std::map<EndpointId, Endpoint>& endpoints() const { return endpoints_; }
+  const std::map<std::string, Tenant>& tenants() const { return tenants_; }
+  const std::vector<Notification>& notifications() const { return notifications_; }
+  std::string tenant_of_delivery(DeliveryId id) const;
+  uint64_t writes() const { return commit_seq_; }
+
+ private:
+  std::map<std::pair<std::string, std::string>, EventKeyRecord> keys_;
+  std::map<EventSeq, Event> events_;
+  std::map<DeliveryId, Delivery> deliveries_;
+  std::map<DeliveryId, std::string> delivery_tenant_;
+  std::map<uint64_t, std::string> tenant_by_hash_;
+  std::map<DeliveryId, std::vector<Attempt>> attempts_;
+  std::map<EndpointId, Endpoint> endpoints_;
+  std::map<std::string, Tenant> tenants_;
+  std::vector<Notification> notifications_;
+  uint64_t commit_seq_ = 0;
+  int fail_writes_ = 0;
+};
+
+}  // namespace ringcast
