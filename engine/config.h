@@ -50,7 +50,7 @@ struct StorageConfig {
 };
 
 // SPEC R4: the per-tenant circuit breaker.
-struct BreakerConfig {
+struct BreakerSettings {  // the [engine.breaker] section; becomes core BreakerConfig
   Duration window = minutes(5);          // R4.1 sliding window
   uint32_t min_deliveries = 5;           // R4.1
   double failure_ratio = 0.8;            // R4.1
@@ -65,7 +65,7 @@ struct EngineConfig {
   uint32_t fairness_cap = 50;   // SPEC R5.3: deliveries per endpoint per pass
   uint32_t max_in_flight = 16;  // per endpoint, unless the endpoint sets its own
   Duration subscription_postpone = hours(1);  // SPEC R6 subscription_inactive
-  BreakerConfig breaker;
+  BreakerSettings breaker;
 };
 
 struct TransportConfig {
