@@ -1,0 +1,836 @@
+// The shard scheduler (ISSUE 2 item 10): fan-out, leases, fairness, in-flight limits,
+// on_result mutations, auto-disable, pause, subscription, breaker holds, recovery.
+#include "core/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringcast {
+namespace {
+
+using K = ErrorCode::Kind;
+const WallTime kT0 = WallTime::from_ms(1'767'225'600'000);
+
+struct SeqIds : IdAllocator {
+  uint64_t n = 0;
+  uint64_t next_id(Partition p) override { return make_id(p, ++n); }
+};
+
+TransportResult http(int status, std::string retry_after = "") {
+  TransportResult r;
+  r.response_received = r.request_written = r.connect_attempted = true;
+  r.http_status = static_cast<uint16_t>(status);
+  r.retry_after = std::move(retry_after);
+  r.body_prefix = "body " + std::to_string(status);
+  return r;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RetryPolicy ms = RetryPolicy::smengo();
+    ms.name = "smengo-ms";
+    ms.jitter_permille = 0;
+    ms.fast_pauses = {milliseconds(10), milliseconds(20)};  // 3 attempts
+    ASSERT_TRUE(reg.put(ms).ok());
+    RetryPolicy hold = RetryPolicy::xhub();
+    hold.name = "xhub-no-age";
+    hold.absolute_ceiling = Duration(0);
+    ASSERT_TRUE(reg.put(hold).ok());
+    make();
+  }
+  void make() { s = std::make_unique<Scheduler>(opts, reg, 7, now); }
+
+  Endpoint add_ep(const std::string& tenant, const std::string& policy,
+                  std::vector<std::string> filter = {}, uint32_t max_in_flight = 0) {
+    Endpoint e;
+    e.id = make_id(partition_of(tenant), 1000 + ++ep_seq);
+    e.tenant = tenant;
+    e.url = "https://example.com/hook";
+    e.policy = policy;
+    e.event_types = std::move(filter);
+    e.max_in_flight = max_in_flight;
+    Result<Endpoint> r = s->create_endpoint(e, now, m);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : e;
+  }
+  Event event(const std::string& tenant, const std::string& type = "order.created",
+              const std::string& payload = "{}") {
+    Event ev;
+    ev.seq = make_id(partition_of(tenant), 1'000'000 + ++ev_seq);
+    ev.tenant = tenant;
+    ev.id = "ev" + std::to_string(ev_seq);
+    ev.type = type;
+    ev.payload = payload;
+    ev.created_at = now;
+    ev.payload_hash = payload_hash(payload);
+    return ev;
+  }
+  uint32_t submit(const std::string& tenant, const std::string& type = "order.created",
+                  const std::string& payload = "{}") {
+    return s->fan_out(event(tenant, type, payload), now, ids, m);
+  }
+  std::vector<SendCommand> poll() {
+    std::vector<SendCommand> out;
+    s->poll(now, out, m);
+    return out;
+  }
+  void reply(const SendCommand& c, const TransportResult& r) { s->on_result(c, r, now, now, m); }
+  void reply_all(const std::vector<SendCommand>& cs, int status) {
+    for (const SendCommand& c : cs) reply(c, http(status));
+  }
+  // The last DeliveryPut of `id` in m.
+  const Delivery* last_put(DeliveryId id) const {
+    for (auto it = m.deliveries.rbegin(); it != m.deliveries.rend(); ++it) {
+      if (it->delivery.id == id) return &it->delivery;
+    }
+    return nullptr;
+  }
+  size_t count_status(DeliveryStatus st, ErrorCode code = {}) const {
+    std::map<DeliveryId, Delivery> last;
+    for (const DeliveryPut& p : m.deliveries) last[p.delivery.id] = p.delivery;
+    size_t n = 0;
+    for (const auto& [id, d] : last) {
+      if (d.status == st && (code.is_none() || d.last_code == code)) ++n;
+    }
+    return n;
+  }
+
+  PolicyRegistry reg;
+  SchedulerOptions opts;
+  std::unique_ptr<Scheduler> s;
+  SeqIds ids;
+  WallTime now = kT0;
+  Mutations m;
+  uint64_t ep_seq = 0, ev_seq = 0;
+};
+
+TEST_F(SchedulerTest, FanOutOnePerEnabledMatchingEndpoint) {
+  Endpoint all = add_ep("acme", "xhub");
+  Endpoint pay = add_ep("acme", "xhub", {"payment.*"});
+  Endpoint ref = add_ep("acme", "xhub", {"refund.*"});
+  Endpoint paused = add_ep("acme", "xhub");
+  Endpoint other = add_ep("globex", "xhub");
+  ASSERT_TRUE(s->endpoint_action(paused.id, EndpointAction::kPause, now, m).ok());
+  m.clear();
+  EXPECT_EQ(submit("acme", "payment.status_changed", R"({"status":"paid"})"), 2u);
+  ASSERT_EQ(m.events.size(), 1u);
+  ASSERT_EQ(m.deliveries.size(), 2u);
+  std::vector<EndpointId> got;
+  for (const DeliveryPut& p : m.deliveries) {
+    EXPECT_TRUE(p.is_new);
+    EXPECT_EQ(p.tenant_hash, tenant_hash("acme"));
+    EXPECT_EQ(p.delivery.status, DeliveryStatus::kPending);
+    EXPECT_TRUE(p.delivery.money());  // SPEC R3.5 decided at intake
+    EXPECT_EQ(id_partition(p.delivery.id), partition_of("acme"));
+    got.push_back(p.delivery.endpoint);
+  }
+  EXPECT_EQ(got, (std::vector<EndpointId>{all.id, pay.id}));
+  m.clear();
+  EXPECT_EQ(submit("acme", "payment.status_changed", R"({"status":"failed"})"), 2u);
+  for (const DeliveryPut& p : m.deliveries) EXPECT_FALSE(p.delivery.money());
+  m.clear();
+  EXPECT_EQ(submit("nobody"), 0u);
+  EXPECT_EQ(m.events.size(), 1u);  // stored anyway: the idempotency key (R12.5)
+  (void)ref;
+  (void)other;
+}
+
+TEST_F(SchedulerTest, LeaseIsWrittenBeforeTheSend) {
+  add_ep("acme", "xhub");
+  for (int i = 0; i < 5; ++i) submit("acme");
+  m.clear();
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 5u);
+  for (const SendCommand& c : out) {
+    const Delivery* d = last_put(c.delivery);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->status, DeliveryStatus::kInFlight);  // SPEC R12.2: the lease
+    EXPECT_EQ(d->attempts, 1);
+    EXPECT_EQ(d->fast_attempts, 1);
+    EXPECT_EQ(c.attempt, 1);
+    EXPECT_FALSE(c.probe);
+  }
+  EXPECT_EQ(s->stats().in_flight, 5u);
+}
+
+TEST_F(SchedulerTest, FairnessCapFiftyPerEndpointPerPass) {
+  Endpoint a = add_ep("acme", "xhub", {}, 1000);
+  Endpoint b = add_ep("acme", "xhub", {"b.*"}, 1000);
+  for (int i = 0; i < 200; ++i) submit("acme", "a.x");
+  for (int i = 0; i < 10; ++i) submit("acme", "b.x");  // both endpoints (a takes all)
+  std::map<EndpointId, int> per;
+  for (const SendCommand& c : poll()) ++per[c.endpoint];
+  EXPECT_EQ(per[a.id], 50);  // SPEC R5.3
+  EXPECT_EQ(per[b.id], 10);
+  per.clear();
+  for (const SendCommand& c : poll()) ++per[c.endpoint];
+  EXPECT_EQ(per[a.id], 50);
+  EXPECT_EQ(per[b.id], 0);
+  int rest = 0;
+  for (int i = 0; i < 10; ++i) rest += static_cast<int>(poll().size());
+  EXPECT_EQ(rest, 110);  // 210 - 100
+}
+
+TEST_F(SchedulerTest, MaxSendsPerPollIsABound) {
+  opts.max_sends_per_poll = 30;
+  make();
+  add_ep("acme", "xhub", {}, 1000);
+  add_ep("acme", "xhub", {}, 1000);
+  for (int i = 0; i < 40; ++i) submit("acme");
+  EXPECT_EQ(poll().size(), 30u);
+  EXPECT_EQ(poll().size(), 30u);
+  EXPECT_EQ(poll().size(), 20u);
+}
+
+TEST_F(SchedulerTest, InFlightLimitPerEndpoint) {
+  Endpoint e = add_ep("acme", "xhub", {}, 3);
+  for (int i = 0; i < 10; ++i) submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 3u);  // R12.6 bulkhead
+  EXPECT_TRUE(poll().empty());
+  reply(out[0], http(200));
+  std::vector<SendCommand> more = poll();
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(s->stats().in_flight, 3u);
+  // FIFO: deliveries go in creation order.
+  EXPECT_LT(out[2].delivery, more[0].delivery);
+  (void)e;
+}
+
+TEST_F(SchedulerTest, DefaultInFlightLimit) {
+  opts.default_max_in_flight = 4;
+  make();
+  add_ep("acme", "xhub");
+  for (int i = 0; i < 10; ++i) submit("acme");
+  EXPECT_EQ(poll().size(), 4u);
+}
+
+TEST_F(SchedulerTest, OnResultSuccessWritesAttemptAndDelivered) {
+  add_ep("acme", "xhub");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  const WallTime started = now;
+  now += milliseconds(120);
+  TransportResult r = http(200);
+  r.body_prefix = std::string(600, 'x');
+  s->on_result(out[0], r, started, now, m);
+  ASSERT_EQ(m.attempts.size(), 1u);
+  const Attempt& a = m.attempts[0];
+  EXPECT_EQ(a.delivery, out[0].delivery);
+  EXPECT_EQ(a.number, 1);
+  EXPECT_EQ(a.ladder, Ladder::kFast);
+  EXPECT_EQ(a.outcome, Outcome::kSuccess);
+  EXPECT_EQ(a.http_status, 200);
+  EXPECT_EQ(a.duration, milliseconds(120));
+  EXPECT_EQ(a.started_at, started);
+  EXPECT_EQ(a.response_prefix.size(), kResponsePrefixBytes);  // R10.3
+  ASSERT_EQ(m.deliveries.size(), 1u);
+  EXPECT_EQ(m.deliveries[0].delivery.status, DeliveryStatus::kDelivered);
+  EXPECT_EQ(s->stats().live, 0u);
+  EXPECT_EQ(s->stats().delivered, 1u);
+  // The same command again is stale: ignored.
+  m.clear();
+  s->on_result(out[0], r, started, now, m);
+  EXPECT_TRUE(m.empty());
+  EXPECT_EQ(s->stats().stale_results, 1u);
+}
+
+TEST_F(SchedulerTest, RetryFollowsTheLadderWithTheSameId) {
+  add_ep("acme", "xhub");  // 429: the fast ladder, and no breaker (R4.5)
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  const int64_t pauses_s[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  for (int n = 1; n <= 9; ++n) {
+    m.clear();
+    reply(out[0], http(429));
+    const Delivery* d = last_put(id);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->status, DeliveryStatus::kPending);
+    const WallTime due = now + seconds(pauses_s[n - 1]);
+    EXPECT_EQ(d->next_attempt_at, due);
+    EXPECT_EQ(d->last_code, ErrorCode::http(429));
+    // next_wakeup() is a lower bound (the wheel's); following it never overshoots.
+    while (true) {
+      ASSERT_TRUE(s->next_wakeup().has_value());
+      ASSERT_LE(*s->next_wakeup(), due);
+      now = std::max(now, *s->next_wakeup());
+      out = poll();
+      if (!out.empty()) break;
+      if (now == due) FAIL() << "nothing sent at the due time";
+      ASSERT_LT(now, due);
+    }
+    EXPECT_EQ(now, due);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].delivery, id);  // R12.9: a redelivery carries the same id
+    EXPECT_EQ(out[0].attempt, n + 1);
+  }
+  m.clear();
+  reply(out[0], http(429));
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kFailed);  // R2.2: budget of 10
+  EXPECT_FALSE(s->next_wakeup().has_value());
+  EXPECT_EQ(s->stats().live, 0u);
+}
+
+TEST_F(SchedulerTest, ExhaustionDisablesEndpointAndKillsBacklog) {
+  // SPEC R8: the first delivery that exhausts its attempts disables the endpoint; every
+  // queued delivery is dead (endpoint_disabled) and not sent after re-enabling.
+  Endpoint e = add_ep("acme", "smengo-ms", {}, 2);
+  for (int i = 0; i < 8; ++i) submit("acme");
+  std::vector<SendCommand> in_flight;
+  int rounds = 0;
+  while (s->find_endpoint(e.id)->state == EndpointState::kEnabled && rounds++ < 100) {
+    for (const SendCommand& c : poll()) in_flight.push_back(c);
+    // Answer the oldest in-flight one with 500; the rest stay in flight for a while.
+    if (!in_flight.empty()) {
+      reply(in_flight.front(), http(500));
+      in_flight.erase(in_flight.begin());
+    }
+    now += milliseconds(7);
+  }
+  ASSERT_EQ(s->find_endpoint(e.id)->state, EndpointState::kDisabled);
+  EXPECT_EQ(s->find_endpoint(e.id)->disabled_reason, ErrorCode::http(500));
+  ASSERT_EQ(m.notifications.size(), 1u);  // R8.4
+  EXPECT_EQ(m.notifications[0].kind, "endpoint_disabled");
+  EXPECT_EQ(m.notifications[0].endpoint, e.id);
+  const DeliveryId trigger = [&] {
+    for (auto it = m.deliveries.rbegin(); it != m.deliveries.rend(); ++it) {
+      if (it->delivery.status == DeliveryStatus::kDead &&
+          it->delivery.last_code == ErrorCode::http(500)) {
+        return it->delivery.id;
+      }
+    }
+    return DeliveryId{0};
+  }();
+  ASSERT_NE(trigger, 0u);
+  EXPECT_EQ(last_put(trigger)->attempts, 3);
+  // The in-flight ones end dead when they come back, whatever they got.
+  ASSERT_FALSE(in_flight.empty());
+  for (const SendCommand& c : in_flight) reply(c, http(503));
+  EXPECT_EQ(count_status(DeliveryStatus::kDead), 8u);
+  EXPECT_EQ(count_status(DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDisabled)), 7u);
+  EXPECT_EQ(s->stats().live, 0u);
+  // Re-enable: the backlog is gone; only new events go out.
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kEnable, now, m).ok());
+  now += hours(1);
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(submit("acme"), 1u);
+  EXPECT_EQ(poll().size(), 1u);
+}
+
+TEST_F(SchedulerTest, GoneDisablesAtOnceIncludingRetriesInTheWheelAndInFlight) {
+  Endpoint e = add_ep("acme", "smengo", {}, 2);
+  for (int i = 0; i < 5; ++i) submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 2u);
+  reply(out[0], http(503));  // → in the wheel, retry in ~5 s
+  std::vector<SendCommand> next = poll();
+  ASSERT_EQ(next.size(), 1u);  // in flight: out[1], next[0]
+  m.clear();
+  reply(out[1], http(410));  // SPEC R6: gone → dead + disable
+  EXPECT_EQ(last_put(out[1].delivery)->status, DeliveryStatus::kDead);
+  EXPECT_EQ(last_put(out[1].delivery)->last_code, ErrorCode::of(K::kGone));
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kDisabled);
+  EXPECT_EQ(s->find_endpoint(e.id)->disabled_reason, ErrorCode::of(K::kGone));
+  // The wheel one and the two queued ones are dead now; the in-flight one when it returns.
+  EXPECT_EQ(count_status(DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDisabled)), 3u);
+  m.clear();
+  reply(next[0], http(500));
+  EXPECT_EQ(last_put(next[0].delivery)->status, DeliveryStatus::kDead);
+  EXPECT_EQ(last_put(next[0].delivery)->last_code, ErrorCode::of(K::kEndpointDisabled));
+  EXPECT_EQ(s->stats().live, 0u);
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kEnable, now, m).ok());
+  now += hours(30);
+  EXPECT_TRUE(poll().empty());
+}
+
+TEST_F(SchedulerTest, PauseResumeAndTestWhilePaused) {
+  Endpoint e = add_ep("acme", "xhub", {}, 100);
+  for (int i = 0; i < 3; ++i) submit("acme");
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kPause, now, m).ok());
+  EXPECT_EQ(submit("acme"), 0u);  // SPEC R9.1: nothing new is enqueued
+  EXPECT_TRUE(poll().empty());    // R9.2: queued ones wait
+  EXPECT_EQ(s->stats().held_by_pause, 3u);
+  // R9.3: a test event goes out while paused, and is single-shot.
+  Event t = event("acme", "ringcast.test");
+  Result<DeliveryId> tid = s->add_test_delivery(e.id, t, now, ids, m);
+  ASSERT_TRUE(tid.ok());
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].delivery, *tid);
+  m.clear();
+  reply(out[0], http(500));
+  EXPECT_EQ(last_put(*tid)->status, DeliveryStatus::kFailed);  // no retry for tests
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kPaused);
+  now += hours(2);
+  EXPECT_TRUE(poll().empty());
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kResume, now, m).ok());
+  EXPECT_EQ(poll().size(), 3u);  // R9.2: the queue goes out after resume
+}
+
+TEST_F(SchedulerTest, RetryDueWhilePausedWaitsForResume) {
+  Endpoint e = add_ep("acme", "xhub");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  reply(out[0], http(503));
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kPause, now, m).ok());
+  now += seconds(10);
+  EXPECT_TRUE(poll().empty());
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kResume, now, m).ok());
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].attempt, 2);
+}
+
+TEST_F(SchedulerTest, TestDeliveryToDisabledEndpointNeverChangesIt) {
+  Endpoint e = add_ep("acme", "smengo");
+  submit("acme");
+  reply(poll()[0], http(410));
+  ASSERT_EQ(s->find_endpoint(e.id)->state, EndpointState::kDisabled);
+  Result<DeliveryId> tid = s->add_test_delivery(e.id, event("acme", "ringcast.test"), now, ids, m);
+  ASSERT_TRUE(tid.ok());
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);  // R8.5: fix, test, see 2xx, re-enable
+  m.clear();
+  reply(out[0], http(200));
+  EXPECT_EQ(last_put(*tid)->status, DeliveryStatus::kDelivered);
+  EXPECT_TRUE(m.endpoints.empty());
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kDisabled);
+  EXPECT_FALSE(s->add_test_delivery(999, event("acme"), now, ids, m).ok());
+}
+
+TEST_F(SchedulerTest, SubscriptionInactivePostponesWithoutSpendingAttempts) {
+  Endpoint e = add_ep("acme", "smengo");
+  s->set_subscription("acme", false, now, m);
+  ASSERT_FALSE(m.tenants.empty());
+  EXPECT_FALSE(m.tenants.back().subscription_active);
+  m.clear();
+  EXPECT_EQ(submit("acme"), 1u);  // enqueued; it waits
+  const DeliveryId id = m.deliveries[0].delivery.id;
+  EXPECT_TRUE(poll().empty());
+  const Delivery* d = last_put(id);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->status, DeliveryStatus::kPending);
+  EXPECT_EQ(d->attempts, 0);  // no attempt spent
+  EXPECT_EQ(d->last_code, ErrorCode::of(K::kSubscriptionInactive));
+  EXPECT_EQ(d->next_attempt_at, now + hours(1));
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);  // untouched
+  // Still inactive an hour later: postponed again.
+  now += hours(1);
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(last_put(id)->next_attempt_at, now + hours(1));
+  s->set_subscription("acme", true, now, m);
+  now += minutes(59);
+  EXPECT_TRUE(poll().empty());
+  now += minutes(1);  // back within the hour (the seed)
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].attempt, 1);
+}
+
+TEST_F(SchedulerTest, SubscriptionGoingInactiveHoldsQueuedDeliveries) {
+  add_ep("acme", "smengo", {}, 1);
+  submit("acme");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  s->set_subscription("acme", false, now, m);
+  reply(out[0], http(200));
+  EXPECT_TRUE(poll().empty());  // the queued one is postponed at dispatch
+  EXPECT_EQ(s->stats().subscription_postponed, 1u);
+}
+
+// ---- breaker ------------------------------------------------------------------------------------
+
+class BreakerSchedulerTest : public SchedulerTest {
+ protected:
+  // Five deliveries answered 503: the tenant breaker opens (R4.1).
+  std::vector<DeliveryId> open_breaker(const std::string& tenant = "acme") {
+    for (int i = 0; i < 5; ++i) submit(tenant);
+    std::vector<SendCommand> out = poll();
+    EXPECT_EQ(out.size(), 5u);
+    std::vector<DeliveryId> ids_;
+    for (const SendCommand& c : out) {
+      ids_.push_back(c.delivery);
+      reply(c, http(503));
+    }
+    EXPECT_EQ(s->breaker_view(tenant, now).snapshot.state, BreakerSnapshot::State::kOpen);
+    return ids_;
+  }
+};
+
+TEST_F(BreakerSchedulerTest, OpenHoldsEverythingWithoutSpendingAttempts) {
+  add_ep("acme", "xhub");
+  std::vector<DeliveryId> held = open_breaker();
+  EXPECT_EQ(submit("acme"), 1u);  // fresh ones are held too (R4.6)
+  // The retries (+1 s) and the fresh one stay put for the whole pause.
+  for (int i = 0; i < 10; ++i) {
+    now += seconds(29);
+    EXPECT_TRUE(poll().empty()) << i;
+  }
+  EXPECT_EQ(s->stats().held_by_breaker, 6u);
+  for (DeliveryId id : held) {
+    std::optional<Delivery> d = s->find_live_delivery(id);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->attempts, 1);  // R2.3: held time spends no attempts
+  }
+}
+
+TEST_F(BreakerSchedulerTest, OneProbePerCycleDoublingPausesThenDrain) {
+  add_ep("acme", "xhub", {}, 100);
+  const WallTime opened = now;
+  open_breaker();
+  submit("acme");
+  const Duration pauses[] = {minutes(5), minutes(10), minutes(20), minutes(30), minutes(30)};
+  WallTime cycle = opened;
+  for (Duration pause : pauses) {
+    now = cycle + pause - seconds(1);
+    EXPECT_TRUE(poll().empty());
+    now = cycle + pause;
+    std::vector<SendCommand> out = poll();
+    ASSERT_EQ(out.size(), 1u);  // SPEC R4.3: one probe
+    EXPECT_TRUE(out[0].probe);
+    EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kHalfOpen);
+    now += seconds(30);  // the others ask again after ~30 s: still held
+    EXPECT_TRUE(poll().empty());
+    reply(out[0], http(503));  // probe failed → open, pause doubled
+    cycle = now;
+    EXPECT_EQ(s->breaker_view("acme", now).snapshot.reopen_at,
+              cycle + std::min<Duration>(pause * 2, minutes(30)));
+  }
+  now = s->breaker_view("acme", now).snapshot.reopen_at;
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].probe);
+  m.clear();
+  reply(out[0], http(200));  // probe succeeded → closed, the queue drains at once (R4.4)
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kClosed);
+  ASSERT_FALSE(m.tenants.empty());
+  EXPECT_EQ(m.tenants.back().breaker.state, BreakerSnapshot::State::kClosed);
+  std::vector<SendCommand> rest = poll();
+  EXPECT_EQ(rest.size(), 5u);
+  for (const SendCommand& c : rest) {
+    EXPECT_FALSE(c.probe);
+    const Delivery* d = last_put(c.delivery);
+    ASSERT_NE(d, nullptr);
+    EXPECT_GT(d->held, hours(1));  // held time accounted (R4.7)
+    EXPECT_LE(d->attempts, 7);     // 5 probes over 6 deliveries at most; never the pauses
+  }
+}
+
+TEST_F(BreakerSchedulerTest, FourxxNeverOpens) {
+  add_ep("acme", "xhub", {}, 100);
+  for (int i = 0; i < 20; ++i) submit("acme");
+  for (const SendCommand& c : poll()) reply(c, http(400));
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kClosed);
+  EXPECT_EQ(s->breaker_view("acme", now).window_total, 20u);
+  EXPECT_EQ(s->breaker_view("acme", now).window_failed, 0u);
+}
+
+TEST_F(BreakerSchedulerTest, BreakerIsPerTenant) {
+  add_ep("acme", "xhub");
+  add_ep("globex", "xhub");
+  open_breaker("acme");
+  submit("globex");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(s->breaker_view("globex", now).snapshot.state, BreakerSnapshot::State::kClosed);
+}
+
+TEST_F(BreakerSchedulerTest, SmengoEndpointsIgnoreTheBreaker) {
+  add_ep("acme", "xhub");
+  Endpoint sm = add_ep("acme", "smengo", {"sm.*"});
+  open_breaker();
+  submit("acme", "sm.x");  // both endpoints match; only the smengo one may send
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].endpoint, sm.id);
+}
+
+TEST_F(BreakerSchedulerTest, LostProbeIsReplacedAfterTheProbeTimeout) {
+  add_ep("acme", "xhub", {}, 100);
+  open_breaker();
+  now += minutes(5);
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].probe);
+  // No result ever comes back for it (say the engine lost it).
+  for (int i = 0; i < 3; ++i) {
+    now += seconds(30);
+    EXPECT_TRUE(poll().empty()) << i;
+  }
+  now += opts.breaker.probe_timeout;
+  std::vector<SendCommand> again = poll();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(again[0].probe);
+  EXPECT_NE(again[0].delivery, out[0].delivery);
+}
+
+TEST_F(BreakerSchedulerTest, ManualResetReleasesAtOnce) {
+  add_ep("acme", "xhub", {}, 100);
+  open_breaker();
+  now += minutes(1);
+  EXPECT_TRUE(poll().empty());
+  m.clear();
+  s->reset_breaker("acme", now, m);  // SPEC R4.8
+  ASSERT_EQ(m.tenants.size(), 1u);
+  EXPECT_EQ(m.tenants[0].breaker.state, BreakerSnapshot::State::kClosed);
+  std::vector<SendCommand> out = poll();
+  EXPECT_EQ(out.size(), 5u);
+  for (const SendCommand& c : out) EXPECT_EQ(c.attempt, 2);
+}
+
+TEST_F(BreakerSchedulerTest, HoldCeilingThirtyDays) {
+  // SPEC R4.7 with a policy that has no age ceiling, so the hold ceiling is what ends it.
+  Endpoint e = add_ep("acme", "xhub-no-age", {}, 100);
+  Tenant t;
+  t.name = "acme";
+  t.breaker.state = BreakerSnapshot::State::kOpen;
+  t.breaker.failed_probes = 3;
+  t.breaker.opened_at = now - days(29);
+  t.breaker.reopen_at = now + minutes(30);
+  s->restore_tenant(t);
+  Delivery d;
+  d.id = make_id(partition_of("acme"), 77);
+  d.endpoint = e.id;
+  d.created_at = now - days(40);
+  d.next_attempt_at = now - days(29);  // due (and held) for 29 days
+  d.held = hours(12);                  // plus earlier holds
+  // Six younger deliveries share the probe duty (a probe is a real attempt).
+  for (int i = 0; i < 6; ++i) {
+    Delivery f;
+    f.id = make_id(partition_of("acme"), 100 + static_cast<uint64_t>(i));
+    f.endpoint = e.id;
+    f.created_at = now - days(1);
+    f.next_attempt_at = now - hours(1);
+    s->restore_delivery(f, now);
+  }
+  s->restore_delivery(d, now);
+  m.clear();
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(s->stats().held_by_breaker, 7u);
+  // 29 d + 12 h held so far; at the half-open transitions the ceiling is checked.
+  int probes_of_d = 0;  // it may itself be chosen as a probe: a real attempt
+  while (s->find_live_delivery(d.id).has_value() && now < kT0 + days(2)) {
+    std::optional<WallTime> w = s->next_wakeup();
+    ASSERT_TRUE(w.has_value());
+    now = std::max(now, *w);
+    for (const SendCommand& c : poll()) {
+      EXPECT_TRUE(c.probe);
+      if (c.delivery == d.id) ++probes_of_d;
+      reply(c, http(503));  // probes keep failing
+    }
+  }
+  const Delivery* last = last_put(d.id);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->status, DeliveryStatus::kFailed);
+  EXPECT_EQ(last->last_code, ErrorCode::of(K::kBreakerHoldExpired));
+  EXPECT_GE(last->held, days(30));
+  EXPECT_LE(last->held, days(30) + minutes(31));
+  EXPECT_EQ(last->attempts, probes_of_d);  // nothing but probes while held
+  EXPECT_LT(probes_of_d, 10);
+}
+
+TEST_F(BreakerSchedulerTest, XhubAgeCeilingEndsLongHolds) {
+  Endpoint e = add_ep("acme", "xhub", {}, 100);
+  Tenant t;
+  t.name = "acme";
+  t.breaker.state = BreakerSnapshot::State::kOpen;
+  t.breaker.opened_at = now - days(1);
+  t.breaker.reopen_at = now + minutes(30);
+  s->restore_tenant(t);
+  Delivery d;
+  d.id = make_id(partition_of("acme"), 78);
+  d.endpoint = e.id;
+  d.created_at = now - days(30) + minutes(10);
+  d.next_attempt_at = now - days(1);
+  d.attempts = d.fast_attempts = 1;
+  s->restore_delivery(d, now);
+  m.clear();
+  while (s->find_live_delivery(d.id).has_value() && now < kT0 + days(1)) {
+    now = std::max(now, *s->next_wakeup());
+    for (const SendCommand& c : poll()) reply(c, http(503));
+  }
+  EXPECT_EQ(last_put(d.id)->status, DeliveryStatus::kFailed);
+  EXPECT_EQ(last_put(d.id)->last_code, ErrorCode::of(K::kDeadlineExceeded));  // R3.3
+}
+
+// ---- recovery, deletion, determinism ------------------------------------------------------------
+
+TEST_F(SchedulerTest, RecoveryNeverOverspendsABudget) {
+  Endpoint e = add_ep("acme", "xhub");
+  Delivery spent;
+  spent.id = make_id(partition_of("acme"), 1);
+  spent.endpoint = e.id;
+  spent.created_at = now - minutes(10);
+  spent.next_attempt_at = now - seconds(5);
+  spent.attempts = spent.fast_attempts = 10;  // the 10th was in flight at the crash
+  spent.last_code = ErrorCode::of(K::kLeaseExpired);
+  Delivery mid = spent;
+  mid.id = make_id(partition_of("acme"), 2);
+  mid.attempts = mid.fast_attempts = 3;
+  Delivery done = spent;
+  done.id = make_id(partition_of("acme"), 3);
+  done.status = DeliveryStatus::kDelivered;
+  s->restore_delivery(spent, now);
+  s->restore_delivery(mid, now);
+  s->restore_delivery(done, now);  // terminal: ignored
+  m.clear();
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].delivery, mid.id);
+  EXPECT_EQ(out[0].attempt, 4);
+  EXPECT_EQ(last_put(spent.id)->status, DeliveryStatus::kFailed);
+  EXPECT_EQ(last_put(spent.id)->last_code, ErrorCode::of(K::kLeaseExpired));
+  EXPECT_EQ(last_put(spent.id)->attempts, 10);
+  EXPECT_EQ(s->stats().live, 1u);
+}
+
+TEST_F(SchedulerTest, RecoveredDeliveryOfDisabledEndpointIsDead) {
+  Endpoint e;
+  e.id = make_id(partition_of("acme"), 5);
+  e.tenant = "acme";
+  e.policy = "smengo";
+  e.state = EndpointState::kDisabled;
+  e.disabled_reason = ErrorCode::of(K::kGone);
+  s->restore_endpoint(e);
+  Delivery d;
+  d.id = make_id(partition_of("acme"), 6);
+  d.endpoint = e.id;
+  d.created_at = now;
+  d.next_attempt_at = now;
+  s->restore_delivery(d, now);
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(last_put(d.id)->status, DeliveryStatus::kDead);
+  EXPECT_EQ(last_put(d.id)->last_code, ErrorCode::of(K::kEndpointDisabled));
+}
+
+TEST_F(SchedulerTest, DeleteEndpointKillsQueuedAndEndsInFlight) {
+  Endpoint e = add_ep("acme", "smengo", {}, 1);
+  for (int i = 0; i < 4; ++i) submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  ASSERT_TRUE(s->delete_endpoint(e.id, now, m).ok());
+  EXPECT_EQ(m.endpoint_deletes, std::vector<EndpointId>{e.id});
+  EXPECT_EQ(count_status(DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDeleted)), 3u);
+  EXPECT_EQ(s->find_endpoint(e.id), nullptr);
+  EXPECT_TRUE(s->endpoints_of("acme").empty());
+  reply(out[0], http(500));
+  EXPECT_EQ(last_put(out[0].delivery)->status, DeliveryStatus::kDead);
+  EXPECT_EQ(s->stats().live, 0u);
+  EXPECT_EQ(s->delete_endpoint(e.id, now, m).error().code, Errc::kNotFound);
+  EXPECT_TRUE(poll().empty());
+}
+
+TEST_F(SchedulerTest, EndpointValidationAndUpdate) {
+  Endpoint e;
+  e.id = 42;
+  e.tenant = "acme";
+  e.policy = "nope";
+  Result<Endpoint> r = s->create_endpoint(e, now, m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_STREQ(r.error().reason, "unknown_policy");
+  e.policy = "xhub";
+  e.event_types = {"pay*"};
+  r = s->create_endpoint(e, now, m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_STREQ(r.error().field, "event_types");
+  e.event_types = {"payment.*"};
+  ASSERT_TRUE(s->create_endpoint(e, now, m).ok());
+  EXPECT_EQ(s->create_endpoint(e, now, m).error().code, Errc::kConflict);
+  // Update keeps state; a policy change applies.
+  ASSERT_TRUE(s->endpoint_action(42, EndpointAction::kPause, now, m).ok());
+  Endpoint u = *s->find_endpoint(42);
+  u.policy = "smengo";
+  u.event_types = {};
+  u.state = EndpointState::kEnabled;  // ignored: state moves only by actions
+  Result<Endpoint> up = s->update_endpoint(u, now + seconds(1), m);
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(up->state, EndpointState::kPaused);
+  EXPECT_EQ(up->policy, "smengo");
+  EXPECT_EQ(up->updated_at, now + seconds(1));
+  u.tenant = "other";
+  EXPECT_FALSE(s->update_endpoint(u, now, m).ok());
+  EXPECT_EQ(s->endpoint_action(43, EndpointAction::kPause, now, m).error().code, Errc::kNotFound);
+}
+
+TEST_F(SchedulerTest, RateLimitPacesSends) {
+  Endpoint e;
+  e.id = 9;
+  e.tenant = "acme";
+  e.policy = "xhub";
+  e.rate_limit = {10.0, 2};
+  e.max_in_flight = 100;
+  ASSERT_TRUE(s->create_endpoint(e, now, m).ok());
+  for (int i = 0; i < 6; ++i) submit("acme");
+  EXPECT_EQ(poll().size(), 2u);  // the burst
+  EXPECT_TRUE(poll().empty());
+  ASSERT_TRUE(s->next_wakeup().has_value());
+  EXPECT_EQ(*s->next_wakeup(), now + milliseconds(100));
+  now += milliseconds(100);
+  EXPECT_EQ(poll().size(), 1u);
+  now += milliseconds(300);
+  EXPECT_EQ(poll().size(), 2u);  // refilled up to the burst
+}
+
+TEST_F(SchedulerTest, DeterministicForASeed) {
+  auto run = [&](uint64_t seed) {
+    PolicyRegistry r;
+    Scheduler sc(SchedulerOptions{}, r, seed, kT0);
+    SeqIds i;
+    Mutations mm;
+    Endpoint e;
+    e.id = 1;
+    e.tenant = "t";
+    e.policy = "smengo";
+    (void)sc.create_endpoint(e, kT0, mm);
+    for (int k = 0; k < 20; ++k) {
+      Event ev;
+      ev.seq = static_cast<uint64_t>(k + 1);
+      ev.tenant = "t";
+      ev.type = "x";
+      sc.fan_out(ev, kT0, i, mm);
+    }
+    std::vector<SendCommand> out;
+    sc.poll(kT0, out, mm);
+    for (const SendCommand& c : out) sc.on_result(c, http(500), kT0, kT0, mm);
+    std::vector<int64_t> times;
+    for (const DeliveryPut& p : mm.deliveries) times.push_back(p.delivery.next_attempt_at.ms());
+    return times;
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));  // smengo jitter differs by seed
+}
+
+TEST_F(SchedulerTest, NextWakeupAndStats) {
+  EXPECT_FALSE(s->next_wakeup().has_value());
+  add_ep("acme", "xhub");
+  submit("acme");
+  EXPECT_EQ(s->next_wakeup(), now);  // ready work
+  std::vector<SendCommand> out = poll();
+  EXPECT_FALSE(s->next_wakeup().has_value());  // only in flight
+  reply(out[0], http(500));
+  ASSERT_TRUE(s->next_wakeup().has_value());
+  EXPECT_LE(*s->next_wakeup(), now + seconds(1));  // a lower bound
+  EXPECT_GT(*s->next_wakeup(), now);
+  SchedulerStats st = s->stats();
+  EXPECT_EQ(st.live, 1u);
+  EXPECT_EQ(st.in_wheel, 1u);
+  EXPECT_EQ(st.endpoints, 1u);
+  EXPECT_EQ(st.tenants, 1u);
+  EXPECT_LE(st.slot_bytes, 96u);
+  EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 1u);
+}
+
+}  // namespace
+}  // namespace ringcast
