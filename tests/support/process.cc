@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -298,6 +300,178 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+}  // namespace ringcast::test
+
+namespace ringcast::test {
+namespace {
+
+int connect_loopback(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (host.find(':') != std::string::npos) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(port);
+    if (::inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1 ||
+        !IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr)) {
+      return -1;
+    }
+    len = sizeof(*a6);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    if (::inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1 ||
+        (ntohl(a4->sin_addr.s_addr) >> 24) != 127) {
+      return -1;
+    }
+    len = sizeof(*a4);
+  }
+  int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::string http_exchange(const std::string& host, uint16_t port, const std::string& raw,
+                          std::chrono::milliseconds timeout, bool tls) {
+  int fd = connect_loopback(host, port, timeout);
+  if (fd < 0) return {};
+  bssl::UniquePtr<SSL_CTX> ctx;
+  bssl::UniquePtr<SSL> ssl;
+  if (tls) {
+    ctx.reset(SSL_CTX_new(TLS_method()));
+    ssl.reset(SSL_new(ctx.get()));
+    SSL_set_fd(ssl.get(), fd);
+    if (SSL_connect(ssl.get()) != 1) {
+      ::close(fd);
+      return {};
+    }
+  }
+  size_t off = 0;
+  while (off < raw.size()) {
+    ssize_t n = ssl ? SSL_write(ssl.get(), raw.data() + off, static_cast<int>(raw.size() - off))
+                    : ::send(fd, raw.data() + off, raw.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      ::close(fd);
+      return {};
+    }
+    off += static_cast<size_t>(n);
+  }
+  std::string got;
+  char buf[16384];
+  for (;;) {
+    size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      std::string head = got.substr(0, head_end);
+      for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      size_t cl = head.find("\r\ncontent-length:");
+      if (cl != std::string::npos) {
+        size_t want = std::strtoull(head.c_str() + cl + 17, nullptr, 10);
+        if (got.size() >= head_end + 4 + want) break;
+      }
+    }
+    ssize_t n = ssl ? SSL_read(ssl.get(), buf, sizeof(buf)) : ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ssl.reset();
+  ::close(fd);
+  return got;
+}
+
+int64_t json_int(const std::string& json, const std::string& key) {
+  std::string needle = "\"" + key + "\":";
+  size_t p = json.find(needle);
+  if (p == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + p + needle.size(), nullptr, 10);
+}
+
+SinkProcess SinkProcess::start(const std::vector<std::string>& args, const std::string& dir,
+                               std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv{std::string(RINGCAST_BINARY_DIR) + "/tools/ringcast-sink"};
+  bool has_listen = false, has_ids = false;
+  for (const auto& a : args) {
+    has_listen |= a.rfind("--listen", 0) == 0;
+    has_ids |= a.rfind("--ids-file", 0) == 0;
+  }
+  SinkProcess s;
+  for (const auto& a : args) s.tls |= a.rfind("--tls-cert", 0) == 0;
+  if (!has_listen) argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
+  if (!has_ids) {
+    s.ids_file = dir + "/sink-ids.txt";
+    argv.insert(argv.end(), {"--ids-file", s.ids_file});
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    argv.push_back(args[i]);
+    if (args[i] == "--ids-file" && i + 1 < args.size()) s.ids_file = args[i + 1];
+    if (args[i].rfind("--ids-file=", 0) == 0) s.ids_file = args[i].substr(11);
+  }
+  ProcessOptions o;
+  // A fresh output file per start: a restarted sink must not match the old "listening" line.
+  static int counter = 0;
+  std::string tag = std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  o.stdout_path = dir + "/sink-" + tag + ".out";
+  o.stderr_path = dir + "/sink-" + tag + ".err";
+  s.process = Process::start(argv, o);
+  auto line = s.process.wait_for_stdout_line("listening on ", timeout);
+  if (!line) {
+    throw std::runtime_error("ringcast-sink did not start: " + read_file(o.stderr_path));
+  }
+  std::string addr = line->substr(line->find("listening on ") + 13);
+  size_t colon = addr.rfind(':');
+  s.host = addr.substr(0, colon);
+  if (s.host.size() >= 2 && s.host.front() == '[') s.host = s.host.substr(1, s.host.size() - 2);
+  s.port = static_cast<uint16_t>(std::stoi(addr.substr(colon + 1)));
+  return s;
+}
+
+std::string SinkProcess::base_url(bool tls) const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return std::string(tls ? "https://" : "http://") + h + ":" + std::to_string(port);
+}
+
+std::string SinkProcess::stats_json() const {
+  std::string r =
+      http_exchange(host, port, "GET /_stats HTTP/1.1\r\nHost: sink\r\nConnection: close\r\n\r\n",
+                    std::chrono::seconds(5), tls);
+  size_t p = r.find("\r\n\r\n");
+  return p == std::string::npos ? std::string() : r.substr(p + 4);
+}
+
+int64_t SinkProcess::stats_value(const std::string& key) const {
+  std::string j = stats_json();
+  if (key.rfind("status_", 0) == 0) {
+    size_t b = j.find("\"by_status\":{");
+    if (b == std::string::npos) return -1;
+    std::string by = j.substr(b, j.find('}', b) - b);
+    int64_t v = json_int(by, key.substr(7));
+    return v < 0 ? 0 : v;
+  }
+  return json_int(j, key);
+}
+
+std::vector<SinkProcess::IdLine> SinkProcess::ids() const {
+  std::vector<IdLine> out;
+  std::istringstream in(read_file(ids_file));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    IdLine l;
+    if (ls >> l.id >> l.attempt >> l.status) out.push_back(l);
+  }
+  return out;
 }
 
 }  // namespace ringcast::test

@@ -74,6 +74,40 @@ class Process {
   std::optional<ExitStatus> status_;
 };
 
+// ringcast-sink (RINGCAST_BINARY_DIR/tools/ringcast-sink) as a child process, for the net and
+// e2e tests. start() adds --listen 127.0.0.1:0 (unless args has --listen), --ids-file
+// <dir>/sink-ids.txt, and output files in `dir`, then waits for "listening on".
+struct SinkProcess {
+  static SinkProcess start(const std::vector<std::string>& args, const std::string& dir,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  std::string base_url(bool tls = false) const;  // "http://127.0.0.1:<port>"
+  std::string stats_json() const;                // GET /_stats over a fresh connection
+  // One number out of the stats JSON ("requests", "resets", "unique_ids", ...); -1 if absent.
+  // by_status entries are "status_<code>", e.g. stats_value("status_503").
+  int64_t stats_value(const std::string& key) const;
+  struct IdLine {
+    std::string id;
+    uint32_t attempt = 0;
+    std::string status;  // "200", "503", "401", "reset", "hang"
+  };
+  std::vector<IdLine> ids() const;  // the ids file, parsed
+
+  Process process;
+  bool tls = false;  // started with --tls-cert: the helpers above talk TLS (without verifying)
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string ids_file;
+};
+
+// A blocking HTTP/1.1 exchange on a fresh loopback connection: sends `raw` and reads until
+// the peer closes or a Content-Length body is complete; returns what was read ("" on error).
+// With tls, the exchange runs over TLS without certificate verification (loopback only).
+std::string http_exchange(const std::string& host, uint16_t port, const std::string& raw,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                          bool tls = false);
+// Extracts an integer value of "key": from flat JSON text; -1 if absent.
+int64_t json_int(const std::string& json, const std::string& key);
+
 // A TCP port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close). Racy by
 // nature: prefer letting the program bind port 0 itself and report it when it can.
 uint16_t free_tcp_port();
