@@ -103,7 +103,6 @@ rocksdb::ColumnFamilyOptions cf_options(Cf c, const StoreOptions& o,
 rocksdb::DBOptions db_options(const StoreOptions& o) {
   rocksdb::DBOptions d;
   d.create_if_missing = o.create_if_missing;
-  d.create_missing_column_families = true;
   d.max_background_jobs = std::max(2, o.background_jobs);
   d.bytes_per_sync = 1 << 20;
   d.max_total_wal_size = o.max_total_wal_bytes;
@@ -149,19 +148,39 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const StoreOptions& options
 
 Result<void> RocksStore::open_db() {
   cache_ = rocksdb::NewLRUCache(options_.block_cache_bytes);
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  const rocksdb::DBOptions dbo = db_options(options_);
+  // Open the column families that exist, then create the missing ones in one call: RocksDB
+  // rewrites and re-verifies its OPTIONS file per creation call, and 12 separate creations
+  // made a fresh store's first open cost ~10x more (visible in every test).
+  std::vector<std::string> existing;
+  if (!rocksdb::DB::ListColumnFamilies(dbo, options_.path, &existing).ok()) existing = {"default"};
+  std::vector<rocksdb::ColumnFamilyDescriptor> present, missing;
+  std::vector<size_t> present_idx, missing_idx;
   for (size_t i = 0; i < kCfCount; ++i) {
-    cfs.emplace_back(std::string(kColumnFamilies[i]),
-                     cf_options(static_cast<Cf>(i), options_, cache_));
+    rocksdb::ColumnFamilyDescriptor d(std::string(kColumnFamilies[i]),
+                                      cf_options(static_cast<Cf>(i), options_, cache_));
+    if (std::find(existing.begin(), existing.end(), d.name) != existing.end()) {
+      present.push_back(std::move(d));
+      present_idx.push_back(i);
+    } else {
+      missing.push_back(std::move(d));
+      missing_idx.push_back(i);
+    }
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::Status s = rocksdb::DB::Open(db_options(options_), options_.path, cfs, &handles, &db_);
+  rocksdb::Status s = rocksdb::DB::Open(dbo, options_.path, present, &handles, &db_);
   if (!s.ok()) {
     Error e = to_error(s);
     e.message = "cannot open the RocksDB store (path, permissions, or an unknown column family)";
     return e;
   }
-  for (size_t i = 0; i < kCfCount; ++i) handles_[i] = handles[i];
+  for (size_t j = 0; j < present_idx.size(); ++j) handles_[present_idx[j]] = handles[j];
+  if (!missing.empty()) {
+    handles.clear();
+    s = db_->CreateColumnFamilies(missing, &handles);
+    if (!s.ok()) return to_error(s);
+    for (size_t j = 0; j < missing_idx.size(); ++j) handles_[missing_idx[j]] = handles[j];
+  }
 
   std::string version;
   s = db_->Get(rocksdb::ReadOptions(), cf(kCfMeta), sl(kSchemaKey), &version);

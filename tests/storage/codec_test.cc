@@ -1,0 +1,214 @@
+// The binary codec: exact round trips of every record type, and every truncated, extended or
+// garbled value is a kCorruption error (never a crash; ASan/UBSan builds check the "never").
+#include "storage/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "tests/storage/store_test_util.h"
+
+namespace ringcast::storage::test {
+namespace {
+
+// Every strict prefix and the value plus a trailing byte must fail with kCorruption.
+void expect_truncations_fail(const std::string& value,
+                             const std::function<Result<void>(std::string_view)>& decode) {
+  ASSERT_TRUE(decode(value).ok());
+  for (size_t n = 0; n < value.size(); ++n) {
+    auto r = decode(std::string_view(value).substr(0, n));
+    ASSERT_FALSE(r.ok()) << "prefix of " << n << " of " << value.size() << " bytes decoded";
+    EXPECT_EQ(r.error().code, Errc::kCorruption);
+  }
+  auto r = decode(value + "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kCorruption);
+  std::string bad_version = value;
+  bad_version[0] = static_cast<char>(kValueVersion + 1);
+  EXPECT_FALSE(decode(bad_version).ok());
+}
+
+// Random byte flips: decoding may succeed or fail, but must not crash or read out of bounds.
+void fuzz(const std::string& value, const std::function<Result<void>(std::string_view)>& decode) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string v = value;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) v[rng() % v.size()] = static_cast<char>(rng());
+    if (rng() % 3 == 0) v.resize(rng() % (v.size() + 1));
+    (void)decode(v);
+  }
+  for (int i = 0; i < 500; ++i) {
+    std::string v(rng() % 64, '\0');
+    for (auto& c : v) c = static_cast<char>(rng());
+    if (!v.empty()) v[0] = static_cast<char>(kValueVersion);
+    (void)decode(v);
+  }
+}
+
+template <class T>
+Result<void> as_void(const Result<T>& r) {
+  if (!r) return r.error();
+  return ok();
+}
+
+TEST(StorageCodec, VarintAndZigzagEdges) {
+  for (uint64_t v :
+       {uint64_t{0}, uint64_t{1}, uint64_t{127}, uint64_t{128}, uint64_t{1} << 35, ~uint64_t{0}}) {
+    std::string s;
+    put_varint(s, v);
+    Reader r(s);
+    EXPECT_EQ(r.varint(), v);
+    EXPECT_TRUE(r.done());
+  }
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1}, INT64_MIN, INT64_MAX}) {
+    EXPECT_EQ(unzigzag(zigzag(v)), v);
+  }
+  std::string overlong(11, '\xff');  // more than 10 bytes of continuation
+  Reader r(overlong);
+  r.varint();
+  EXPECT_FALSE(r.ok());
+  std::string too_big = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02";  // > 64 bits
+  Reader r2(too_big);
+  r2.varint();
+  EXPECT_FALSE(r2.ok());
+}
+
+TEST(StorageCodec, EventRoundTripAndCorruption) {
+  Event e = make_event("acme", "evt-1", 77, std::string("{\"a\":1,\"bin\":\"\0\xff\"}", 19));
+  std::string v;
+  encode_event(e, v);
+  auto back = decode_event(e.seq, v);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(fields(*back), fields(e));
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_event(e.seq, x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_event(e.seq, x)); });
+  // A flipped payload byte is caught by the payload hash.
+  std::string flipped = v;
+  flipped[flipped.size() - 2] ^= 0x20;
+  auto r = decode_event(e.seq, flipped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kCorruption);
+}
+
+TEST(StorageCodec, DeliveryRoundTripIncludingExtremeTimes) {
+  Event e = make_event("acme", "evt-1", 77, "{}");
+  Delivery d = make_delivery(e, make_id(id_partition(e.seq), 3), 78, DeliveryStatus::kInFlight);
+  for (WallTime next : {WallTime(), WallTime::max(), WallTime::from_ns(INT64_MIN), kT0}) {
+    d.next_attempt_at = next;
+    d.first_slow_at = kT0 + hours(2);
+    std::string v;
+    encode_delivery(d, v);
+    auto back = decode_delivery(d.id, v);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(fields(*back), fields(d));
+    expect_truncations_fail(v,
+                            [&](std::string_view x) { return as_void(decode_delivery(d.id, x)); });
+  }
+  std::string v;
+  encode_delivery(d, v);
+  fuzz(v, [&](std::string_view x) { return as_void(decode_delivery(d.id, x)); });
+  std::string bad_status = v;
+  bad_status[bad_status.size() - 2] = 9;  // status byte out of range
+  EXPECT_FALSE(decode_delivery(d.id, bad_status).ok());
+}
+
+TEST(StorageCodec, AttemptRoundTrip) {
+  Attempt a = make_attempt(make_id(5, 9), 3, Outcome::kUnknown);
+  a.code = ErrorCode::network(111);
+  a.response_prefix.assign(kResponsePrefixBytes, 'r');
+  std::string v;
+  encode_attempt(a, v);
+  const auto key = attempt_key(a.delivery, a.number);
+  auto back = decode_attempt(key.view(), v);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(fields(*back), fields(a));
+  expect_truncations_fail(
+      v, [&](std::string_view x) { return as_void(decode_attempt(key.view(), x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_attempt(key.view(), x)); });
+  EXPECT_FALSE(decode_attempt("short", v).ok());
+}
+
+TEST(StorageCodec, EndpointRoundTrip) {
+  Endpoint e = make_endpoint("acme", 4);
+  std::string v;
+  encode_endpoint(e, v);
+  auto back = decode_endpoint(e.id, v);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(same_endpoint(*back, e));
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_endpoint(e.id, x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_endpoint(e.id, x)); });
+  // A huge element count must not turn into a huge allocation.
+  std::string huge;
+  put_u8(huge, kValueVersion);
+  put_bytes(huge, "acme");
+  put_bytes(huge, "https://x");
+  put_varint(huge, uint64_t{1} << 60);
+  EXPECT_FALSE(decode_endpoint(e.id, huge).ok());
+}
+
+TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
+  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0};
+  std::string v;
+  encode_tenant(t, v);
+  const std::string tk = tenant_key(t.name);
+  auto tb = decode_tenant(tk, v);
+  ASSERT_TRUE(tb.ok());
+  EXPECT_EQ(fields(*tb), fields(t));
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
+
+  EventKeyRecord k{make_id(9, 1234), 0xdeadbeefcafef00dULL, 3};
+  v.clear();
+  encode_event_key(k, v);
+  auto kb = decode_event_key(v);
+  ASSERT_TRUE(kb.ok());
+  EXPECT_EQ(kb->seq, k.seq);
+  EXPECT_EQ(kb->payload_hash, k.payload_hash);
+  EXPECT_EQ(kb->deliveries, k.deliveries);
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_event_key(x)); });
+
+  Notification n{make_id(partition_of("acme"), 50),     "acme",
+                 make_id(partition_of("acme"), 2),      "endpoint_disabled",
+                 ErrorCode::of(ErrorCode::Kind::kGone), kT0,
+                 "endpoint disabled: 410 Gone"};
+  v.clear();
+  encode_notification(n, v);
+  const auto nk = notification_key(tenant_hash(n.tenant), n.seq);
+  auto nb = decode_notification(nk.view(), v);
+  ASSERT_TRUE(nb.ok());
+  EXPECT_EQ(fields(*nb), fields(n));
+  expect_truncations_fail(
+      v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
+}
+
+TEST(StorageCodec, KeysSortByPartitionThenNewestFirst) {
+  // Index keys: a newer delivery (higher id) sorts first within a tenant.
+  const uint64_t th = tenant_hash("acme");
+  const Partition p = partition_of("acme");
+  EXPECT_LT(tenant_index_key(th, make_id(p, 10)).view(),
+            tenant_index_key(th, make_id(p, 9)).view());
+  EXPECT_LT(id_key(make_id(1, 999)).view(), id_key(make_id(2, 0)).view());
+  EXPECT_EQ(tenant_key("acme").substr(0, 2),
+            std::string(id_key(make_id(p, 0)).view().substr(0, 2)));
+  // The idempotency key cannot be confused across tenant/id splits.
+  EXPECT_NE(idempotency_key("ab", "c"), idempotency_key("a", "bc"));
+}
+
+TEST(StorageCodec, CursorRoundTripAndGarbage) {
+  auto c = encode_cursor(make_id(7, 123456));
+  auto back = decode_cursor(c);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, make_id(7, 123456));
+  for (std::string_view bad :
+       {"", "x", "d1", "d10000000000000000z", "e1000000000000000000", "d1000000000000000G"}) {
+    auto r = decode_cursor(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Errc::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace ringcast::storage::test
