@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/nginx.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
@@ -922,6 +923,48 @@ TEST_F(TlsSinkTest, FaultsWorkOverTls) {
   ASSERT_TRUE(c.send(post("/r", "{}", {"webhook-id: tls_reset"})));
   EXPECT_LT(c.next_read(), 0);
   EXPECT_EQ(sink.ids().at(0).status, "reset");
+}
+
+// ---- nginx -----------------------------------------------------------------------------------
+
+TEST(NginxTest, StartsServesKeepAliveAndStops) {
+  if (!Nginx::available()) GTEST_SKIP() << "nginx-light is not installed";
+  TempDir dir("ringcast-nginx-test");
+  NginxOptions o;
+  o.extra_server = "location /fail { return 503 \"down\"; }";
+  Nginx nginx = Nginx::start(dir.path(), o);
+  EXPECT_EQ(nginx.base_url(), "http://127.0.0.1:" + std::to_string(nginx.port()));
+  Client c(nginx.port());
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request(post("/hook", "{}"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "ok");
+  }
+  auto f = c.request(post("/fail", "{}"));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 503);
+  EXPECT_NE(nginx.access_log().find("POST /hook"), std::string::npos);
+  ExitStatus st = nginx.stop();
+  EXPECT_TRUE(st.ok()) << st.str() << nginx.error_log();
+  EXPECT_FALSE(wait_for_port("127.0.0.1", nginx.port(), milliseconds(50)));
+}
+
+TEST_F(TlsSinkTest, NginxWithTestCaCertificate) {
+  if (!Nginx::available()) GTEST_SKIP() << "nginx-light is not installed";
+  NginxOptions o;
+  o.tls = true;
+  o.cert_file = files_.cert;
+  o.key_file = files_.key;
+  Nginx nginx = Nginx::start(dir.path(), o);
+  EXPECT_EQ(nginx.base_url().rfind("https://", 0), 0u);
+  Client c(nginx.port());
+  ASSERT_TRUE(c.start_tls(ctx_.get(), "localhost"));
+  auto r = c.request(post("/", "{}"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  Client wrong(nginx.port());
+  EXPECT_FALSE(wrong.start_tls(ctx_.get(), "other.test"));
 }
 
 }  // namespace
