@@ -1,0 +1,101 @@
+#include "engine/build.h"
+
+#include <cstdio>
+
+namespace ringcast::engine {
+
+storage::StoreOptions store_options(const Config& cfg) {
+  storage::StoreOptions o;
+  o.path = cfg.storage.data_dir;
+  o.sync = cfg.storage.sync;
+  o.sync_interval = cfg.storage.sync_interval;
+  o.retention = cfg.storage.retention;
+  return o;
+}
+
+static UrlPolicy url_policy(const Config& cfg) {
+  UrlPolicy u;
+  u.allow_http = cfg.transport.allow_http;
+  u.max_bytes = cfg.transport.max_url_bytes;
+  u.allowed_ports = cfg.transport.allowed_ports;
+  return u;
+}
+
+net::HttpTransportOptions transport_options(const Config& cfg) {
+  net::HttpTransportOptions t;
+  t.exchange_timeout = cfg.transport.request_timeout;
+  t.connect_timeout = cfg.transport.connect_timeout;
+  t.tls_handshake_timeout = cfg.transport.tls_timeout;
+  t.idle_timeout = cfg.transport.idle_timeout;
+  t.max_connections_per_host = cfg.transport.pool_size;
+  t.response.header_bytes_max = cfg.transport.max_response_header_bytes;
+  t.response.body_drain_max = cfg.transport.max_response_drain_bytes;
+  t.default_rate = RateLimit{cfg.transport.host_rate_per_second, cfg.transport.host_burst};
+  t.url_policy = url_policy(cfg);
+  t.allow_list = cfg.transport.allow_private_cidrs;
+  t.tls.extra_ca_file = cfg.transport.ca_file;
+  t.dns.deadline = cfg.transport.dns_timeout;
+  t.dns.ttl_max = cfg.transport.dns_cache_max_ttl;
+  if (!cfg.transport.user_agent.empty()) t.user_agent = cfg.transport.user_agent;
+  return t;
+}
+
+EngineOptions engine_options(const Config& cfg) {
+  EngineOptions e;
+  e.shards = cfg.engine.shards;
+  e.scheduler.fairness_cap = cfg.engine.fairness_cap;
+  e.scheduler.default_max_in_flight = cfg.engine.max_in_flight;
+  e.scheduler.subscription_postpone = cfg.engine.subscription_postpone;
+  const BreakerSettings& b = cfg.engine.breaker;
+  e.scheduler.breaker.window = b.window;
+  e.scheduler.breaker.min_deliveries = b.min_deliveries;
+  e.scheduler.breaker.failure_percent = static_cast<uint32_t>(b.failure_ratio * 100.0 + 0.5);
+  e.scheduler.breaker.first_pause = b.open_pause;
+  e.scheduler.breaker.max_pause = b.max_pause;
+  e.scheduler.breaker.recheck = b.probe_recheck;
+  e.scheduler.breaker.hold_ceiling = b.hold_ceiling;
+  e.scheduler.breaker_recheck = b.probe_recheck;
+  for (RetryPolicy& p : cfg.retry_policies()) {
+    auto r = e.policies.put(std::move(p));
+    if (!r.ok()) throw ConfigError(std::string("policies: ") + r.error().message);
+  }
+  e.url_policy = url_policy(cfg);
+  e.secret_rotation_overlap = cfg.signing.rotation_overlap;
+  e.stop_grace = cfg.server.shutdown_grace;
+  net::HttpTransportOptions topts = transport_options(cfg);
+  e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
+    auto t = net::HttpTransport::create(loop, topts);
+    if (!t.ok()) {
+      std::fprintf(stderr, "ringcast: transport: %s\n", t.error().message);
+      return nullptr;
+    }
+    return std::move(*t);
+  };
+  return e;
+}
+
+net::api::RestApiOptions api_options(const Config& cfg) {
+  net::api::RestApiOptions a;
+  a.api_token = cfg.server.api_token;
+  a.max_body_bytes = cfg.limits.max_body_bytes;
+  a.max_bulk_body_bytes = cfg.limits.max_bulk_body_bytes;
+  a.max_bulk_events = cfg.limits.max_bulk_events;
+  a.max_id_bytes = cfg.limits.max_id_bytes;
+  a.max_tenant_bytes = cfg.limits.max_tenant_bytes;
+  a.max_type_bytes = cfg.limits.max_type_bytes;
+  a.max_event_types = cfg.limits.max_event_types;
+  a.max_list_limit = cfg.limits.max_list_limit;
+  return a;
+}
+
+net::HttpServerOptions server_options(const Config& cfg) {
+  net::HttpServerOptions s;
+  s.address = cfg.server.listen_ip;
+  s.port = cfg.server.listen_port;
+  s.max_header_bytes = cfg.limits.max_header_bytes;
+  s.max_connections = cfg.server.max_connections;
+  s.idle_timeout = cfg.server.idle_timeout;
+  return s;
+}
+
+}  // namespace ringcast::engine

@@ -1,0 +1,22 @@
+// From Config to the parts of a running daemon: store options, engine options (policies,
+// scheduler limits, URL policy, a transport factory per shard) and API/server options.
+// Shared by `ringcast serve`, the embedding example and the end-to-end benchmark.
+#pragma once
+
+#include "engine/config.h"
+#include "engine/options.h"
+#include "net/api/rest_api.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
+#include "storage/rocks_store.h"
+
+namespace ringcast::engine {
+
+storage::StoreOptions store_options(const Config& cfg);
+net::HttpTransportOptions transport_options(const Config& cfg);
+// Throws ConfigError when a named policy does not validate.
+EngineOptions engine_options(const Config& cfg);
+net::api::RestApiOptions api_options(const Config& cfg);
+net::HttpServerOptions server_options(const Config& cfg);
+
+}  // namespace ringcast::engine

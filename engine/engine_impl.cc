@@ -1,0 +1,225 @@
+#include "engine/engine_impl.h"
+
+#include <mutex>
+
+namespace ringcast::engine {
+
+namespace {
+constexpr size_t kRecentDeliveries = 25;  // SPEC R10.2
+}
+
+EngineImpl::EngineImpl(EngineOptions options, Store& store)
+    : options_(std::move(options)), store_(store) {}
+
+Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Store& store) {
+  if (options.shards == 0 || options.shards > kPartitions)
+    return make_error(Errc::kInvalidArgument, "shards must be between 1 and 256", "engine.shards");
+  if (!options.transport_factory)
+    return make_error(Errc::kInvalidArgument, "no transport factory", "transport");
+  std::unique_ptr<EngineImpl> e(new EngineImpl(std::move(options), store));
+  uint32_t n = e->options_.shards;
+  for (uint32_t i = 0; i < n; ++i)
+    e->shards_.push_back(std::make_unique<Shard>(i, e->options_, store));
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<Partition> parts;
+    for (uint32_t p = i; p < kPartitions; p += n) parts.push_back(static_cast<Partition>(p));
+    auto r = e->shards_[i]->start(std::move(parts));
+    if (!r.ok()) {
+      e->stop();
+      return r.error();
+    }
+  }
+  return e;
+}
+
+EngineImpl::~EngineImpl() {
+  stop();
+}
+
+void EngineImpl::stop() {
+  if (stopped_.exchange(true)) return;
+  for (auto& s : shards_) s->stop();
+}
+
+#define RINGCAST_ROUTE(tenant, call)                                                              \
+  do {                                                                                            \
+    Shard& shard = shard_for(tenant);                                                             \
+    if (!shard.running()) {                                                                       \
+      return done(                                                                                \
+          make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down")); \
+    }                                                                                             \
+    shard.post(call);                                                                             \
+  } while (0)
+
+void EngineImpl::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, spec = std::move(spec), done](Shard& s) mutable {
+                   s.create_endpoint(std::move(tenant), std::move(spec), std::move(done));
+                 }));
+}
+
+void EngineImpl::list_endpoints(std::string tenant, Callback<std::vector<Endpoint>> done) {
+  RINGCAST_ROUTE(tenant,
+                 ([tenant, done](Shard& s) mutable { s.list_endpoints(tenant, std::move(done)); }));
+}
+
+void EngineImpl::get_endpoint(std::string tenant, EndpointId id, Callback<Endpoint> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, done](Shard& s) mutable {
+                   s.get_endpoint(tenant, id, std::move(done));
+                 }));
+}
+
+void EngineImpl::update_endpoint(std::string tenant, EndpointId id, EndpointPatch patch,
+                                 Callback<Endpoint> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, patch = std::move(patch), done](Shard& s) mutable {
+                   s.update_endpoint(tenant, id, std::move(patch), std::move(done));
+                 }));
+}
+
+void EngineImpl::delete_endpoint(std::string tenant, EndpointId id, Callback<bool> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, done](Shard& s) mutable {
+                   s.delete_endpoint(tenant, id, std::move(done));
+                 }));
+}
+
+void EngineImpl::endpoint_action(std::string tenant, EndpointId id, EndpointAction action,
+                                 Callback<Endpoint> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, action, done](Shard& s) mutable {
+                   s.endpoint_action(tenant, id, action, std::move(done));
+                 }));
+}
+
+void EngineImpl::test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, done](Shard& s) mutable {
+                   s.test_endpoint(tenant, id, std::move(done));
+                 }));
+}
+
+void EngineImpl::rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
+                               Callback<Endpoint> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, id, secret = std::move(secret), done](Shard& s) mutable {
+                   s.rotate_secret(tenant, id, std::move(secret), std::move(done));
+                 }));
+}
+
+void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
+  std::string tenant = event.tenant;
+  RINGCAST_ROUTE(tenant, ([event = std::move(event), done](Shard& s) mutable {
+                   s.submit(std::move(event), std::move(done));
+                 }));
+}
+
+void EngineImpl::submit_batch(std::vector<EventInput> events,
+                              std::function<void(std::vector<Result<SubmitResult>>)> done) {
+  // Split by shard, one post per shard; the last shard to finish answers in input order.
+  struct Gather {
+    std::mutex mu;
+    std::vector<std::optional<Result<SubmitResult>>> results;
+    size_t remaining = 0;
+    std::function<void(std::vector<Result<SubmitResult>>)> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->results.resize(events.size());
+  g->remaining = events.size();
+  g->done = std::move(done);
+  if (events.empty()) return g->done({});
+  auto finish_one = [g](size_t i, Result<SubmitResult> r) {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      g->results[i] = std::move(r);
+      last = --g->remaining == 0;
+    }
+    if (!last) return;
+    std::vector<Result<SubmitResult>> out;
+    out.reserve(g->results.size());
+    for (auto& r : g->results) out.push_back(std::move(*r));
+    g->done(std::move(out));
+  };
+  std::vector<std::vector<std::pair<size_t, EventInput>>> per_shard(shards_.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    size_t s = partition_of(events[i].tenant) % shards_.size();
+    per_shard[s].emplace_back(i, std::move(events[i]));
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (per_shard[s].empty()) continue;
+    if (!shards_[s]->running()) {
+      for (auto& [i, ev] : per_shard[s])
+        finish_one(i, make_error(Errc::kUnavailable, "the engine is not running", nullptr,
+                                 "shutting_down"));
+      continue;
+    }
+    shards_[s]->post([batch = std::move(per_shard[s]), finish_one](Shard& shard) mutable {
+      for (auto& [i, ev] : batch) {
+        size_t idx = i;
+        shard.submit(std::move(ev),
+                     [finish_one, idx](Result<SubmitResult> r) { finish_one(idx, std::move(r)); });
+      }
+    });
+  }
+}
+
+void EngineImpl::get_breaker(std::string tenant, Callback<BreakerView> done) {
+  RINGCAST_ROUTE(tenant,
+                 ([tenant, done](Shard& s) mutable { s.get_breaker(tenant, std::move(done)); }));
+}
+
+void EngineImpl::reset_breaker(std::string tenant, Callback<BreakerView> done) {
+  RINGCAST_ROUTE(tenant,
+                 ([tenant, done](Shard& s) mutable { s.reset_breaker(tenant, std::move(done)); }));
+}
+
+void EngineImpl::set_subscription(std::string tenant, bool active, Callback<bool> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, active, done](Shard& s) mutable {
+                   s.set_subscription(tenant, active, std::move(done));
+                 }));
+}
+
+#undef RINGCAST_ROUTE
+
+Result<std::optional<DeliveryDetail>> EngineImpl::get_delivery(std::string_view tenant,
+                                                               DeliveryId id) {
+  auto r = store_.get_delivery(id);
+  if (!r.ok()) return r;
+  // A delivery id is only visible to its own tenant.
+  if (r->has_value() && (*r)->tenant != tenant) return std::optional<DeliveryDetail>{};
+  return r;
+}
+
+Result<std::vector<Delivery>> EngineImpl::recent_deliveries(std::string_view tenant) {
+  return store_.recent_deliveries(tenant, kRecentDeliveries);
+}
+
+Result<DeliveryPage> EngineImpl::list_deliveries(std::string_view tenant,
+                                                 std::optional<EndpointId> endpoint,
+                                                 std::optional<DeliveryStatus> status, size_t limit,
+                                                 std::string_view cursor) {
+  return store_.list_deliveries(tenant, endpoint, status, limit, cursor);
+}
+
+Result<std::optional<Event>> EngineImpl::get_event(std::string_view tenant,
+                                                   std::string_view event_id) {
+  return store_.find_event(tenant, event_id);
+}
+
+Result<std::vector<Notification>> EngineImpl::notifications(std::string_view tenant) {
+  return store_.list_notifications(tenant, 100);
+}
+
+void EngineImpl::wake_all() {
+  for (auto& s : shards_) s->wake();
+}
+
+std::string EngineImpl::metrics_text() {
+  std::vector<const ShardMetrics*> m;
+  for (auto& s : shards_) m.push_back(&s->metrics());
+  return render_prometheus(m, static_cast<uint32_t>(shards_.size()));
+}
+
+bool EngineImpl::ready() const {
+  if (stopped_.load()) return false;
+  for (auto& s : shards_)
+    if (!s->running()) return false;
+  return true;
+}
+
+}  // namespace ringcast::engine

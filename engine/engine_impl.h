@@ -1,0 +1,70 @@
+// The Engine (core/engine.h) over N shards: routes every tenant call to the shard that owns
+// the tenant's partition (partition % shards), and serves delivery-log reads from the store.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/store.h"
+#include "engine/options.h"
+#include "engine/shard.h"
+
+namespace ringcast::engine {
+
+class EngineImpl final : public Engine {
+ public:
+  // Starts the shards and recovers every partition; `store` must outlive the engine.
+  static Result<std::unique_ptr<EngineImpl>> start(EngineOptions options, Store& store);
+  ~EngineImpl() override;
+
+  // Graceful stop (SIGTERM): stop intake, finish or lease what is in flight, flush.
+  void stop();
+
+  void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) override;
+  void list_endpoints(std::string tenant, Callback<std::vector<Endpoint>> done) override;
+  void get_endpoint(std::string tenant, EndpointId id, Callback<Endpoint> done) override;
+  void update_endpoint(std::string tenant, EndpointId id, EndpointPatch patch,
+                       Callback<Endpoint> done) override;
+  void delete_endpoint(std::string tenant, EndpointId id, Callback<bool> done) override;
+  void endpoint_action(std::string tenant, EndpointId id, EndpointAction action,
+                       Callback<Endpoint> done) override;
+  void test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) override;
+  void rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
+                     Callback<Endpoint> done) override;
+  void submit(EventInput event, Callback<SubmitResult> done) override;
+  void submit_batch(std::vector<EventInput> events,
+                    std::function<void(std::vector<Result<SubmitResult>>)> done) override;
+  void get_breaker(std::string tenant, Callback<BreakerView> done) override;
+  void reset_breaker(std::string tenant, Callback<BreakerView> done) override;
+  void set_subscription(std::string tenant, bool active, Callback<bool> done) override;
+
+  Result<std::optional<DeliveryDetail>> get_delivery(std::string_view tenant,
+                                                     DeliveryId id) override;
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant) override;
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override;
+  Result<std::optional<Event>> get_event(std::string_view tenant,
+                                         std::string_view event_id) override;
+  Result<std::vector<Notification>> notifications(std::string_view tenant) override;
+  std::string metrics_text() override;
+  bool ready() const override;
+
+  // Wakes every shard's loop (e.g. when the store's durable sequence advanced).
+  void wake_all();
+  uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
+  Shard& shard_for(std::string_view tenant) {
+    return *shards_[partition_of(tenant) % shards_.size()];
+  }
+
+ private:
+  EngineImpl(EngineOptions options, Store& store);
+
+  EngineOptions options_;
+  Store& store_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace ringcast::engine

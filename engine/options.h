@@ -1,0 +1,44 @@
+// What the engine needs to run: shard count, the scheduler's limits, the policies, how URLs
+// and addresses are checked, and how each shard builds its transport on its own loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ip_address.h"
+#include "core/policy.h"
+#include "core/scheduler.h"
+#include "core/store.h"
+#include "core/transport.h"
+#include "core/url.h"
+
+namespace ringcast::net {
+class Loop;
+}
+
+namespace ringcast::engine {
+
+// Builds one shard's transport on that shard's loop (called on the shard thread).
+using TransportFactory = std::function<std::unique_ptr<Transport>(net::Loop& loop)>;
+
+struct EngineOptions {
+  uint32_t shards = 1;
+  SchedulerOptions scheduler;
+  PolicyRegistry policies;
+  UrlPolicy url_policy;
+  Duration secret_rotation_overlap = hours(24);
+  // Intake acknowledgements wait for the store's durable sequence; the loop re-checks it this
+  // often while some are waiting, besides the wake-up the store's on_durable hook sends.
+  Duration durable_poll = milliseconds(5);
+  // Bound on the graceful stop: in-flight attempts get this long to finish; the rest are
+  // left leased (kInFlight) and become `lease_expired` attempts at the next start.
+  Duration stop_grace = seconds(5);
+  uint64_t rng_seed = 0;  // 0: seeded from the wall clock at start
+  size_t max_batch_events = 10'000;
+  TransportFactory transport_factory;
+};
+
+}  // namespace ringcast::engine

@@ -1,0 +1,599 @@
+#include "engine/shard.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+#include <openssl/rand.h>
+
+#include "core/classify.h"
+#include "core/fanout.h"
+#include "core/url.h"
+#include "net/signing.h"
+
+namespace ringcast::engine {
+
+namespace {
+
+std::string hex_id(const char* prefix, uint64_t id) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s%016" PRIx64, prefix, id);
+  return buf;
+}
+
+Error unknown_tenant() {
+  return make_error(Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant",
+                    "unknown_tenant");
+}
+Error unknown_endpoint() {
+  return make_error(Errc::kNotFound, "no such endpoint for this tenant", "endpoint",
+                    "unknown_endpoint");
+}
+Error shutting_down() {
+  return make_error(Errc::kUnavailable, "the engine is shutting down", nullptr, "shutting_down");
+}
+
+// Event ids travel in webhook headers: printable ASCII, no spaces, bounded.
+bool valid_event_id(std::string_view id) {
+  if (id.empty() || id.size() > 256) return false;
+  for (char c : id)
+    if (c <= 0x20 || c >= 0x7f) return false;
+  return true;
+}
+
+size_t status_class(uint16_t status) {
+  return status >= 100 && status < 600 ? status / 100 : 0;
+}
+
+}  // namespace
+
+// A pooled, pinned send operation (STYLE 4): one per attempt on the wire.
+class Shard::SendSlot final : public SendOp {
+ public:
+  explicit SendSlot(Shard* shard) : shard_(shard) {}
+  void on_complete() override { shard_->on_send_complete(this); }
+  SendCommand cmd{};
+
+ private:
+  Shard* shard_;
+};
+
+class Shard::Recovery final : public RecoveryVisitor {
+ public:
+  Recovery(Shard& s, WallTime now) : s_(s), now_(now) {}
+  void on_endpoint(const Endpoint& e) override {
+    s_.scheduler_->restore_endpoint(e);
+    s_.known_tenants_[e.tenant] = true;
+  }
+  void on_tenant(const Tenant& t) override {
+    s_.scheduler_->restore_tenant(t);
+    s_.known_tenants_[t.name] = true;
+  }
+  void on_delivery(const Delivery& d) override { s_.scheduler_->restore_delivery(d, now_); }
+
+ private:
+  Shard& s_;
+  WallTime now_;
+};
+
+Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
+    : index_(index), options_(options), store_(store) {}
+
+Shard::~Shard() {
+  stop();
+}
+
+Result<void> Shard::start(std::vector<Partition> partitions) {
+  std::promise<Result<void>> started;
+  auto fut = started.get_future();
+  thread_ = std::thread(&Shard::thread_main, this, std::move(partitions), std::move(started));
+  Result<void> r = fut.get();
+  if (!r.ok() && thread_.joinable()) thread_.join();
+  return r;
+}
+
+void Shard::stop() {
+  if (!thread_.joinable()) return;
+  stop_requested_.store(true, std::memory_order_release);
+  if (loop_) loop_->wake();
+  thread_.join();
+}
+
+void Shard::post(std::function<void(Shard&)> fn) {
+  loop_->post([this, fn = std::move(fn)] { fn(*this); });
+}
+
+uint64_t Shard::next_id(Partition p) {
+  return make_id(p, next_seq_[p]++);
+}
+
+void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started) {
+  auto loop = net::Loop::create({});
+  if (!loop.ok()) {
+    started.set_value(loop.error());
+    return;
+  }
+  loop_ = std::move(*loop);
+  loop_->refresh_now();
+  WallTime now = loop_->wall_now();
+  uint64_t seed = options_.rng_seed ? options_.rng_seed + index_
+                                    : static_cast<uint64_t>(now.ns()) ^ (uint64_t{index_} << 32);
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, options_.policies, seed, now);
+  scheduler_->set_id_allocator(this);
+
+  Recovery visitor(*this, now);
+  for (Partition p : partitions) {
+    auto stats = store_.recover(p, now, visitor);
+    if (!stats.ok()) {
+      started.set_value(stats.error());
+      return;
+    }
+    next_seq_[p] = stats->next_sequence;
+  }
+  transport_ = options_.transport_factory(*loop_);
+  running_.store(true, std::memory_order_release);
+  started.set_value(ok());
+
+  MonoTime drain_deadline;
+  for (;;) {
+    Duration wait = milliseconds(100);
+    if (!acks_.empty()) wait = options_.durable_poll;
+    if (!draining_) {
+      if (auto next = scheduler_->next_wakeup()) {
+        Duration until = *next - loop_->wall_now();
+        // At least 1 ms when due work could not go out (in-flight limits): completions wake
+        // the loop anyway, so this is no busy spin.
+        if (until < milliseconds(1)) until = commands_.empty() ? milliseconds(1) : Duration(0);
+        wait = std::min(wait, until);
+      }
+    }
+    loop_->run_once(wait);
+    if (stop_requested_.load(std::memory_order_acquire) && !draining_) {
+      draining_ = true;
+      drain_deadline = loop_->now() + options_.stop_grace;
+    }
+    turn();
+    if (draining_ && (in_flight_ == 0 || loop_->now() >= drain_deadline)) break;
+  }
+
+  // Flush: the last batch is written; wait (bounded) until it is durable, then answer.
+  commit();
+  MonoTime flush_deadline = loop_->now() + seconds(2);
+  while (!acks_.empty() && loop_->now() < flush_deadline) {
+    flush_durable_acks();
+    if (!acks_.empty()) loop_->run_once(milliseconds(1));
+  }
+  for (auto& a : acks_) a.fire();  // written to the WAL; the process exits normally
+  acks_.clear();
+  running_.store(false, std::memory_order_release);
+  // Attempts still on the wire stay leased (kInFlight) in the store: the next start records
+  // them as lease_expired and retries them with the same id.
+  discarding_ = true;
+  transport_.reset();
+  loop_.reset();
+}
+
+void Shard::turn() {
+  WallTime now = loop_->wall_now();
+  commands_.clear();
+  if (!draining_) scheduler_->poll(now, commands_, mutations_);
+  for (const SendCommand& cmd : commands_) prepare_send(cmd);
+  commit();
+  for (SendSlot* slot : to_send_) {
+    ++in_flight_;
+    transport_->send(slot);
+  }
+  to_send_.clear();
+  payload_cache_.clear();
+  flush_durable_acks();
+  refresh_gauges();
+}
+
+void Shard::commit() {
+  if (!mutations_.empty()) {
+    size_t records = mutations_.events.size() + mutations_.deliveries.size() +
+                     mutations_.attempts.size() + mutations_.endpoints.size() +
+                     mutations_.tenants.size() + mutations_.notifications.size();
+    Result<uint64_t> seq = store_.write(mutations_);
+    if (!seq.ok()) {
+      // A store that cannot write cannot keep the promise "never lose an accepted event".
+      // Crash-only: stop here; recovery on the next start rebuilds from what is durable.
+      std::fprintf(stderr, "ringcast: shard %u: store write failed (%s: %s); stopping\n", index_,
+                   errc_name(seq.error().code), seq.error().message);
+      std::abort();
+    }
+    last_written_seq_ = *seq;
+    metrics_.store_batches.fetch_add(1, std::memory_order_relaxed);
+    metrics_.store_records.fetch_add(records, std::memory_order_relaxed);
+    mutations_.clear();
+    turn_events_.clear();
+  }
+  for (auto& fire : turn_acks_) acks_.push_back(Ack{last_written_seq_, std::move(fire)});
+  turn_acks_.clear();
+}
+
+void Shard::flush_durable_acks() {
+  if (acks_.empty()) return;
+  uint64_t durable = store_.durable_seq();
+  size_t n = 0;
+  while (n < acks_.size() && acks_[n].seq <= durable) ++n;
+  if (n == 0) return;
+  std::vector<Ack> ready(std::make_move_iterator(acks_.begin()),
+                         std::make_move_iterator(acks_.begin() + static_cast<ptrdiff_t>(n)));
+  acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
+  for (auto& a : ready) a.fire();
+}
+
+void Shard::after_durable(std::function<void()> fire) {
+  turn_acks_.push_back(std::move(fire));
+}
+
+void Shard::prepare_send(const SendCommand& cmd) {
+  SendSlot* slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slots_.push_back(std::make_unique<SendSlot>(this));
+    slot = slots_.back().get();
+  }
+  slot->cmd = cmd;
+  slot->result = TransportResult{};
+  slot->started_at = loop_->wall_now();
+  SendRequest& req = slot->request;
+  req.delivery_id = cmd.delivery;
+  req.attempt = cmd.attempt;
+  req.pool_key = cmd.endpoint;
+  req.secrets.clear();
+
+  const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
+  std::shared_ptr<const Event> ev;
+  if (auto it = payload_cache_.find(cmd.event); it != payload_cache_.end()) {
+    ev = it->second;
+  } else {
+    auto loaded = store_.load_event(cmd.event);
+    if (loaded.ok() && loaded->has_value()) {
+      ev = std::make_shared<const Event>(std::move(**loaded));
+      payload_cache_.emplace(cmd.event, ev);
+    }
+  }
+  if (ep) {
+    req.url = ep->url;
+    req.profile = ep->signature;
+    WallTime now = loop_->wall_now();
+    for (const Secret& s : ep->secrets) {
+      if (s.expires_at <= now) continue;
+      if (auto key = net::decode_secret(s.key)) req.secrets.push_back(std::move(*key));
+    }
+  }
+  if (ev) {
+    // The id receivers deduplicate by (R11.3): the producer's event id, the same on every
+    // attempt and every endpoint (Standard Webhooks' message id). Intake admits only
+    // printable, space-free ASCII ids, so it is safe in a header.
+    req.message_id = ev->id;
+    req.body = ev->payload;
+  }
+  if (!ep || !ev) {
+    // Nothing to send (endpoint deleted under the lease, or the event is gone): complete it
+    // on the next turn as an attempt that never left, so the scheduler decides its fate.
+    slot->result.code = ErrorCode::of(ErrorCode::Kind::kEndpointDeleted);
+    ++in_flight_;
+    loop_->post([slot] { slot->on_complete(); });
+    return;
+  }
+  to_send_.push_back(slot);
+}
+
+void Shard::on_send_complete(SendSlot* slot) {
+  --in_flight_;
+  if (discarding_) {  // stopping: the transport cancels what is left; the leases stay open
+    free_slots_.push_back(slot);
+    return;
+  }
+  WallTime now = loop_->wall_now();
+  const TransportResult& r = slot->result;
+  Classification c = classify(r, now);
+  metrics_.attempts_by_outcome[static_cast<size_t>(c.outcome)].fetch_add(1,
+                                                                         std::memory_order_relaxed);
+  metrics_.attempts_by_status_class[r.response_received ? status_class(r.http_status) : 0]
+      .fetch_add(1, std::memory_order_relaxed);
+  if (!r.response_received) {
+    using K = ErrorCode::Kind;
+    Counter* k = nullptr;
+    switch (r.code.kind) {
+      case K::kDnsFailed:
+        k = &metrics_.transport_dns;
+        break;
+      case K::kTlsCert:
+      case K::kTlsHandshake:
+        k = &metrics_.transport_tls;
+        break;
+      case K::kTimeout:
+        k = &metrics_.transport_timeout;
+        break;
+      case K::kNetwork:
+        k = r.request_written ? &metrics_.transport_reset : &metrics_.transport_connect;
+        break;
+      default:
+        k = &metrics_.transport_refused_before_send;
+        break;
+    }
+    k->fetch_add(1, std::memory_order_relaxed);
+  }
+  metrics_.attempt_latency.observe(now - slot->started_at);
+  DeliveryId id = slot->cmd.delivery;
+  if (auto it = unknown_since_.find(id); it != unknown_since_.end()) {
+    metrics_.unknown_seconds_us.fetch_add(
+        static_cast<uint64_t>(std::max<int64_t>(0, (now - it->second).count() / 1000)),
+        std::memory_order_relaxed);
+    unknown_since_.erase(it);
+  }
+  if (c.outcome == Outcome::kUnknown) {
+    metrics_.unknown_attempts.fetch_add(1, std::memory_order_relaxed);
+    unknown_since_[id] = now;
+  }
+
+  size_t attempts_before = mutations_.deliveries.size();
+  size_t eps_before = mutations_.endpoints.size();
+  scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+  for (size_t i = attempts_before; i < mutations_.deliveries.size(); ++i) {
+    const Delivery& d = mutations_.deliveries[i].delivery;
+    switch (d.status) {
+      case DeliveryStatus::kDelivered:
+        metrics_.deliveries_delivered.fetch_add(1, std::memory_order_relaxed);
+        metrics_.delivery_latency.observe(now - d.created_at);
+        break;
+      case DeliveryStatus::kFailed:
+        metrics_.deliveries_failed.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case DeliveryStatus::kDead:
+        metrics_.deliveries_dead.fetch_add(1, std::memory_order_relaxed);
+        break;
+      default:
+        break;
+    }
+    if (is_terminal(d.status)) unknown_since_.erase(d.id);
+  }
+  for (size_t i = eps_before; i < mutations_.endpoints.size(); ++i)
+    if (mutations_.endpoints[i].state == EndpointState::kDisabled)
+      metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
+  slot->request.body.clear();
+  free_slots_.push_back(slot);
+}
+
+void Shard::refresh_gauges() {
+  SchedulerStats s = scheduler_->stats();
+  metrics_.pending.store(static_cast<int64_t>(s.in_wheel), std::memory_order_relaxed);
+  metrics_.ready.store(static_cast<int64_t>(s.ready), std::memory_order_relaxed);
+  metrics_.in_flight.store(in_flight_, std::memory_order_relaxed);
+  metrics_.held_by_breaker.store(static_cast<int64_t>(s.held_by_breaker),
+                                 std::memory_order_relaxed);
+  metrics_.breakers_open.store(static_cast<int64_t>(s.breakers_open + s.breakers_half_open),
+                               std::memory_order_relaxed);
+  metrics_.endpoints.store(static_cast<int64_t>(s.endpoints), std::memory_order_relaxed);
+  metrics_.intake_waiting_durable.store(static_cast<int64_t>(acks_.size()),
+                                        std::memory_order_relaxed);
+}
+
+// ---- intake ----------------------------------------------------------------------------------
+
+void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
+  if (draining_) return done(shutting_down());
+  if (!known_tenants_.count(in.tenant)) {
+    metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+    return done(unknown_tenant());
+  }
+  if (!valid_event_id(in.id)) {
+    metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+    return done(make_error(Errc::kInvalidArgument,
+                           "event id must be 1-256 printable ASCII characters without spaces", "id",
+                           "invalid_event_id"));
+  }
+  uint64_t hash = payload_hash(in.payload);
+  auto answer = [&](const EventKeyRecord& rec) {
+    if (rec.payload_hash != hash) {
+      metrics_.events_conflict.fetch_add(1, std::memory_order_relaxed);
+      return done(make_error(Errc::kConflict,
+                             "an event with this id was accepted with another payload", "id",
+                             "conflict"));
+    }
+    metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+    SubmitResult r{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries};
+    // The original may not be durable yet: answer once everything written so far is.
+    after_durable([done = std::move(done), r] { done(r); });
+  };
+  std::string key = in.tenant;
+  key.push_back('\0');
+  key += in.id;
+  if (auto it = turn_events_.find(key); it != turn_events_.end()) return answer(it->second);
+  auto found = store_.find_event_key(in.tenant, in.id);
+  if (!found.ok()) return done(found.error());
+  if (found->has_value()) return answer(**found);
+
+  WallTime now = loop_->wall_now();
+  Event ev;
+  ev.seq = next_id(partition_of(in.tenant));
+  ev.tenant = std::move(in.tenant);
+  ev.id = std::move(in.id);
+  ev.type = std::move(in.type);
+  ev.payload = std::move(in.payload);
+  ev.created_at = now;
+  ev.payload_hash = hash;
+  uint32_t n = scheduler_->fan_out(ev, now, *this, mutations_);
+  turn_events_.emplace(std::move(key), EventKeyRecord{ev.seq, hash, n});
+  metrics_.events_accepted.fetch_add(1, std::memory_order_relaxed);
+  metrics_.deliveries_created.fetch_add(n, std::memory_order_relaxed);
+  SubmitResult r{SubmitResult::Kind::kAccepted, ev.seq, n};
+  after_durable([done = std::move(done), r] { done(r); });
+}
+
+// ---- endpoints -------------------------------------------------------------------------------
+
+std::string Shard::new_secret() {
+  uint8_t raw[24];
+  RAND_bytes(raw, sizeof raw);
+  return "whsec_" + net::base64_encode(std::string_view(reinterpret_cast<char*>(raw), sizeof raw));
+}
+
+const Endpoint* Shard::owned_endpoint(const std::string& tenant, EndpointId id) const {
+  const Endpoint* e = scheduler_->find_endpoint(id);
+  return e && e->tenant == tenant ? e : nullptr;
+}
+
+void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) {
+  if (draining_) return done(shutting_down());
+  auto url = check_url(spec.url, options_.url_policy);
+  if (!url.ok()) return done(url.error());
+  if (!options_.policies.find(spec.policy))
+    return done(
+        make_error(Errc::kInvalidArgument, "no policy by this name", "policy", "unknown_policy"));
+  WallTime now = loop_->wall_now();
+  Endpoint e;
+  e.id = next_id(partition_of(tenant));
+  e.tenant = tenant;
+  e.url = std::move(spec.url);
+  e.event_types = std::move(spec.event_types);
+  e.policy = std::move(spec.policy);
+  e.signature = spec.signature;
+  e.secrets.push_back(
+      Secret{spec.secret ? std::move(*spec.secret) : new_secret(), WallTime::max()});
+  e.rate_limit = spec.rate_limit;
+  e.max_in_flight = spec.max_in_flight;
+  e.created_at = e.updated_at = now;
+  auto r = scheduler_->create_endpoint(std::move(e), now, mutations_);
+  if (!r.ok()) return done(r.error());
+  if (!known_tenants_.count(tenant)) {
+    known_tenants_[tenant] = true;
+    Tenant t;
+    t.name = tenant;
+    t.updated_at = now;
+    scheduler_->restore_tenant(t);
+    mutations_.tenants.push_back(std::move(t));
+  }
+  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+}
+
+void Shard::list_endpoints(const std::string& tenant, Callback<std::vector<Endpoint>> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  std::vector<Endpoint> out;
+  for (const Endpoint* e : scheduler_->endpoints_of(tenant)) out.push_back(*e);
+  done(std::move(out));
+}
+
+void Shard::get_endpoint(const std::string& tenant, EndpointId id, Callback<Endpoint> done) {
+  const Endpoint* e = owned_endpoint(tenant, id);
+  if (!e) return done(unknown_endpoint());
+  done(*e);
+}
+
+void Shard::update_endpoint(const std::string& tenant, EndpointId id, EndpointPatch patch,
+                            Callback<Endpoint> done) {
+  if (draining_) return done(shutting_down());
+  const Endpoint* cur = owned_endpoint(tenant, id);
+  if (!cur) return done(unknown_endpoint());
+  Endpoint e = *cur;
+  if (patch.url) {
+    auto url = check_url(*patch.url, options_.url_policy);
+    if (!url.ok()) return done(url.error());
+    e.url = std::move(*patch.url);
+  }
+  if (patch.policy) {
+    if (!options_.policies.find(*patch.policy))
+      return done(
+          make_error(Errc::kInvalidArgument, "no policy by this name", "policy", "unknown_policy"));
+    e.policy = std::move(*patch.policy);
+  }
+  if (patch.event_types) e.event_types = std::move(*patch.event_types);
+  if (patch.signature) e.signature = *patch.signature;
+  if (patch.rate_limit) e.rate_limit = *patch.rate_limit;
+  if (patch.max_in_flight) e.max_in_flight = *patch.max_in_flight;
+  WallTime now = loop_->wall_now();
+  e.updated_at = now;
+  auto r = scheduler_->update_endpoint(e, now, mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+}
+
+void Shard::delete_endpoint(const std::string& tenant, EndpointId id, Callback<bool> done) {
+  if (draining_) return done(shutting_down());
+  if (!owned_endpoint(tenant, id)) return done(unknown_endpoint());
+  auto r = scheduler_->delete_endpoint(id, loop_->wall_now(), mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done)] { done(true); });
+}
+
+void Shard::endpoint_action(const std::string& tenant, EndpointId id, EndpointAction action,
+                            Callback<Endpoint> done) {
+  if (draining_) return done(shutting_down());
+  if (!owned_endpoint(tenant, id)) return done(unknown_endpoint());
+  auto r = scheduler_->endpoint_action(id, action, loop_->wall_now(), mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+}
+
+void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done) {
+  if (draining_) return done(shutting_down());
+  const Endpoint* e = owned_endpoint(tenant, id);
+  if (!e) return done(unknown_endpoint());
+  WallTime now = loop_->wall_now();
+  Event ev;
+  ev.seq = next_id(partition_of(tenant));
+  ev.tenant = tenant;
+  ev.id = hex_id("test_", ev.seq);
+  ev.type = "ringcast.test";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "{\"type\":\"ringcast.test\",\"endpoint_id\":\"%s\",\"sent_at_ms\":%" PRId64 "}",
+                hex_id("ep_", id).c_str(), now.ms());
+  ev.payload = buf;
+  ev.created_at = now;
+  ev.payload_hash = payload_hash(ev.payload);
+  auto r = scheduler_->add_test_delivery(id, ev, now, *this, mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done), d = *r] { done(d); });
+}
+
+void Shard::rotate_secret(const std::string& tenant, EndpointId id,
+                          std::optional<std::string> secret, Callback<Endpoint> done) {
+  if (draining_) return done(shutting_down());
+  const Endpoint* cur = owned_endpoint(tenant, id);
+  if (!cur) return done(unknown_endpoint());
+  WallTime now = loop_->wall_now();
+  Endpoint e = *cur;
+  std::vector<Secret> kept;
+  kept.push_back(Secret{secret ? std::move(*secret) : new_secret(), WallTime::max()});
+  for (Secret s : e.secrets) {
+    if (s.expires_at <= now) continue;  // expired: no longer signs
+    s.expires_at = std::min(s.expires_at, now + options_.secret_rotation_overlap);
+    kept.push_back(std::move(s));
+  }
+  e.secrets = std::move(kept);
+  e.updated_at = now;
+  auto r = scheduler_->update_endpoint(e, now, mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+}
+
+// ---- tenant-wide -----------------------------------------------------------------------------
+
+void Shard::get_breaker(const std::string& tenant, Callback<BreakerView> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  done(scheduler_->breaker_view(tenant, loop_->wall_now()));
+}
+
+void Shard::reset_breaker(const std::string& tenant, Callback<BreakerView> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  WallTime now = loop_->wall_now();
+  scheduler_->reset_breaker(tenant, now, mutations_);
+  after_durable([this, done = std::move(done), tenant] {
+    done(scheduler_->breaker_view(tenant, loop_->wall_now()));
+  });
+}
+
+void Shard::set_subscription(const std::string& tenant, bool active, Callback<bool> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  scheduler_->set_subscription(tenant, active, loop_->wall_now(), mutations_);
+  after_durable([done = std::move(done), active] { done(active); });
+}
+
+}  // namespace ringcast::engine

@@ -1,0 +1,132 @@
+// One shard: a thread with its own io_uring loop, scheduler (timer wheel, breakers, endpoint
+// states), transport and pools, owning a set of partitions (ARCHITECTURE.md). Everything that
+// touches a tenant runs on this thread, so the delivery path takes no locks. Each loop turn
+// reads the clock once, polls the scheduler, commits everything the turn changed as ONE store
+// batch (leases included), and only then puts the turn's requests on the wire (SPEC R12.2).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/scheduler.h"
+#include "core/store.h"
+#include "core/transport.h"
+#include "engine/metrics.h"
+#include "engine/options.h"
+#include "net/loop.h"
+
+namespace ringcast::engine {
+
+class Shard final : public IdAllocator {
+ public:
+  Shard(uint32_t index, const EngineOptions& options, Store& store);
+  ~Shard() override;
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Starts the thread, recovers the owned partitions from the store, and returns once the
+  // shard serves (or recovery failed).
+  Result<void> start(std::vector<Partition> partitions);
+  // Graceful stop (SIGTERM): no new work; in-flight attempts get stop_grace to finish; the
+  // last batch is flushed; the thread joins.
+  void stop();
+
+  // Makes a blocked loop turn return (any thread).
+  void wake() {
+    if (running()) loop_->wake();
+  }
+  // Runs `fn` on the shard thread (any thread may call).
+  void post(std::function<void(Shard&)> fn);
+
+  // ---- shard-thread API (call from inside post()) -------------------------------------------
+  void submit(EventInput in, std::function<void(Result<SubmitResult>)> done);
+  void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done);
+  void list_endpoints(const std::string& tenant, Callback<std::vector<Endpoint>> done);
+  void get_endpoint(const std::string& tenant, EndpointId id, Callback<Endpoint> done);
+  void update_endpoint(const std::string& tenant, EndpointId id, EndpointPatch patch,
+                       Callback<Endpoint> done);
+  void delete_endpoint(const std::string& tenant, EndpointId id, Callback<bool> done);
+  void endpoint_action(const std::string& tenant, EndpointId id, EndpointAction action,
+                       Callback<Endpoint> done);
+  void test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done);
+  void rotate_secret(const std::string& tenant, EndpointId id, std::optional<std::string> secret,
+                     Callback<Endpoint> done);
+  void get_breaker(const std::string& tenant, Callback<BreakerView> done);
+  void reset_breaker(const std::string& tenant, Callback<BreakerView> done);
+  void set_subscription(const std::string& tenant, bool active, Callback<bool> done);
+
+  // IdAllocator: (partition << 48) | next sequence of that partition.
+  uint64_t next_id(Partition p) override;
+
+  const ShardMetrics& metrics() const { return metrics_; }
+  uint32_t index() const { return index_; }
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+ private:
+  class SendSlot;
+  class Recovery;
+
+  void thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started);
+  void turn();
+  void commit();
+  void flush_durable_acks();
+  // Runs `fire` once everything written so far is durable (after this turn's commit).
+  void after_durable(std::function<void()> fire);
+  void prepare_send(const SendCommand& cmd);
+  void on_send_complete(SendSlot* slot);
+  const Endpoint* owned_endpoint(const std::string& tenant, EndpointId id) const;
+  std::string new_secret();
+  void refresh_gauges();
+
+  const uint32_t index_;
+  const EngineOptions& options_;
+  Store& store_;
+  std::unique_ptr<net::Loop> loop_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stop_requested_{false};
+  bool draining_ = false;
+  bool discarding_ = false;
+
+  // Per-partition id sequences of the partitions this shard owns.
+  std::unordered_map<Partition, uint64_t> next_seq_;
+  std::unordered_map<std::string, bool> known_tenants_;  // tenant → exists (has had endpoints)
+
+  // The turn's work: one Mutations, one commit.
+  Mutations mutations_;
+  std::vector<SendCommand> commands_;
+  std::vector<SendSlot*> to_send_;  // prepared this turn, sent after the commit
+  // Events accepted in this turn, not yet in the store: same-turn duplicates see them.
+  std::unordered_map<std::string, EventKeyRecord> turn_events_;
+  // Payloads read this turn (fan-out sends one event to many endpoints at once).
+  std::unordered_map<EventSeq, std::shared_ptr<const Event>> payload_cache_;
+
+  struct Ack {
+    uint64_t seq;
+    std::function<void()> fire;
+  };
+  std::vector<Ack> acks_;                         // waiting for durable_seq() >= seq
+  std::vector<std::function<void()>> turn_acks_;  // wait for this turn's commit
+  uint64_t last_written_seq_ = 0;
+
+  std::vector<std::unique_ptr<SendSlot>> slots_;
+  std::vector<SendSlot*> free_slots_;
+  uint32_t in_flight_ = 0;
+
+  // Completed sends whose previous attempt was UNKNOWN: start of that unknown window.
+  std::unordered_map<DeliveryId, WallTime> unknown_since_;
+
+  ShardMetrics metrics_;
+};
+
+}  // namespace ringcast::engine
