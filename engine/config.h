@@ -50,7 +50,7 @@ struct StorageConfig {
 };
 
 // SPEC R4: the per-tenant circuit breaker.
-struct BreakerSettings {  // the [engine.breaker] section; becomes core BreakerConfig
+struct BreakerSettings {                 // the [engine.breaker] section; becomes core BreakerConfig
   Duration window = minutes(5);          // R4.1 sliding window
   uint32_t min_deliveries = 5;           // R4.1
   double failure_ratio = 0.8;            // R4.1

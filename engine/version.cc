@@ -2,6 +2,8 @@
 
 namespace ringcast {
 
-const char* version_string() { return RINGCAST_VERSION; }
+const char* version_string() {
+  return RINGCAST_VERSION;
+}
 
 }  // namespace ringcast
