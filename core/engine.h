@@ -100,6 +100,13 @@ class Engine {
   virtual Result<std::optional<Event>> get_event(std::string_view tenant,
                                                  std::string_view event_id) = 0;
   virtual Result<std::vector<Notification>> notifications(std::string_view tenant) = 0;
+  // The event a delivery carries (Delivery::event), for the delivery log's type and body
+  // (R10.1, R10.2). The default knows none; an engine with a store overrides it.
+  virtual Result<std::optional<Event>> get_event_by_seq(std::string_view tenant, EventSeq seq) {
+    (void)tenant;
+    (void)seq;
+    return std::optional<Event>();
+  }
 
   // Prometheus text exposition (no per-endpoint labels).
   virtual std::string metrics_text() = 0;
