@@ -1,0 +1,220 @@
+#include "net/api/json_views.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "net/signing.h"
+
+namespace ringcast::net::api {
+namespace {
+
+bool is_set(WallTime t) {
+  return t != WallTime() && t != WallTime::max();
+}
+
+void time_field(JsonWriter& w, std::string_view key, WallTime t) {
+  w.key(key);
+  if (is_set(t)) {
+    w.value(rfc3339(t));
+  } else {
+    w.null();
+  }
+}
+
+double to_ms_double(Duration d) {
+  return static_cast<double>(d.count()) / 1e6;
+}
+
+void code_field(JsonWriter& w, std::string_view key, ErrorCode c) {
+  w.key(key);
+  if (c.is_none()) {
+    w.null();
+  } else {
+    w.value(c.str());
+  }
+}
+
+void status_field(JsonWriter& w, std::string_view key, uint16_t status) {
+  w.key(key);
+  if (status == 0) {
+    w.null();
+  } else {
+    w.value(static_cast<unsigned>(status));
+  }
+}
+
+}  // namespace
+
+std::string rfc3339(WallTime t) {
+  int64_t ms = t.ms();
+  int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+  int millis = static_cast<int>(ms - secs * 1000);
+  time_t tt = static_cast<time_t>(secs);
+  struct tm tm {};
+  gmtime_r(&tt, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  return buf;
+}
+
+std::string id_text(uint64_t id) {
+  return std::to_string(id);
+}
+
+std::string secret_text(const Secret& s) {
+  return "whsec_" + base64_encode(s.key);
+}
+
+const char* breaker_state_name(BreakerSnapshot::State s) {
+  switch (s) {
+    case BreakerSnapshot::State::kClosed:
+      return "closed";
+    case BreakerSnapshot::State::kOpen:
+      return "open";
+    case BreakerSnapshot::State::kHalfOpen:
+      return "half_open";
+  }
+  return "closed";
+}
+
+const char* ladder_name(Ladder l) {
+  switch (l) {
+    case Ladder::kNone:
+      return "none";
+    case Ladder::kFast:
+      return "fast";
+    case Ladder::kSlow:
+      return "slow";
+  }
+  return "none";
+}
+
+void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
+  w.begin_object();
+  w.field("id", id_text(e.id));
+  w.field("tenant", e.tenant);
+  w.field("url", e.url);
+  w.key("event_types").begin_array();
+  for (const auto& t : e.event_types) w.value(t);
+  w.end_array();
+  w.field("policy", e.policy);
+  w.field("signature", signature_profile_name(e.signature));
+  w.field("state", endpoint_state_name(e.state));
+  code_field(w, "disabled_reason", e.disabled_reason);
+  w.key("rate_limit").begin_object();
+  w.field("per_second", e.rate_limit.per_second);
+  w.field("burst", e.rate_limit.burst);
+  w.end_object();
+  w.field("max_in_flight", e.max_in_flight);
+  w.field("secrets_active", static_cast<unsigned>(e.secrets.size()));
+  if (with_secret && !e.secrets.empty()) {
+    w.field("secret", secret_text(e.secrets.front()));
+    if (e.secrets.size() > 1) {
+      time_field(w, "previous_secret_expires_at", e.secrets[1].expires_at);
+    }
+  }
+  time_field(w, "created_at", e.created_at);
+  time_field(w, "updated_at", e.updated_at);
+  w.end_object();
+}
+
+void write_delivery(JsonWriter& w, const Delivery& d) {
+  w.begin_object();
+  w.field("id", id_text(d.id));
+  w.field("event_seq", id_text(d.event));
+  w.field("endpoint", id_text(d.endpoint));
+  w.field("status", delivery_status_name(d.status));
+  w.field("attempts", static_cast<unsigned>(d.attempts));
+  w.field("fast_attempts", static_cast<unsigned>(d.fast_attempts));
+  w.field("slow_attempts", static_cast<unsigned>(d.slow_attempts));
+  status_field(w, "last_http_status", d.last_http_status);
+  code_field(w, "last_code", d.last_code);
+  time_field(w, "created_at", d.created_at);
+  time_field(w, "next_attempt_at", is_terminal(d.status) ? WallTime() : d.next_attempt_at);
+  time_field(w, "first_slow_at", d.first_slow_at);
+  w.field("held_ms", to_ms_double(d.held));
+  w.field("money", d.money());
+  w.field("test", d.test());
+  w.end_object();
+}
+
+void write_attempt(JsonWriter& w, const Attempt& a) {
+  w.begin_object();
+  w.field("number", static_cast<unsigned>(a.number));
+  w.field("ladder", ladder_name(a.ladder));
+  w.field("outcome", outcome_name(a.outcome));
+  code_field(w, "code", a.code);
+  status_field(w, "http_status", a.http_status);
+  w.field("request_written", a.request_written);
+  time_field(w, "started_at", a.started_at);
+  w.field("duration_ms", to_ms_double(a.duration));
+  w.key("timings").begin_object();
+  w.field("dns_ms", to_ms_double(a.timings.dns));
+  w.field("connect_ms", to_ms_double(a.timings.connect));
+  w.field("tls_ms", to_ms_double(a.timings.tls));
+  w.field("first_byte_ms", to_ms_double(a.timings.first_byte));
+  w.field("total_ms", to_ms_double(a.timings.total));
+  w.end_object();
+  w.field("response_prefix", a.response_prefix);
+  w.end_object();
+}
+
+void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
+  w.begin_object();
+  w.key("delivery");
+  write_delivery(w, d.delivery);
+  w.field("tenant", d.tenant);
+  w.key("attempts").begin_array();
+  for (const auto& a : d.attempts) write_attempt(w, a);
+  w.end_array();
+  w.end_object();
+}
+
+void write_event(JsonWriter& w, const Event& e) {
+  w.begin_object();
+  w.field("id", e.id);
+  w.field("tenant", e.tenant);
+  w.field("type", e.type);
+  w.field("seq", id_text(e.seq));
+  time_field(w, "created_at", e.created_at);
+  w.key("payload");
+  if (e.payload.empty()) {
+    w.null();
+  } else {
+    w.raw(e.payload);  // validated JSON at intake (R1: delivered byte-for-byte)
+  }
+  w.end_object();
+}
+
+void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b) {
+  w.begin_object();
+  w.field("tenant", tenant);
+  w.field("state", breaker_state_name(b.snapshot.state));
+  w.field("failed_probes", b.snapshot.failed_probes);
+  time_field(w, "opened_at", b.snapshot.opened_at);
+  time_field(w, "reopen_at",
+             b.snapshot.state == BreakerSnapshot::State::kOpen ? b.snapshot.reopen_at : WallTime());
+  w.field("window_total", b.window_total);
+  w.field("window_failed", b.window_failed);
+  w.end_object();
+}
+
+void write_notification(JsonWriter& w, const Notification& n) {
+  w.begin_object();
+  w.field("seq", id_text(n.seq));
+  w.field("tenant", n.tenant);
+  w.key("endpoint");
+  if (n.endpoint == 0) {
+    w.null();
+  } else {
+    w.value(id_text(n.endpoint));
+  }
+  w.field("kind", n.kind);
+  code_field(w, "reason", n.reason);
+  time_field(w, "at", n.at);
+  w.field("message", n.message);
+  w.end_object();
+}
+
+}  // namespace ringcast::net::api

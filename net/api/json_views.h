@@ -1,0 +1,32 @@
+// The REST API's JSON shape of the domain records (endpoints, deliveries, attempts, events,
+// breaker, notifications). Invariant: 64-bit ids are JSON strings (they exceed 2^53, the
+// largest integer a JavaScript client reads exactly); times are RFC 3339 UTC with
+// milliseconds, or null when unset; secrets appear only where a writer asks for them.
+#pragma once
+
+#include <string>
+
+#include "core/engine.h"
+#include "core/types.h"
+#include "net/api/json_writer.h"
+
+namespace ringcast::net::api {
+
+std::string rfc3339(WallTime t);   // "2026-01-01T00:00:00.000Z"
+std::string id_text(uint64_t id);  // decimal
+
+// "whsec_<base64>": how a secret's raw key is shown (net/signing decode_secret inverts it).
+std::string secret_text(const Secret& s);
+
+void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret);
+void write_delivery(JsonWriter& w, const Delivery& d);
+void write_attempt(JsonWriter& w, const Attempt& a);
+void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d);
+void write_event(JsonWriter& w, const Event& e);  // the payload verbatim
+void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b);
+void write_notification(JsonWriter& w, const Notification& n);
+
+const char* breaker_state_name(BreakerSnapshot::State s);
+const char* ladder_name(Ladder l);
+
+}  // namespace ringcast::net::api

@@ -1,0 +1,1091 @@
+#include "net/api/rest_api.h"
+
+#include <openssl/mem.h>
+#include <openssl/sha.h>
+
+#include <simdjson.h>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "net/api/json_views.h"
+#include "net/api/json_writer.h"
+
+namespace ringcast::net::api {
+
+static_assert(kBodyPadding >= simdjson::SIMDJSON_PADDING,
+              "request bodies must carry simdjson's padding");
+
+namespace od = simdjson::ondemand;
+
+struct RestApi::Parsers {
+  od::parser ondemand;
+  simdjson::dom::parser dom;  // validates a payload's every byte (ondemand skips lazily)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+bool bearer_token_matches(std::string_view authorization, std::string_view token) {
+  if (token.empty()) return false;
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (authorization.size() < kPrefix.size()) return false;
+  for (size_t i = 0; i < kPrefix.size(); ++i) {
+    char a = static_cast<char>(std::tolower(static_cast<unsigned char>(authorization[i])));
+    char b = static_cast<char>(std::tolower(static_cast<unsigned char>(kPrefix[i])));
+    if (a != b) return false;
+  }
+  std::string_view given = authorization.substr(kPrefix.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  while (!given.empty() && (given.back() == ' ' || given.back() == '\t')) given.remove_suffix(1);
+  // Compare digests: the time depends on neither the position of a difference nor the length.
+  uint8_t a[SHA256_DIGEST_LENGTH];
+  uint8_t b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const uint8_t*>(given.data()), given.size(), a);
+  SHA256(reinterpret_cast<const uint8_t*>(token.data()), token.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+bool is_url_form_code(std::string_view code) {
+  return code == "not_https" || code == "port_not_allowed" || code == "userinfo_not_allowed" ||
+         code == "fragment_not_allowed" || code == "invalid_url" || code == "url_too_long" ||
+         code == "url_too_short";
+}
+
+uint16_t http_status_for(const Error& e) {
+  switch (e.code) {
+    case Errc::kInvalidArgument:
+      return e.reason && is_url_form_code(e.reason) ? 422 : 400;
+    case Errc::kNotFound:
+      return 404;
+    case Errc::kConflict:
+      return 409;
+    case Errc::kLimitExceeded:
+      return 429;
+    case Errc::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+HttpResponse error_response(const Error& e) {
+  return HttpResponse::error(http_status_for(e), e.reason_or_code(), e.message ? e.message : "",
+                             e.field ? e.field : "");
+}
+
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%') {
+      if (i + 2 >= s.size()) return std::nullopt;
+      auto hex = [](char h) -> int {
+        if (h >= '0' && h <= '9') return h - '0';
+        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+        return -1;
+      };
+      int hi = hex(s[i + 1]);
+      int lo = hex(s[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+using Writer = JsonWriter;
+
+HttpResponse ok_json(uint16_t status, Writer& w) {
+  return HttpResponse::json(status, w.take());
+}
+
+HttpResponse bad_request(std::string_view code, std::string_view message,
+                         std::string_view field = {}) {
+  return HttpResponse::error(400, code, message, field);
+}
+
+HttpResponse not_found(std::string_view what) {
+  return HttpResponse::error(404, "not_found", std::string(what) + " not found");
+}
+
+// A copyable handle on a move-only Responder, for std::function callbacks.
+using SharedResponder = std::shared_ptr<Responder>;
+SharedResponder share(Responder r) {
+  return std::make_shared<Responder>(std::move(r));
+}
+
+bool valid_tenant(std::string_view t, size_t max) {
+  if (t.empty() || t.size() > max) return false;
+  for (unsigned char c : t) {
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '~' ||
+          c == '+')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool printable_text(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+bool valid_type(std::string_view t) {
+  for (unsigned char c : t) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+std::optional<uint64_t> parse_u64(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<DeliveryStatus> parse_status(std::string_view s) {
+  for (auto st : {DeliveryStatus::kPending, DeliveryStatus::kInFlight, DeliveryStatus::kDelivered,
+                  DeliveryStatus::kFailed, DeliveryStatus::kDead}) {
+    if (s == delivery_status_name(st)) return st;
+  }
+  return std::nullopt;
+}
+
+std::optional<SignatureProfile> parse_profile(std::string_view s) {
+  for (auto p : {SignatureProfile::kStandard, SignatureProfile::kXhub, SignatureProfile::kSmengo}) {
+    if (s == signature_profile_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::string_view trim_ws(std::string_view s) {
+  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && ws(s.front())) s.remove_prefix(1);
+  while (!s.empty() && ws(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// --- JSON body reading ------------------------------------------------------------------------
+
+// An error while reading a body; converted to a 400 answer.
+struct Bad {
+  std::string code;
+  std::string message;
+  std::string field;
+};
+
+Bad json_error(simdjson::error_code e, std::string_view field = {}) {
+  if (e == simdjson::INCORRECT_TYPE || e == simdjson::NUMBER_OUT_OF_RANGE) {
+    return Bad{"invalid_type", std::string(field) + " has the wrong type", std::string(field)};
+  }
+  if (e == simdjson::EMPTY) return Bad{"invalid_json", "the request body is empty", ""};
+  return Bad{"invalid_json", std::string("malformed JSON: ") + simdjson::error_message(e),
+             std::string(field)};
+}
+
+Bad wrong_type(std::string_view field, std::string_view want) {
+  return Bad{"invalid_type", std::string(field) + " must be " + std::string(want),
+             std::string(field)};
+}
+
+// Reads one JSON object field by field. `on_field(key, value)` returns nullopt or a Bad.
+using FieldFn = std::function<std::optional<Bad>(std::string_view, od::value&)>;
+
+std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len, size_t capacity,
+                               const FieldFn& on_field) {
+  od::document doc;
+  if (auto e = parser.iterate(data, len, capacity).get(doc)) return json_error(e);
+  od::object obj;
+  if (auto e = doc.get_object().get(obj)) {
+    if (e == simdjson::INCORRECT_TYPE) {
+      return Bad{"invalid_json", "the request body must be a JSON object", ""};
+    }
+    return json_error(e);
+  }
+  std::vector<std::string> seen;
+  for (auto field : obj) {
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key)) return json_error(e);
+    std::string k(key);
+    for (const auto& s : seen) {
+      if (s == k) return Bad{"duplicate_field", "field \"" + k + "\" appears twice", k};
+    }
+    seen.push_back(k);
+    od::value v;
+    if (auto e = field.value().get(v)) return json_error(e, k);
+    if (auto bad = on_field(k, v)) return bad;
+  }
+  // At the end of the document current_location() fails; a location means trailing bytes.
+  const char* trailing = nullptr;
+  if (!doc.current_location().get(trailing)) {
+    return Bad{"invalid_json", "trailing content after the JSON object", ""};
+  }
+  return std::nullopt;
+}
+
+std::optional<Bad> get_string(od::value& v, std::string_view field, std::string& out) {
+  std::string_view s;
+  auto e = v.get_string().get(s);
+  if (e == simdjson::INCORRECT_TYPE) return wrong_type(field, "a string");
+  if (e) return json_error(e, field);
+  out.assign(s);
+  return std::nullopt;
+}
+
+std::optional<Bad> get_uint(od::value& v, std::string_view field, uint64_t max, uint64_t& out) {
+  auto e = v.get_uint64().get(out);
+  if (e == simdjson::INCORRECT_TYPE || e == simdjson::NUMBER_OUT_OF_RANGE || (!e && out > max)) {
+    return wrong_type(field, "an integer in 0.." + std::to_string(max));
+  }
+  if (e) return json_error(e, field);
+  return std::nullopt;
+}
+
+std::optional<Bad> get_bool(od::value& v, std::string_view field, bool& out) {
+  auto e = v.get_bool().get(out);
+  if (e == simdjson::INCORRECT_TYPE) return wrong_type(field, "true or false");
+  if (e) return json_error(e, field);
+  return std::nullopt;
+}
+
+bool is_null(od::value& v) {
+  od::json_type t;
+  return !v.type().get(t) && t == od::json_type::null;
+}
+
+// The exact bytes of a JSON value in the request (SPEC R1: delivered byte-for-byte), after a
+// full validation of those bytes.
+std::optional<Bad> raw_value(od::value& v, simdjson::dom::parser& dom, std::string_view field,
+                             std::string_view& out) {
+  od::json_type t;
+  if (auto e = v.type().get(t)) return json_error(e, field);
+  simdjson::error_code e = simdjson::SUCCESS;
+  if (t == od::json_type::object) {
+    od::object o;
+    e = v.get_object().get(o);
+    if (!e) e = o.raw_json().get(out);
+  } else if (t == od::json_type::array) {
+    od::array a;
+    e = v.get_array().get(a);
+    if (!e) e = a.raw_json().get(out);
+  } else {
+    out = trim_ws(v.raw_json_token());
+  }
+  if (e) return json_error(e, field);
+  out = trim_ws(out);  // raw_json() keeps the whitespace up to the next token
+  // ondemand skips lazily; validate every byte once (the body's padding covers the slice).
+  simdjson::dom::element el;
+  if (auto ve = dom.parse(out.data(), out.size(), false).get(el)) {
+    return Bad{"invalid_json",
+               std::string(field) + " is not valid JSON: " + simdjson::error_message(ve),
+               std::string(field)};
+  }
+  return std::nullopt;
+}
+
+// --- routing ----------------------------------------------------------------------------------
+
+struct Query {
+  std::vector<std::pair<std::string, std::string>> params;
+  const std::string* get(std::string_view k) const {
+    for (const auto& [pk, pv] : params) {
+      if (pk == k) return &pv;
+    }
+    return nullptr;
+  }
+};
+
+std::optional<Query> parse_query(std::string_view q) {
+  Query out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view part = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (part.empty()) continue;
+    size_t eq = part.find('=');
+    auto k = percent_decode(part.substr(0, eq), true);
+    auto v = percent_decode(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1),
+                            true);
+    if (!k || !v) return std::nullopt;
+    out.params.emplace_back(std::move(*k), std::move(*v));
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> split_path(std::string_view path) {
+  std::vector<std::string> segs;
+  if (path.empty() || path.front() != '/') return std::nullopt;
+  path.remove_prefix(1);
+  while (true) {
+    size_t slash = path.find('/');
+    auto seg = percent_decode(path.substr(0, slash), false);
+    if (!seg) return std::nullopt;
+    segs.push_back(std::move(*seg));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  if (!segs.empty() && segs.back().empty()) segs.pop_back();  // trailing slash
+  return segs;
+}
+
+HttpResponse method_not_allowed(std::string_view allow) {
+  HttpResponse r = HttpResponse::error(405, "method_not_allowed",
+                                       "method not allowed here; allowed: " + std::string(allow));
+  r.headers.push_back({"Allow", std::string(allow)});
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The adapter
+
+namespace {
+
+// Everything one request needs while it is routed.
+struct Call {
+  Engine& engine;
+  const RestApiOptions& opt;
+  RestApi::Parsers& parsers;
+  HttpRequest& req;
+  Responder& responder;
+  std::vector<std::string>& segs;
+
+  void answer(HttpResponse r) { responder.send(std::move(r)); }
+  void answer(const Bad& b) {
+    responder.send(HttpResponse::error(400, b.code, b.message, b.field));
+  }
+  size_t capacity() const { return req.body.capacity(); }
+};
+
+// -- endpoints --
+
+std::optional<Bad> read_rate_limit(od::value& v, RateLimit& out) {
+  od::object o;
+  auto e = v.get_object().get(o);
+  if (e == simdjson::INCORRECT_TYPE)
+    return wrong_type("rate_limit", "an object {per_second, burst}");
+  if (e) return json_error(e, "rate_limit");
+  for (auto f : o) {
+    std::string_view key;
+    if (auto ke = f.unescaped_key().get(key)) return json_error(ke, "rate_limit");
+    od::value fv;
+    if (auto ve = f.value().get(fv)) return json_error(ve, "rate_limit");
+    if (key == "per_second") {
+      double d = 0;
+      auto de = fv.get_double().get(d);
+      if (de || !std::isfinite(d) || d < 0) {
+        return wrong_type("rate_limit.per_second", "a number >= 0");
+      }
+      out.per_second = d;
+    } else if (key == "burst") {
+      uint64_t b = 0;
+      if (auto bad = get_uint(fv, "rate_limit.burst", 1'000'000'000, b)) return bad;
+      out.burst = static_cast<uint32_t>(b);
+    } else {
+      return Bad{"unknown_field", "unknown field rate_limit." + std::string(key),
+                 "rate_limit." + std::string(key)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Bad> read_event_types(od::value& v, const RestApiOptions& opt,
+                                    std::vector<std::string>& out) {
+  od::array a;
+  auto e = v.get_array().get(a);
+  if (e == simdjson::INCORRECT_TYPE) return wrong_type("event_types", "a list of strings");
+  if (e) return json_error(e, "event_types");
+  out.clear();
+  for (auto el : a) {
+    od::value ev;
+    if (auto ee = el.get(ev)) return json_error(ee, "event_types");
+    std::string s;
+    if (auto bad = get_string(ev, "event_types", s))
+      return wrong_type("event_types", "a list of strings");
+    if (s.empty() || s.size() > opt.max_type_bytes || !valid_type(s)) {
+      return Bad{"invalid_value",
+                 "event_types entries are 1-" + std::to_string(opt.max_type_bytes) +
+                     " printable characters without spaces (\"payment.*\" matches a prefix)",
+                 "event_types"};
+    }
+    out.push_back(std::move(s));
+    if (out.size() > opt.max_event_types) {
+      return Bad{"invalid_value", "at most " + std::to_string(opt.max_event_types) + " event_types",
+                 "event_types"};
+    }
+  }
+  return std::nullopt;
+}
+
+// Fields shared by create (EndpointSpec) and PATCH (EndpointPatch).
+struct EndpointFields {
+  std::optional<std::string> url;
+  std::optional<std::vector<std::string>> event_types;
+  std::optional<std::string> policy;
+  std::optional<SignatureProfile> signature;
+  std::optional<std::string> secret;
+  std::optional<RateLimit> rate_limit;
+  std::optional<uint32_t> max_in_flight;
+};
+
+std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
+  return read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "url") {
+          std::string s;
+          if (auto bad = get_string(v, "url", s)) return bad;
+          f.url = std::move(s);
+        } else if (key == "event_types") {
+          if (is_null(v)) return std::nullopt;
+          std::vector<std::string> types;
+          if (auto bad = read_event_types(v, c.opt, types)) return bad;
+          f.event_types = std::move(types);
+        } else if (key == "policy") {
+          std::string s;
+          if (auto bad = get_string(v, "policy", s)) return bad;
+          if (s.empty()) return Bad{"invalid_value", "policy must not be empty", "policy"};
+          f.policy = std::move(s);
+        } else if (key == "signature") {
+          std::string s;
+          if (auto bad = get_string(v, "signature", s)) return bad;
+          auto p = parse_profile(s);
+          if (!p) {
+            return Bad{"invalid_value", "signature must be \"standard\", \"xhub\" or \"smengo\"",
+                       "signature"};
+          }
+          f.signature = *p;
+        } else if (key == "secret" && allow_secret) {
+          if (is_null(v)) return std::nullopt;
+          std::string s;
+          if (auto bad = get_string(v, "secret", s)) return bad;
+          if (s.empty()) return Bad{"invalid_value", "secret must not be empty", "secret"};
+          f.secret = std::move(s);
+        } else if (key == "secret") {
+          return Bad{"unknown_field",
+                     "secret cannot be patched; use POST .../secret/rotate (old and new sign "
+                     "during the overlap)",
+                     "secret"};
+        } else if (key == "rate_limit") {
+          RateLimit rl;
+          if (auto bad = read_rate_limit(v, rl)) return bad;
+          f.rate_limit = rl;
+        } else if (key == "max_in_flight") {
+          uint64_t n = 0;
+          if (auto bad = get_uint(v, "max_in_flight", 1'000'000, n)) return bad;
+          f.max_in_flight = static_cast<uint32_t>(n);
+        } else {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        return std::nullopt;
+      });
+}
+
+void create_endpoint(Call& c, const std::string& tenant) {
+  EndpointFields f;
+  if (auto bad = read_endpoint_fields(c, true, f)) return c.answer(*bad);
+  if (!f.url) return c.answer(Bad{"missing_field", "url is required", "url"});
+  EndpointSpec spec;
+  spec.url = std::move(*f.url);
+  if (f.event_types) spec.event_types = std::move(*f.event_types);
+  if (f.policy) spec.policy = std::move(*f.policy);
+  if (f.signature) spec.signature = *f.signature;
+  spec.secret = std::move(f.secret);
+  if (f.rate_limit) spec.rate_limit = *f.rate_limit;
+  if (f.max_in_flight) spec.max_in_flight = *f.max_in_flight;
+  auto r = share(std::move(c.responder));
+  c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, true);
+    r->send(ok_json(201, w));
+  });
+}
+
+void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
+  EndpointFields f;
+  if (auto bad = read_endpoint_fields(c, false, f)) return c.answer(*bad);
+  EndpointPatch patch;
+  patch.url = std::move(f.url);
+  patch.event_types = std::move(f.event_types);
+  patch.policy = std::move(f.policy);
+  patch.signature = f.signature;
+  patch.rate_limit = f.rate_limit;
+  patch.max_in_flight = f.max_in_flight;
+  auto r = share(std::move(c.responder));
+  c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, false);
+    r->send(ok_json(200, w));
+  });
+}
+
+Callback<Endpoint> endpoint_answer(SharedResponder r, uint16_t status, bool with_secret) {
+  return [r, status, with_secret](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, with_secret);
+    r->send(ok_json(status, w));
+  };
+}
+
+void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
+  std::optional<std::string> secret;
+  if (!trim_ws(c.req.body).empty()) {
+    auto bad = read_object(
+        c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+        [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+          if (key != "secret") {
+            return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+          }
+          if (is_null(v)) return std::nullopt;
+          std::string s;
+          if (auto b = get_string(v, "secret", s)) return b;
+          if (s.empty()) {
+            return Bad{"invalid_value", "secret must not be empty", "secret"};
+          }
+          secret = std::move(s);
+          return std::nullopt;
+        });
+    if (bad) return c.answer(*bad);
+  }
+  c.engine.rotate_secret(tenant, id, std::move(secret),
+                         endpoint_answer(share(std::move(c.responder)), 200, true));
+}
+
+void endpoint_routes(Call& c, const std::string& tenant) {
+  const auto& segs = c.segs;  // v1 tenants T endpoints [id [action [rotate]]]
+  const std::string& m = c.req.method;
+  if (segs.size() == 4) {
+    if (m == "POST") return create_endpoint(c, tenant);
+    if (m == "GET") {
+      auto r = share(std::move(c.responder));
+      c.engine.list_endpoints(tenant, [r](Result<std::vector<Endpoint>> res) {
+        if (!res) return r->send(error_response(res.error()));
+        Writer w;
+        w.begin_object().key("endpoints").begin_array();
+        for (const auto& e : *res) write_endpoint(w, e, false);
+        w.end_array().end_object();
+        r->send(ok_json(200, w));
+      });
+      return;
+    }
+    return c.answer(method_not_allowed("GET, POST"));
+  }
+  auto id = parse_u64(segs[4]);
+  if (!id) return c.answer(not_found("endpoint " + segs[4]));
+  if (segs.size() == 5) {
+    if (m == "GET") {
+      return c.engine.get_endpoint(tenant, *id,
+                                   endpoint_answer(share(std::move(c.responder)), 200, false));
+    }
+    if (m == "PATCH") return patch_endpoint(c, tenant, *id);
+    if (m == "DELETE") {
+      auto r = share(std::move(c.responder));
+      EndpointId eid = *id;
+      c.engine.delete_endpoint(tenant, eid, [r, eid](Result<bool> res) {
+        if (!res) return r->send(error_response(res.error()));
+        if (!*res) return r->send(not_found("endpoint " + id_text(eid)));
+        Writer w;
+        w.begin_object().field("id", id_text(eid)).field("deleted", true).end_object();
+        r->send(ok_json(200, w));
+      });
+      return;
+    }
+    return c.answer(method_not_allowed("GET, PATCH, DELETE"));
+  }
+  const std::string& action = segs[5];
+  if (segs.size() == 7 && action == "secret" && segs[6] == "rotate") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return rotate_secret(c, tenant, *id);
+  }
+  if (segs.size() != 6) return c.answer(not_found("route"));
+  std::optional<EndpointAction> act;
+  if (action == "pause") act = EndpointAction::kPause;
+  if (action == "resume") act = EndpointAction::kResume;
+  if (action == "enable") act = EndpointAction::kEnable;
+  if (act) {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return c.engine.endpoint_action(tenant, *id, *act,
+                                    endpoint_answer(share(std::move(c.responder)), 200, false));
+  }
+  if (action == "test") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    auto r = share(std::move(c.responder));
+    c.engine.test_endpoint(tenant, *id, [r](Result<DeliveryId> res) {
+      if (!res) return r->send(error_response(res.error()));
+      Writer w;
+      w.begin_object().field("delivery_id", id_text(*res)).end_object();
+      r->send(ok_json(202, w));
+    });
+    return;
+  }
+  c.answer(not_found("route"));
+}
+
+// -- events --
+
+struct ParsedEvent {
+  EventInput input;
+};
+
+// Reads one event object. `tenant` is the path's (single form) or nullptr (bulk: each line
+// names its own).
+std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, const char* data,
+                              size_t len, size_t capacity, const std::string* tenant,
+                              EventInput& ev) {
+  bool have_payload = false;
+  bool have_id = false;
+  bool have_type = false;
+  bool have_tenant = tenant != nullptr;
+  if (tenant) ev.tenant = *tenant;
+  auto bad = read_object(
+      p.ondemand, data, len, capacity,
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "id") {
+          if (auto b = get_string(v, "id", ev.id)) return b;
+          have_id = true;
+        } else if (key == "type") {
+          if (auto b = get_string(v, "type", ev.type)) return b;
+          have_type = true;
+        } else if (key == "payload") {
+          std::string_view raw;
+          if (auto b = raw_value(v, p.dom, "payload", raw)) return b;
+          ev.payload.assign(raw);
+          have_payload = true;
+        } else if (key == "tenant" && tenant == nullptr) {
+          if (auto b = get_string(v, "tenant", ev.tenant)) return b;
+          have_tenant = true;
+        } else {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        return std::nullopt;
+      });
+  if (bad) return bad;
+  if (!have_tenant) return Bad{"missing_field", "tenant is required on every line", "tenant"};
+  if (!have_id) return Bad{"missing_field", "id is required", "id"};
+  if (!have_type) return Bad{"missing_field", "type is required", "type"};
+  if (!have_payload) return Bad{"missing_field", "payload is required", "payload"};
+  if (!valid_tenant(ev.tenant, opt.max_tenant_bytes)) {
+    return Bad{"invalid_value",
+               "tenant must be 1-" + std::to_string(opt.max_tenant_bytes) +
+                   " characters of A-Z a-z 0-9 - _ . : @ ~ +",
+               "tenant"};
+  }
+  if (ev.id.empty() || ev.id.size() > opt.max_id_bytes || !printable_text(ev.id)) {
+    return Bad{
+        "invalid_value",
+        "id must be 1-" + std::to_string(opt.max_id_bytes) + " bytes without control characters",
+        "id"};
+  }
+  if (ev.type.empty() || ev.type.size() > opt.max_type_bytes || !valid_type(ev.type)) {
+    return Bad{"invalid_value",
+               "type must be 1-" + std::to_string(opt.max_type_bytes) +
+                   " printable characters without spaces",
+               "type"};
+  }
+  return std::nullopt;
+}
+
+void write_submit_body(Writer& w, std::string_view event_id, const SubmitResult& s) {
+  w.begin_object().field("event_id", event_id).field("deliveries", s.deliveries).end_object();
+}
+
+void submit_event(Call& c, const std::string& tenant) {
+  EventInput ev;
+  if (auto bad = read_event(c.parsers, c.opt, c.req.body.data(), c.req.body.size(), c.capacity(),
+                            &tenant, ev)) {
+    return c.answer(*bad);
+  }
+  auto r = share(std::move(c.responder));
+  std::string id = ev.id;
+  c.engine.submit(std::move(ev), [r, id = std::move(id)](Result<SubmitResult> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_submit_body(w, id, *res);
+    // SPEC R12.5: a repeat of the same event is answered like the first time, but 200.
+    r->send(ok_json(res->kind == SubmitResult::Kind::kAccepted ? 202 : 200, w));
+  });
+}
+
+// Per-line result of a bulk request.
+struct LineResult {
+  uint32_t line = 0;  // 1-based
+  std::string event_id;
+  std::optional<Bad> bad;                      // rejected before the engine
+  std::optional<Result<SubmitResult>> result;  // the engine's answer
+};
+
+HttpResponse bulk_response(std::vector<LineResult>& lines) {
+  uint64_t accepted = 0, duplicates = 0, conflicts = 0, errors = 0;
+  Writer items;
+  items.begin_array();
+  for (auto& l : lines) {
+    items.begin_object().field("line", l.line);
+    if (!l.event_id.empty()) items.field("event_id", l.event_id);
+    if (l.bad) {
+      errors++;
+      items.field("status", 400).key("error").begin_object();
+      items.field("code", l.bad->code).field("message", l.bad->message);
+      if (!l.bad->field.empty()) items.field("field", l.bad->field);
+      items.end_object();
+    } else if (l.result && l.result->ok()) {
+      const SubmitResult& s = l.result->value();
+      bool dup = s.kind == SubmitResult::Kind::kDuplicate;
+      (dup ? duplicates : accepted)++;
+      items.field("status", dup ? 200 : 202).field("deliveries", s.deliveries);
+    } else {
+      Error e = l.result ? l.result->error()
+                         : make_error(Errc::kInternal, "the engine gave no result for this line");
+      if (e.code == Errc::kConflict) {
+        conflicts++;
+      } else {
+        errors++;
+      }
+      items.field("status", static_cast<unsigned>(http_status_for(e))).key("error").begin_object();
+      items.field("code", e.reason_or_code()).field("message", e.message ? e.message : "");
+      if (e.field) items.field("field", e.field);
+      items.end_object();
+    }
+    items.end_object();
+  }
+  items.end_array();
+  Writer w;
+  w.begin_object();
+  w.field("lines", static_cast<uint64_t>(lines.size()));
+  w.field("accepted", accepted).field("duplicates", duplicates);
+  w.field("conflicts", conflicts).field("errors", errors);
+  w.key("results").raw(items.str());
+  w.end_object();
+  return ok_json(200, w);
+}
+
+void submit_bulk(Call& c) {
+  const std::string& body = c.req.body;
+  auto lines = std::make_shared<std::vector<LineResult>>();
+  std::vector<EventInput> batch;
+  std::vector<size_t> batch_line;  // index into *lines for each batch entry
+  size_t pos = 0;
+  uint32_t line_no = 0;
+  while (pos < body.size()) {
+    size_t nl = body.find('\n', pos);
+    size_t end = nl == std::string::npos ? body.size() : nl;
+    line_no++;
+    std::string_view line(body.data() + pos, end - pos);
+    size_t start = pos;
+    pos = end + 1;
+    if (trim_ws(line).empty()) continue;
+    if (lines->size() >= c.opt.max_bulk_events) {
+      return c.answer(HttpResponse::error(
+          413, "too_many_events",
+          "a bulk request holds at most " + std::to_string(c.opt.max_bulk_events) + " events",
+          "body"));
+    }
+    LineResult lr;
+    lr.line = line_no;
+    EventInput ev;
+    lr.bad = read_event(c.parsers, c.opt, body.data() + start, line.size(), body.capacity() - start,
+                        nullptr, ev);
+    lr.event_id = ev.id;
+    if (!lr.bad) {
+      batch_line.push_back(lines->size());
+      batch.push_back(std::move(ev));
+    }
+    lines->push_back(std::move(lr));
+  }
+  if (lines->empty()) {
+    return c.answer(
+        Bad{"invalid_json", "the bulk body holds no event (NDJSON: one per line)", "body"});
+  }
+  if (batch.empty()) return c.answer(bulk_response(*lines));
+  auto r = share(std::move(c.responder));
+  c.engine.submit_batch(std::move(batch), [r, lines, batch_line = std::move(batch_line)](
+                                              std::vector<Result<SubmitResult>> results) {
+    for (size_t i = 0; i < batch_line.size(); ++i) {
+      if (i < results.size()) (*lines)[batch_line[i]].result = std::move(results[i]);
+    }
+    r->send(bulk_response(*lines));
+  });
+}
+
+// -- deliveries, tenant state --
+
+void list_deliveries(Call& c, const std::string& tenant) {
+  auto q = parse_query(c.req.query());
+  if (!q) return c.answer(bad_request("invalid_query", "malformed query string"));
+  std::optional<EndpointId> endpoint;
+  std::optional<DeliveryStatus> status;
+  size_t limit = c.opt.default_list_limit;
+  std::string cursor;
+  for (const auto& [k, v] : q->params) {
+    if (k == "endpoint") {
+      if (v.empty()) continue;
+      endpoint = parse_u64(v);
+      if (!endpoint)
+        return c.answer(bad_request("invalid_value", "endpoint must be an id", "endpoint"));
+    } else if (k == "state" || k == "status") {
+      if (v.empty()) continue;
+      status = parse_status(v);
+      if (!status) {
+        return c.answer(bad_request(
+            "invalid_value", "state must be pending, in_flight, delivered, failed or dead", k));
+      }
+    } else if (k == "limit") {
+      auto n = parse_u64(v);
+      if (!n || *n < 1 || *n > c.opt.max_list_limit) {
+        return c.answer(bad_request(
+            "invalid_value", "limit must be 1.." + std::to_string(c.opt.max_list_limit), "limit"));
+      }
+      limit = *n;
+    } else if (k == "cursor") {
+      cursor = v;
+    } else {
+      return c.answer(bad_request("unknown_field", "unknown query parameter " + k, k));
+    }
+  }
+  auto page = c.engine.list_deliveries(tenant, endpoint, status, limit, cursor);
+  if (!page) return c.answer(error_response(page.error()));
+  Writer w;
+  w.begin_object().key("deliveries").begin_array();
+  for (const auto& d : page->items) write_delivery(w, d);
+  w.end_array();
+  w.key("next_cursor");
+  if (page->next_cursor.empty()) {
+    w.null();
+  } else {
+    w.value(page->next_cursor);
+  }
+  w.end_object();
+  c.answer(ok_json(200, w));
+}
+
+// A delivery with its attempts and, when the engine has it, its event (SPEC R10.2: type, body).
+void write_delivery_full(Writer& w, Engine& engine, std::string_view tenant,
+                         const DeliveryDetail& d) {
+  w.begin_object();
+  w.key("delivery");
+  write_delivery(w, d.delivery);
+  w.key("attempts").begin_array();
+  for (const auto& a : d.attempts) write_attempt(w, a);
+  w.end_array();
+  w.key("event");
+  auto ev = engine.get_event_by_seq(tenant, d.delivery.event);
+  if (ev && ev->has_value()) {
+    write_event(w, **ev);
+  } else {
+    w.null();
+  }
+  w.end_object();
+}
+
+void recent_deliveries(Call& c, const std::string& tenant) {
+  auto recent = c.engine.recent_deliveries(tenant);
+  if (!recent) return c.answer(error_response(recent.error()));
+  Writer w;
+  w.begin_object().key("deliveries").begin_array();
+  for (const auto& d : *recent) {
+    auto detail = c.engine.get_delivery(tenant, d.id);
+    if (detail && detail->has_value()) {
+      write_delivery_full(w, c.engine, tenant, **detail);
+    } else {
+      DeliveryDetail bare;
+      bare.delivery = d;
+      write_delivery_full(w, c.engine, tenant, bare);
+    }
+  }
+  w.end_array().end_object();
+  c.answer(ok_json(200, w));
+}
+
+void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
+  auto id = parse_u64(id_text_in);
+  if (!id) return c.answer(not_found("delivery " + std::string(id_text_in)));
+  auto d = c.engine.get_delivery(tenant, *id);
+  if (!d) return c.answer(error_response(d.error()));
+  if (!d->has_value() || (*d)->tenant != tenant) {
+    return c.answer(not_found("delivery " + std::string(id_text_in)));
+  }
+  Writer w;
+  write_delivery_full(w, c.engine, tenant, **d);
+  c.answer(ok_json(200, w));
+}
+
+void tenant_routes(Call& c) {
+  const auto& segs = c.segs;  // v1 tenants T ...
+  const std::string& tenant = segs[2];
+  if (!valid_tenant(tenant, c.opt.max_tenant_bytes)) {
+    return c.answer(bad_request("invalid_value",
+                                "tenant must be 1-" + std::to_string(c.opt.max_tenant_bytes) +
+                                    " characters of A-Z a-z 0-9 - _ . : @ ~ +",
+                                "tenant"));
+  }
+  if (segs.size() < 4) return c.answer(not_found("route"));
+  const std::string& what = segs[3];
+  const std::string& m = c.req.method;
+  if (what == "endpoints") return endpoint_routes(c, tenant);
+  if (what == "events") {
+    if (segs.size() == 4) {
+      if (m != "POST") return c.answer(method_not_allowed("POST"));
+      return submit_event(c, tenant);
+    }
+    if (segs.size() == 5) {
+      if (m != "GET") return c.answer(method_not_allowed("GET"));
+      auto ev = c.engine.get_event(tenant, segs[4]);
+      if (!ev) return c.answer(error_response(ev.error()));
+      if (!ev->has_value()) return c.answer(not_found("event " + segs[4]));
+      Writer w;
+      write_event(w, **ev);
+      return c.answer(ok_json(200, w));
+    }
+    return c.answer(not_found("route"));
+  }
+  if (what == "deliveries") {
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    if (segs.size() == 4) return list_deliveries(c, tenant);
+    if (segs.size() == 5 && segs[4] == "recent") return recent_deliveries(c, tenant);
+    if (segs.size() == 5) return get_delivery(c, tenant, segs[4]);
+    return c.answer(not_found("route"));
+  }
+  if (what == "breaker") {
+    auto answer = [](SharedResponder r, std::string t) {
+      return [r, t = std::move(t)](Result<BreakerView> res) {
+        if (!res) return r->send(error_response(res.error()));
+        Writer w;
+        write_breaker(w, t, *res);
+        r->send(ok_json(200, w));
+      };
+    };
+    if (segs.size() == 4) {
+      if (m != "GET") return c.answer(method_not_allowed("GET"));
+      return c.engine.get_breaker(tenant, answer(share(std::move(c.responder)), tenant));
+    }
+    if (segs.size() == 5 && segs[4] == "reset") {
+      if (m != "POST") return c.answer(method_not_allowed("POST"));
+      return c.engine.reset_breaker(tenant, answer(share(std::move(c.responder)), tenant));
+    }
+    return c.answer(not_found("route"));
+  }
+  if (what == "subscription" && segs.size() == 4) {
+    if (m != "PUT") return c.answer(method_not_allowed("PUT"));
+    std::optional<bool> active;
+    auto bad = read_object(
+        c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+        [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+          if (key != "active") {
+            return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+          }
+          bool b = false;
+          if (auto e = get_bool(v, "active", b)) return e;
+          active = b;
+          return std::nullopt;
+        });
+    if (bad) return c.answer(*bad);
+    if (!active) return c.answer(Bad{"missing_field", "active is required", "active"});
+    auto r = share(std::move(c.responder));
+    bool want = *active;
+    c.engine.set_subscription(tenant, want, [r, tenant, want](Result<bool> res) {
+      if (!res) return r->send(error_response(res.error()));
+      Writer w;
+      w.begin_object().field("tenant", tenant).field("active", want).end_object();
+      r->send(ok_json(200, w));
+    });
+    return;
+  }
+  if (what == "notifications" && segs.size() == 4) {
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    auto list = c.engine.notifications(tenant);
+    if (!list) return c.answer(error_response(list.error()));
+    Writer w;
+    w.begin_object().key("notifications").begin_array();
+    for (const auto& n : *list) write_notification(w, n);
+    w.end_array().end_object();
+    return c.answer(ok_json(200, w));
+  }
+  c.answer(not_found("route"));
+}
+
+bool is_bulk_route(std::string_view path) {
+  return path == "/v1/events/bulk" || path == "/v1/events/bulk/";
+}
+
+}  // namespace
+
+RestApi::RestApi(Engine& engine, RestApiOptions options)
+    : engine_(engine), options_(std::move(options)), parsers_(std::make_unique<Parsers>()) {}
+
+RestApi::~RestApi() = default;
+
+size_t RestApi::max_body_bytes(const HttpRequest& head) {
+  std::string_view path = head.path();
+  if (path.substr(0, 4) == "/v1/") {
+    const std::string* auth = head.header("authorization");
+    if (!auth || !bearer_token_matches(*auth, options_.api_token)) {
+      // Not worth buffering much: the answer will be 401 anyway.
+      return options_.max_unauthenticated_body_bytes;
+    }
+  }
+  return is_bulk_route(path) ? options_.max_bulk_body_bytes : options_.max_body_bytes;
+}
+
+void RestApi::handle(HttpRequest&& request, Responder responder) {
+  std::string_view path = request.path();
+  const std::string& m = request.method;
+  if (path == "/healthz") {
+    return responder.send(HttpResponse::json(200, R"({"status":"ok"})"));
+  }
+  if (path == "/readyz") {
+    bool ready = engine_.ready();
+    return responder.send(HttpResponse::json(
+        ready ? 200 : 503, ready ? R"({"status":"ready"})" : R"({"status":"not_ready"})"));
+  }
+  if (path == "/metrics") {
+    if (m != "GET" && m != "HEAD") return responder.send(method_not_allowed("GET"));
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = engine_.metrics_text();
+    return responder.send(std::move(r));
+  }
+  auto segs = split_path(path);
+  if (!segs)
+    return responder.send(bad_request("invalid_path", "malformed percent-encoding in path"));
+  if (segs->empty() || (*segs)[0] != "v1") {
+    return responder.send(not_found("route " + std::string(path)));
+  }
+  const std::string* auth = request.header("authorization");
+  if (!auth || !bearer_token_matches(*auth, options_.api_token)) {
+    HttpResponse r = HttpResponse::error(
+        401, "unauthorized",
+        options_.api_token.empty()
+            ? "no API token is configured on the server (server.api_token / RINGCAST_API_TOKEN)"
+            : (auth ? "wrong bearer token" : "missing Authorization: Bearer <token>"));
+    r.headers.push_back({"WWW-Authenticate", "Bearer"});
+    return responder.send(std::move(r));
+  }
+  Call c{engine_, options_, *parsers_, request, responder, *segs};
+  if (segs->size() >= 3 && (*segs)[1] == "tenants") return tenant_routes(c);
+  if (segs->size() == 3 && (*segs)[1] == "events" && (*segs)[2] == "bulk") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return submit_bulk(c);
+  }
+  c.answer(not_found("route " + std::string(path)));
+}
+
+}  // namespace ringcast::net::api

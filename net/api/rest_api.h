@@ -1,0 +1,91 @@
+// The REST adapter (issue 5 "HTTP API"): routes HTTP requests onto ringcast::Engine and turns
+// its answers into JSON. Invariants: every /v1 route requires `Authorization: Bearer <token>`
+// (compared in constant time; no token configured → every /v1 request is refused); an event's
+// `payload` reaches the engine as the exact bytes of the request; every error answer is
+// {"error": {"code", "message", "field"?}} with a 4xx/5xx status.
+//
+// Routes (ids are decimal strings; see docs in rest_api.cc for bodies):
+//   GET  /healthz  /readyz  /metrics                         (no auth)
+//   POST /v1/tenants/{t}/endpoints            → 201 endpoint + "secret"
+//   GET  /v1/tenants/{t}/endpoints            → {"endpoints": [...]}
+//   GET|PATCH|DELETE /v1/tenants/{t}/endpoints/{id}
+//   POST /v1/tenants/{t}/endpoints/{id}/pause|resume|enable|test|secret/rotate
+//   POST /v1/tenants/{t}/events               → 202 {"event_id","deliveries"} | 200 repeat | 409
+//   GET  /v1/tenants/{t}/events/{event_id}
+//   POST /v1/events/bulk  (NDJSON, one {"tenant","id","type","payload"} per line) → per-line
+//   GET  /v1/tenants/{t}/deliveries?endpoint=&state=&limit=&cursor=
+//   GET  /v1/tenants/{t}/deliveries/recent    (SPEC R10.2)
+//   GET  /v1/tenants/{t}/deliveries/{id}      (with every attempt)
+//   GET  /v1/tenants/{t}/breaker,  POST /v1/tenants/{t}/breaker/reset   (SPEC R4.8)
+//   PUT  /v1/tenants/{t}/subscription {"active": bool}
+//   GET  /v1/tenants/{t}/notifications        (SPEC R8.4)
+// Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
+// 401 auth, 404 unknown route/tenant/endpoint/delivery, 405 wrong method, 409 conflict,
+// 413 body or bulk too large, 422 URL form errors (code = the SPEC R6 code: not_https, ...),
+// 429 engine limit, 503 engine unavailable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/engine.h"
+#include "core/result.h"
+#include "net/http_server.h"
+
+namespace ringcast::net::api {
+
+struct RestApiOptions {
+  std::string api_token;                              // empty: every /v1 request gets 401
+  size_t max_body_bytes = 1024 * 1024;                // JSON bodies
+  size_t max_bulk_body_bytes = 64 * 1024 * 1024;      // NDJSON bulk bodies
+  size_t max_unauthenticated_body_bytes = 64 * 1024;  // before the token is checked
+  uint32_t max_bulk_events = 100'000;
+  uint32_t max_id_bytes = 256;
+  uint32_t max_tenant_bytes = 128;
+  uint32_t max_type_bytes = 256;
+  uint32_t max_event_types = 64;
+  uint32_t default_list_limit = 50;
+  uint32_t max_list_limit = 1000;
+};
+
+// handle() and max_body_bytes() run on the HTTP server's loop thread (one thread: the JSON
+// parsers are reused); engine callbacks may answer from any thread.
+class RestApi final : public HttpHandler {
+ public:
+  RestApi(Engine& engine, RestApiOptions options);
+  ~RestApi() override;
+  RestApi(const RestApi&) = delete;
+  RestApi& operator=(const RestApi&) = delete;
+
+  size_t max_body_bytes(const HttpRequest& head) override;
+  void handle(HttpRequest&& request, Responder responder) override;
+
+  struct Parsers;  // simdjson state (kept out of this header)
+
+ private:
+  Engine& engine_;
+  RestApiOptions options_;
+  std::unique_ptr<Parsers> parsers_;
+};
+
+// "Bearer <token>" against `token`, in time independent of where they differ. An empty
+// `token` matches nothing.
+bool bearer_token_matches(std::string_view authorization, std::string_view token);
+
+// HTTP status for an engine error: kInvalidArgument → 400 (422 for the SPEC R6 URL form
+// codes), kNotFound → 404, kConflict → 409, kLimitExceeded → 429, kUnavailable → 503, else 500.
+uint16_t http_status_for(const Error& e);
+HttpResponse error_response(const Error& e);
+
+// True for the SPEC R6 URL form codes (not_https, port_not_allowed, ...).
+bool is_url_form_code(std::string_view code);
+
+// Percent-decodes one path segment or query value ("+" is a space only in queries); nullopt
+// on a bad escape.
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
+
+}  // namespace ringcast::net::api

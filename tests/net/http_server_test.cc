@@ -1,0 +1,431 @@
+// net/http_server: real loopback sockets against HttpServerThread. Keep-alive, Content-Length
+// and chunked bodies, pipelining order with answers completing out of order on other threads,
+// limits (413/431), malformed input (400), idle timeout, graceful stop, late answers.
+#include "net/http_server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "tests/net/api_test_client.h"
+
+namespace ringcast::net {
+namespace {
+
+using test::ClientResponse;
+using test::TestClient;
+using ::testing::HasSubstr;
+
+// Answers on other threads after a delay; lets tests hold responders.
+class TestHandler final : public HttpHandler {
+ public:
+  ~TestHandler() override { join(); }
+
+  size_t max_body_bytes(const HttpRequest& head) override {
+    return head.path() == "/small" ? 16 : 1024 * 1024;
+  }
+
+  void handle(HttpRequest&& req, Responder r) override {
+    handled_++;
+    std::string path(req.path());
+    if (path == "/echo" || path == "/small") {
+      HttpResponse resp;
+      resp.content_type = "text/plain";
+      resp.body = req.method + " " + req.target + " " + req.body;
+      resp.headers.push_back(
+          {"x-padded", req.body.capacity() >= req.body.size() + kBodyPadding ? "yes" : "no"});
+      if (const std::string* v = req.header("x-test")) resp.headers.push_back({"x-test-echo", *v});
+      r.send(std::move(resp));
+    } else if (path == "/async") {
+      // /async?<ms>: answer from another thread after ms milliseconds.
+      int ms = std::stoi(std::string(req.query()));
+      std::string body = req.target;
+      std::lock_guard lock(mu_);
+      threads_.emplace_back([r = std::move(r), ms, body]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        r.send(HttpResponse::json(200, "\"" + body + "\""));
+      });
+    } else if (path == "/drop") {
+      // The responder is destroyed unanswered: the server must still answer (500).
+    } else if (path == "/hold") {
+      std::lock_guard lock(mu_);
+      held_.push_back(std::move(r));
+      cv_.notify_all();
+    } else {
+      r.send(HttpResponse::error(404, "not_found", "no route"));
+    }
+  }
+
+  void join() {
+    std::vector<std::thread> ts;
+    {
+      std::lock_guard lock(mu_);
+      ts.swap(threads_);
+    }
+    for (auto& t : ts) t.join();
+  }
+
+  // Waits until `n` responders are held (bounded).
+  bool wait_held(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return held_.size() >= n; });
+  }
+  std::vector<Responder> take_held() {
+    std::lock_guard lock(mu_);
+    return std::move(held_);
+  }
+
+  std::atomic<int> handled_{0};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  std::vector<Responder> held_;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start(HttpServerOptions opts = {}) {
+    server_ = std::make_unique<HttpServerThread>(handler_, opts);
+    ASSERT_TRUE(server_->start().ok());
+    ASSERT_NE(server_->port(), 0);
+  }
+  uint16_t port() const { return server_->port(); }
+
+  TestHandler handler_;
+  std::unique_ptr<HttpServerThread> server_;
+};
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  start();
+  TestClient c(port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    ClientResponse r = c.request("GET", "/echo?i=" + std::to_string(i));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "GET /echo?i=" + std::to_string(i) + " ");
+    ASSERT_NE(r.header("content-type"), nullptr);
+    EXPECT_EQ(*r.header("content-type"), "text/plain");
+    EXPECT_NE(r.header("date"), nullptr);
+    EXPECT_EQ(r.header("connection"), nullptr);  // HTTP/1.1 keep-alive is the default
+  }
+  EXPECT_EQ(handler_.handled_.load(), 3);
+}
+
+TEST_F(HttpServerTest, ContentLengthAndChunkedBodiesArriveWholeAndPadded) {
+  start();
+  TestClient c(port());
+  ClientResponse r = c.request("POST", "/echo", "hello body", {{"X-Test", "v1"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo hello body");
+  EXPECT_EQ(*r.header("x-padded"), "yes");
+  EXPECT_EQ(*r.header("x-test-echo"), "v1");
+
+  c.send_raw(
+      "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n1\r\n \r\n6\r\nchunks\r\n0\r\n\r\n");
+  r = c.read_one();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo hello chunks");
+  EXPECT_EQ(*r.header("x-padded"), "yes");
+}
+
+TEST_F(HttpServerTest, BodySplitAcrossManySegmentsIsReassembled) {
+  start();
+  TestClient c(port());
+  std::string body(200'000, 'x');
+  for (size_t i = 0; i < body.size(); i += 7) body[i] = static_cast<char>('a' + i % 26);
+  std::string req = TestClient::format("POST", "/echo", body, {});
+  for (size_t off = 0; off < req.size(); off += 4096) {
+    ASSERT_TRUE(c.send_raw(std::string_view(req).substr(off, 4096)));
+  }
+  ClientResponse r = c.read_one();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo " + body);
+}
+
+TEST_F(HttpServerTest, PipelinedAnswersLeaveInRequestOrderWhenCompletedOutOfOrder) {
+  start();
+  TestClient c(port());
+  std::string batch = TestClient::format("GET", "/async?150", {}, {}) +
+                      TestClient::format("GET", "/async?0", {}, {}) +
+                      TestClient::format("GET", "/echo", {}, {}) +
+                      TestClient::format("GET", "/async?60", {}, {});
+  ASSERT_TRUE(c.send_raw(batch));
+  auto rs = c.read_responses(4);
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0].body, "\"/async?150\"");
+  EXPECT_EQ(rs[1].body, "\"/async?0\"");
+  EXPECT_EQ(rs[2].body, "GET /echo ");
+  EXPECT_EQ(rs[3].body, "\"/async?60\"");
+}
+
+TEST_F(HttpServerTest, PipelineDeeperThanTheCapPausesAndResumesParsing) {
+  HttpServerOptions o;
+  o.max_pipelined = 2;
+  start(o);
+  TestClient c(port());
+  std::string batch;
+  for (int i = 0; i < 25; ++i) {
+    batch +=
+        TestClient::format("POST", i % 3 == 0 ? "/async?1" : "/echo", "n" + std::to_string(i), {});
+  }
+  ASSERT_TRUE(c.send_raw(batch));
+  auto rs = c.read_responses(25);
+  ASSERT_EQ(rs.size(), 25u);
+  for (int i = 0; i < 25; ++i) {
+    if (i % 3 == 0) {
+      EXPECT_EQ(rs[i].body, "\"/async?1\"") << i;
+    } else {
+      EXPECT_EQ(rs[i].body, "POST /echo n" + std::to_string(i)) << i;
+    }
+  }
+}
+
+TEST_F(HttpServerTest, OversizeBodyIs413JsonAndClosesByContentLengthOrChunks) {
+  start();
+  {
+    TestClient c(port());
+    ClientResponse r = c.request("POST", "/small", std::string(17, 'x'));
+    EXPECT_EQ(r.status, 413);
+    EXPECT_THAT(r.body, HasSubstr(R"("code":"body_too_large")"));
+    EXPECT_THAT(r.body, HasSubstr(R"("field":"body")"));
+    ASSERT_NE(r.header("connection"), nullptr);
+    EXPECT_EQ(*r.header("connection"), "close");
+    EXPECT_TRUE(c.wait_eof());
+  }
+  {
+    TestClient c(port());
+    c.send_raw(
+        "POST /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n");
+    ClientResponse r = c.read_one();
+    EXPECT_EQ(r.status, 413);
+    EXPECT_TRUE(c.wait_eof());
+  }
+  {
+    TestClient c(port());  // exactly at the limit is fine
+    ClientResponse r = c.request("POST", "/small", std::string(16, 'x'));
+    EXPECT_EQ(r.status, 200);
+  }
+  EXPECT_EQ(handler_.handled_.load(), 1);
+}
+
+TEST_F(HttpServerTest, OversizeHeadersAre431) {
+  HttpServerOptions o;
+  o.max_header_bytes = 2048;
+  o.max_headers = 10;
+  start(o);
+  {
+    TestClient c(port());
+    ClientResponse r = c.request("GET", "/echo", {}, {{"X-Big", std::string(4000, 'a')}});
+    EXPECT_EQ(r.status, 431);
+    EXPECT_THAT(r.body, HasSubstr("headers_too_large"));
+    EXPECT_TRUE(c.wait_eof());
+  }
+  {
+    TestClient c(port());
+    std::vector<std::pair<std::string, std::string>> many;
+    for (int i = 0; i < 11; ++i) many.emplace_back("X-H" + std::to_string(i), "v");
+    ClientResponse r = c.request("GET", "/echo", {}, many);
+    EXPECT_EQ(r.status, 431);
+  }
+  EXPECT_EQ(handler_.handled_.load(), 0);
+}
+
+TEST_F(HttpServerTest, MalformedRequestIs400Json) {
+  start();
+  TestClient c(port());
+  c.send_raw("GARBAGE\r\n\r\n");
+  ClientResponse r = c.read_one();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr(R"("code":"bad_request")"));
+  EXPECT_TRUE(c.wait_eof());
+}
+
+TEST_F(HttpServerTest, DroppedResponderAnswers500) {
+  start();
+  TestClient c(port());
+  ClientResponse r = c.request("GET", "/drop");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_THAT(r.body, HasSubstr("internal"));
+  r = c.request("GET", "/echo");  // the connection is still usable
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonouredAndLaterBytesIgnored) {
+  start();
+  TestClient c(port());
+  std::string two = TestClient::format("GET", "/echo", {}, {{"Connection", "close"}}) +
+                    TestClient::format("GET", "/echo", {}, {});
+  c.send_raw(two);
+  auto rs = c.read_responses(2);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(*rs[0].header("connection"), "close");
+  EXPECT_TRUE(c.wait_eof());
+  EXPECT_EQ(handler_.handled_.load(), 1);
+}
+
+TEST_F(HttpServerTest, Http10KeepAliveGetsTheHeader) {
+  start();
+  TestClient c(port());
+  c.send_raw("GET /echo HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  ClientResponse r = c.read_one();
+  EXPECT_EQ(r.status, 200);
+  ASSERT_NE(r.header("connection"), nullptr);
+  EXPECT_EQ(*r.header("connection"), "keep-alive");
+}
+
+TEST_F(HttpServerTest, ExpectContinueGets100First) {
+  start();
+  TestClient c(port());
+  c.send_raw("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n");
+  ClientResponse cont = c.read_one();
+  EXPECT_EQ(cont.status, 100);
+  c.send_raw("abc");
+  ClientResponse r = c.read_one();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo abc");
+}
+
+TEST_F(HttpServerTest, HeadHasNoBody) {
+  start();
+  TestClient c(port());
+  c.send_raw("HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+  // llhttp (response mode) cannot know the first response was to HEAD; read raw instead.
+  std::string raw;
+  char buf[4096];
+  while (raw.find("GET /echo ") == std::string::npos) {
+    ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0);
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(raw.find("HEAD /echo "), std::string::npos);
+  EXPECT_THAT(raw, HasSubstr("Content-Length: 11\r\n"));  // HEAD: the length, no body
+}
+
+TEST_F(HttpServerTest, IdleConnectionsAreClosed) {
+  HttpServerOptions o;
+  o.idle_timeout = milliseconds(100);
+  start(o);
+  TestClient c(port());
+  EXPECT_EQ(c.request("GET", "/echo").status, 200);
+  EXPECT_TRUE(c.wait_eof());
+  TestClient slow(port());  // a head that never completes is not kept either
+  slow.send_raw("GET /echo HTTP/1.1\r\nHost: t\r\n");
+  EXPECT_TRUE(slow.wait_eof());
+}
+
+TEST_F(HttpServerTest, GracefulStopFinishesInFlightAndRefusesNewConnections) {
+  start();
+  TestClient busy(port());
+  TestClient idle(port());
+  EXPECT_EQ(idle.request("GET", "/echo").status, 200);
+  busy.send_raw(TestClient::format("GET", "/async?300", {}, {}));
+  while (handler_.handled_.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  uint16_t p = port();
+  std::thread stopper([&] { server_->stop(seconds(5)); });
+  ClientResponse r = busy.read_one();
+  EXPECT_TRUE(busy.wait_eof());
+  EXPECT_TRUE(idle.wait_eof());
+  stopper.join();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "\"/async?300\"");
+  ASSERT_NE(r.header("connection"), nullptr);
+  EXPECT_EQ(*r.header("connection"), "close");
+  TestClient late(p);
+  EXPECT_FALSE(late.connected());
+}
+
+TEST_F(HttpServerTest, StopIsBoundedWhenAHandlerNeverAnswers) {
+  start();
+  TestClient c(port());
+  c.send_raw(TestClient::format("GET", "/hold", {}, {}));
+  ASSERT_TRUE(handler_.wait_held(1));
+  auto t0 = std::chrono::steady_clock::now();
+  server_->stop(milliseconds(100));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_TRUE(c.wait_eof());
+  // Answering after the server is gone is harmless (ASan would see a use after free).
+  for (Responder& r : handler_.take_held()) r.send(HttpResponse::json(200, "{}"));
+}
+
+TEST_F(HttpServerTest, AnswerAfterTheClientLeftIsDropped) {
+  start();
+  {
+    TestClient c(port());
+    c.send_raw(TestClient::format("GET", "/hold", {}, {}));
+    ASSERT_TRUE(handler_.wait_held(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the server see the EOF
+  for (Responder& r : handler_.take_held()) r.send(HttpResponse::json(200, "{}"));
+  TestClient c(port());
+  EXPECT_EQ(c.request("GET", "/echo").status, 200);
+}
+
+TEST_F(HttpServerTest, ManyConcurrentClients) {
+  start();
+  constexpr int kClients = 8;
+  constexpr int kRequests = 50;
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kClients; ++i) {
+    ts.emplace_back([&, i] {
+      TestClient c(port());
+      for (int j = 0; j < kRequests; ++j) {
+        std::string body = std::to_string(i) + ":" + std::to_string(j);
+        ClientResponse r = c.request("POST", j % 5 == 0 ? "/async?0" : "/echo", body);
+        if (r.status == 200) ok++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), kClients * kRequests);
+}
+
+TEST(HttpServerStart, BindFailureIsAnError) {
+  TestHandler h;
+  HttpServerThread a(h, {});
+  ASSERT_TRUE(a.start().ok());
+  HttpServerOptions o;
+  o.port = a.port();
+  HttpServerThread b(h, o);
+  Result<void> r = b.start();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kIo);
+}
+
+TEST(HttpResponseTest, ErrorShape) {
+  HttpResponse r = HttpResponse::error(400, "invalid_type", "id must be a \"string\"", "id");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(
+      r.body,
+      R"({"error":{"code":"invalid_type","message":"id must be a \"string\"","field":"id"}})");
+  r = HttpResponse::error(401, "unauthorized", "no token");
+  EXPECT_EQ(r.body, R"({"error":{"code":"unauthorized","message":"no token"}})");
+}
+
+TEST(ResponderTest, FromFunctionAndDropAnswers500) {
+  int status = 0;
+  {
+    Responder r = Responder::from_function([&](HttpResponse resp) { status = resp.status; });
+    EXPECT_TRUE(r.valid());
+  }
+  EXPECT_EQ(status, 500);
+  Responder r = Responder::from_function([&](HttpResponse resp) { status = resp.status; });
+  Responder moved = std::move(r);
+  EXPECT_FALSE(r.valid());
+  moved.send(HttpResponse::json(201, "{}"));
+  EXPECT_EQ(status, 201);
+  EXPECT_FALSE(moved.valid());
+}
+
+}  // namespace
+}  // namespace ringcast::net
