@@ -675,6 +675,10 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       Slot* s = slot_of(ep.tests.next);
       ready_unlink(ep, s);
       ++work;
+      if (s->d.attempts > 0) {  // single-shot: its one attempt was lost in a crash
+        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kLeaseExpired), m);
+        continue;
+      }
       lease(ep, s, false, now, out, m);
       --sends_left;
       continue;
