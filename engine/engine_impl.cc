@@ -201,6 +201,13 @@ Result<std::optional<Event>> EngineImpl::get_event(std::string_view tenant,
   return store_.find_event(tenant, event_id);
 }
 
+Result<std::optional<Event>> EngineImpl::get_event_by_seq(std::string_view tenant, EventSeq seq) {
+  auto r = store_.load_event(seq);
+  if (!r.ok()) return r;
+  if (r->has_value() && (*r)->tenant != tenant) return std::optional<Event>{};
+  return r;
+}
+
 Result<std::vector<Notification>> EngineImpl::notifications(std::string_view tenant) {
   return store_.list_notifications(tenant, 100);
 }

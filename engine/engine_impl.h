@@ -47,6 +47,7 @@ class EngineImpl final : public Engine {
                                        std::string_view cursor) override;
   Result<std::optional<Event>> get_event(std::string_view tenant,
                                          std::string_view event_id) override;
+  Result<std::optional<Event>> get_event_by_seq(std::string_view tenant, EventSeq seq) override;
   Result<std::vector<Notification>> notifications(std::string_view tenant) override;
   std::string metrics_text() override;
   bool ready() const override;
