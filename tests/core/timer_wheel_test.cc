@@ -216,6 +216,27 @@ TEST(TimerWheelTest, CancelLinkedAndUnlinked) {
   EXPECT_EQ(w.advance(kStart + 100 * kDay, 10, [](TimerEntry*) { ADD_FAILURE(); }), 0u);
 }
 
+TEST(TimerWheelTest, SlotStaysOccupiedUntilItsLastEntryIsCancelled) {
+  // Nine entries in one level-3 slot spread over every lane; the slot's bit must survive
+  // until the last one goes, whichever lane it is in.
+  TimerWheel w(kStart);
+  auto items = make_items(9);
+  const int64_t base = ((kStart >> 24) + 3) << 24;
+  for (auto& it : items) w.schedule(&it.entry, base + 1000 + it.id);
+  EXPECT_EQ(w.next_expiry_ms(), base);  // the slot's start: a lower bound
+  for (int i : {4, 0, 8, 2, 6, 1, 7, 3}) {
+    w.cancel(&items[i].entry);
+    EXPECT_EQ(w.next_expiry_ms(), base) << "after cancelling " << i;
+  }
+  EXPECT_EQ(w.size(), 1u);
+  std::vector<int> got;
+  w.advance(base + 2000, 10, [&](TimerEntry* e) { got.push_back(item_of(e)->id); });
+  EXPECT_EQ(got, std::vector<int>{5});
+  w.schedule(&items[0].entry, base + 1000);
+  w.cancel(&items[0].entry);
+  EXPECT_EQ(w.next_expiry_ms(), TimerWheel::kNoExpiry);
+}
+
 TEST(TimerWheelTest, RescheduleLinkedEntryMovesIt) {
   TimerWheel w(kStart);
   auto items = make_items(2);
