@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -819,6 +820,30 @@ TEST_F(SinkTest, RestartOnTheSamePortAndIpv6) {
   ASSERT_TRUE(c6.connected());
   EXPECT_EQ(c6.request(post("/a", "{}"))->status, 200);
   EXPECT_EQ(v6.base_url(), "http://[::1]:" + std::to_string(v6.port));
+}
+
+TEST_F(SinkTest, SeveralWorkerThreads) {
+  SinkProcess sink = start({"--threads", "3"});
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&, t] {
+      Client c(sink.port);
+      for (int i = 0; i < 30; ++i) {
+        auto r = c.request(
+            post("/t", "{}", {"webhook-id: t" + std::to_string(t) + "_" + std::to_string(i)}));
+        if (r && r->status == 200) ++ok;
+      }
+    });
+  }
+  for (auto& th : clients) th.join();
+  EXPECT_EQ(ok.load(), 180);
+  std::string j = sink.stats_json();
+  EXPECT_EQ(json_int(j, "requests"), 180);
+  EXPECT_EQ(json_int(j, "unique_ids"), 180);
+  EXPECT_EQ(json_int(j, "connections_accepted"), 7);
+  EXPECT_EQ(sink.ids().size(), 180u);
+  EXPECT_TRUE(sink.process.stop().ok());
 }
 
 TEST_F(SinkTest, PortFileAndBadOptions) {
