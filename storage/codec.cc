@@ -99,7 +99,7 @@ void encode_delivery(const Delivery& d, std::string& out) {
   put_zigzag(out, static_cast<int64_t>(d.id - d.endpoint));
   put_fixed64(out, static_cast<uint64_t>(created));
   put_zigzag(out, static_cast<int64_t>(delta(d.next_attempt_at.ns(), created)));
-  put_zigzag(out, static_cast<int64_t>(delta(d.first_slow_at.ns(), created)));
+  put_zigzag(out, d.first_slow_at.ns());  // usually 0 ("none yet"): one byte
   put_zigzag(out, d.held.count());
   put_varint(out, d.attempts);
   put_u8(out, d.fast_attempts);
@@ -119,7 +119,7 @@ Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& d) {
   const int64_t created = static_cast<int64_t>(r.fixed64());
   d.created_at = WallTime::from_ns(created);
   d.next_attempt_at = WallTime::from_ns(undelta(static_cast<uint64_t>(r.zz()), created));
-  d.first_slow_at = WallTime::from_ns(undelta(static_cast<uint64_t>(r.zz()), created));
+  d.first_slow_at = WallTime::from_ns(r.zz());
   d.held = Duration(r.zz());
   d.attempts = static_cast<uint16_t>(r.bounded(0xffff));
   d.fast_attempts = r.u8();

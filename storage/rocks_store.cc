@@ -307,6 +307,37 @@ int64_t RocksStore::stamp_ms() {
 
 // ---- writes -----------------------------------------------------------------------------------
 
+// The owning shard checks find_event_key() before intake (race-free: one shard per partition).
+// This is the second line (R12.5: never a silent overwrite): an idempotency key that already
+// names another event refuses the whole batch. One MultiGet; misses are answered by the Bloom
+// filters.
+Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
+                                              std::vector<bool>& exists) {
+  const size_t n = events.size();
+  std::vector<std::string> keys(n);
+  std::vector<Slice> slices(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = idempotency_key(events[i].tenant, events[i].id);
+    slices[i] = sl(keys[i]);
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> st(n);
+  db_->MultiGet(rocksdb::ReadOptions(), cf(kCfIdempotency), n, slices.data(), values.data(),
+                st.data());
+  exists.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (st[i].IsNotFound()) continue;
+    exists[i] = true;
+    if (!st[i].ok()) return to_error(st[i]);
+    auto rec = decode_event_key(sv(values[i]));
+    if (!rec) return rec.error();
+    if (rec->seq != events[i].seq)
+      return make_error(Errc::kConflict, "an event with this id already exists for the tenant",
+                        "id", "conflict");
+  }
+  return ok();
+}
+
 Result<uint64_t> RocksStore::write(const Mutations& m) {
   if (m.empty()) return db_->GetLatestSequenceNumber();
   rocksdb::WriteBatch batch;
@@ -320,12 +351,15 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
 
   // SPEC R12.5: the idempotency key is derived here from each new event, in the same batch.
   if (!m.events.empty()) {
+    std::vector<bool> exists;
+    if (auto r = check_new_event_keys(m.events, exists); !r) return r.error();
     std::vector<EventSeq> fanout;  // event of each new delivery, to count them per event
     for (const auto& dp : m.deliveries) {
       if (dp.is_new) fanout.push_back(dp.delivery.event);
     }
     std::sort(fanout.begin(), fanout.end());
-    for (const Event& e : m.events) {
+    for (size_t ei = 0; ei < m.events.size(); ++ei) {
+      const Event& e = m.events[ei];
       const Partition p = partition_of(e.tenant);
       if (id_partition(e.seq) != p)
         return make_error(Errc::kInvalidArgument, "event seq is not in its tenant's partition",
@@ -340,6 +374,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
       v.clear();
       encode_event(*ev, v);
       batch.Put(cf(kCfEvents), sl(id_key(e.seq)), sl(v));
+      if (exists[ei]) continue;  // a rewrite of the same event: keep its key and its count
       auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
       v.clear();
       encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, v);

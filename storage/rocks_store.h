@@ -67,6 +67,8 @@ class RocksStore final : public Store {
   RocksStore& operator=(const RocksStore&) = delete;
 
   // Store. write() is thread-safe: several shards write at once (RocksDB groups them).
+  // An event whose (tenant, id) key already names another event fails the batch with
+  // kConflict (SPEC R12.5: never a silent overwrite); rewriting the same event is allowed.
   // Commit sequences are RocksDB sequence numbers: strictly increasing for one caller, and an
   // empty Mutations returns the current one without writing.
   Result<uint64_t> write(const Mutations& m) override;
@@ -120,6 +122,7 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[c]; }
   Result<std::vector<Delivery>> fetch_deliveries(const std::vector<DeliveryId>& ids);
   Result<uint64_t> max_id_in(Cf c, Partition p);
+  Result<void> check_new_event_keys(const std::vector<Event>& events, std::vector<bool>& exists);
 
   StoreOptions options_;
   std::unique_ptr<Clock> own_clock_;

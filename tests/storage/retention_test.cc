@@ -11,9 +11,7 @@ namespace {
 
 class RetentionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    store_ = open_store(opts());
-  }
+  void SetUp() override { store_ = open_store(opts()); }
   // Durability is not what these tests are about: kNone keeps them fast.
   StoreOptions opts() {
     auto o = options_for(dir_.path(), &clock_, SyncPolicy::kNone);

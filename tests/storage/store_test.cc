@@ -132,6 +132,26 @@ TEST_F(StoreTest, IdempotentIntakeSameHashSameResultOtherHashConflict) {
   ASSERT_TRUE(found.ok() && found->has_value());
   EXPECT_EQ((*found)->payload, ev.payload);
 
+  // A second event under the same (tenant, id) is refused, never a silent overwrite; the
+  // original stays; rewriting the very same event is harmless.
+  Event imposter = make_event(tenant, "order-42", 30, "{\"status\":\"unpaid\"}");
+  Mutations dup;
+  dup.events.push_back(imposter);
+  auto refused = store_->write(dup);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Errc::kConflict);
+  EXPECT_STREQ(refused.error().reason_or_code(), "conflict");
+  EXPECT_FALSE(store_->load_event(imposter.seq)->has_value());
+  auto kept = store_->find_event(tenant, "order-42");
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ((*kept)->payload, ev.payload);
+  Mutations same;
+  same.events.push_back(ev);
+  EXPECT_TRUE(store_->write(same).ok());
+  auto still = store_->find_event_key(tenant, "order-42");
+  ASSERT_TRUE(still.ok() && still->has_value());
+  EXPECT_EQ((*still)->deliveries, 2u);
+
   // The store fills payload_hash when the caller left it 0.
   Event unhashed = make_event(tenant, "order-43", 20, "{\"x\":1}");
   unhashed.payload_hash = 0;
