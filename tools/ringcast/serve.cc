@@ -1,0 +1,94 @@
+#include "tools/ringcast/serve.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/ip_address.h"
+#include "engine/build.h"
+#include "engine/engine_impl.h"
+#include "net/system_clock.h"
+
+namespace ringcast {
+
+int run_serve(const Config& cfg) {
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  engine::EngineOptions eopts;
+  try {
+    eopts = engine::engine_options(cfg);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "ringcast: %s\n", e.what());
+    return 2;
+  }
+
+  std::atomic<engine::EngineImpl*> live_engine{nullptr};
+  storage::StoreOptions sopts = engine::store_options(cfg);
+  sopts.on_durable = [&live_engine](uint64_t) {
+    if (auto* e = live_engine.load(std::memory_order_acquire)) e->wake_all();
+  };
+  auto store = storage::RocksStore::open(sopts);
+  if (!store.ok()) {
+    std::fprintf(stderr, "ringcast: cannot open the store at %s: %s\n", sopts.path.c_str(),
+                 store.error().message);
+    return 1;
+  }
+  auto started = engine::EngineImpl::start(std::move(eopts), **store);
+  if (!started.ok()) {
+    std::fprintf(stderr, "ringcast: the engine did not start: %s\n", started.error().message);
+    return 1;
+  }
+  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
+  live_engine.store(eng.get(), std::memory_order_release);
+
+  net::api::RestApi api(*eng, engine::api_options(cfg));
+  net::HttpServerThread server(api, engine::server_options(cfg));
+  if (auto r = server.start(); !r.ok()) {
+    std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
+                 r.error().message);
+    live_engine.store(nullptr);
+    eng->stop();
+    return 1;
+  }
+  std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
+              to_string(cfg.server.listen_ip).c_str(), server.port(), eng->shard_count(),
+              cfg.storage.data_dir.c_str());
+  std::fflush(stdout);
+
+  // Retention runs here, off the shards' hot path, once an hour and at start.
+  net::SystemClock clock;
+  auto retention = [&] {
+    auto r = (*store)->run_retention(clock.wall_now());
+    if (!r.ok()) std::fprintf(stderr, "ringcast: retention: %s\n", r.error().message);
+  };
+  retention();
+  MonoTime next_retention = clock.mono_now() + hours(1);
+  int sig = 0;
+  for (;;) {
+    timespec wait{1, 0};
+    sig = sigtimedwait(&sigs, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) break;
+    if (clock.mono_now() >= next_retention) {
+      retention();
+      next_retention = clock.mono_now() + hours(1);
+    }
+  }
+  std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
+  live_engine.store(nullptr, std::memory_order_release);
+  eng->stop();  // finish or lease in-flight attempts (bounded), flush
+  eng.reset();
+  store->reset();
+  std::fprintf(stderr, "ringcast: stopped\n");
+  return 0;
+}
+
+}  // namespace ringcast
