@@ -33,6 +33,16 @@ class Scanner {
   // Reads a JSON string (the opening quote is next) into `out`, unescaping.
   bool string(std::string* out) {
     if (!eat('"')) return false;
+    // Fast path: no escape before the closing quote (the common case).
+    for (size_t j = i_; j < s_.size(); ++j) {
+      const char c = s_[j];
+      if (c == '"') {
+        if (out) out->assign(s_.data() + i_, j - i_);
+        i_ = j + 1;
+        return true;
+      }
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20) break;
+    }
     if (out) out->clear();
     while (i_ < s_.size()) {
       char c = s_[i_++];
