@@ -935,6 +935,20 @@ TEST_F(TlsSinkTest, ClientRejectsWrongNameAndOtherCa) {
   EXPECT_EQ(sink.stats_value("tls_handshake_failures"), 3);
 }
 
+TEST_F(TlsSinkTest, StallNeverAnswersNotEvenTheHandshake) {
+  SinkProcess sink = start({"--tls-cert", files_.cert, "--tls-key", files_.key, "--stall"});
+  Client c(sink.port, "127.0.0.1", milliseconds(300));
+  ASSERT_TRUE(c.connected());
+  auto t0 = Clock::now();
+  EXPECT_FALSE(c.start_tls(ctx_.get(), "localhost"));  // gives up on the receive timeout
+  EXPECT_GE(Clock::now() - t0, milliseconds(250));
+  SinkProcess plain = start({"--stall"});
+  Client p(plain.port, "127.0.0.1", milliseconds(200));
+  ASSERT_TRUE(p.send(post("/a", "{}", {"webhook-id: never"})));
+  EXPECT_EQ(p.next_read(), -EAGAIN);
+  EXPECT_TRUE(plain.ids().empty());
+}
+
 TEST_F(TlsSinkTest, FaultsWorkOverTls) {
   SinkProcess sink = start({"--tls-cert", files_.cert, "--tls-key", files_.key, "--fault",
                             "/r=reset", "--fault", "/t=trickle=1ms"});

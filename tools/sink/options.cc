@@ -227,6 +227,7 @@ Usage: ringcast-sink [options]
   --timestamp-tolerance S  also reject signed requests whose timestamp is more than S seconds
                            away from now (default 0: not checked)
   --ids-file FILE          append "<id> <attempt> <status>" per request carrying a delivery id
+                           (an empty FILE: none)
                            (webhook-id, X-Webhook-Id or Smengo-Delivery-Id), written before the
                            answer; status is the HTTP status or reset / hang
   --stats-file FILE        write the final /_stats JSON here at exit
@@ -250,6 +251,8 @@ Usage: ringcast-sink [options]
   --max-body BYTES         request body limit, larger gets 413 (default 16 MiB)
   --idle-timeout DURATION  close keep-alive connections idle this long (default: never)
   --max-requests-per-connection N   close a connection after N answers (default: unlimited)
+  --stall                  accept connections, read and discard, never answer anything
+                           (a TLS handshake stall with --tls-cert; connect-then-silence)
   --quiet                  no log lines on stderr
   --help                   this text
 
@@ -334,6 +337,8 @@ Options parse_options(int argc, char** argv) {
       o.idle_timeout = parse_duration(next());
     } else if (arg == "--max-requests-per-connection") {
       o.max_requests_per_connection = parse_u64(next(), "--max-requests-per-connection");
+    } else if (arg == "--stall") {
+      o.stall = true;
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else {

@@ -74,6 +74,7 @@ struct Options {
   size_t max_header_bytes = 64 << 10;
   Micros idle_timeout{0};                    // 0: keep idle connections forever
   uint64_t max_requests_per_connection = 0;  // 0: unlimited
+  bool stall = false;  // accept, read and discard, never answer (TLS: no ServerHello)
   bool quiet = false;
 };
 

@@ -40,6 +40,7 @@ constexpr int kEndlessChunksPerTurn = 4;
 constexpr size_t kEndlessOutHighWater = 64 << 10;
 constexpr int64_t kLingerCloseNs = 1'000'000'000;  // drain for at most 1 s after our FIN
 constexpr int kMaxStatus = 600;
+constexpr size_t kMaxTrackedIds = 10'000'000;  // bounds the id sets' memory (~1 GiB at most)
 static_assert(kEndlessChunk * kEndlessChunksPerTurn <= kEndlessOutHighWater);
 
 int64_t mono_ns() {
@@ -116,15 +117,15 @@ struct Stats {
   std::atomic<uint64_t> connections_accepted{0}, connections_open{0};
   std::atomic<uint64_t> bytes_received{0}, bytes_sent{0};
   std::atomic<uint64_t> resets{0}, hangs{0}, parse_errors{0}, endless{0}, trickles{0};
-  std::atomic<uint64_t> delayed{0}, redirects{0}, closes{0};
+  std::atomic<uint64_t> delayed{0}, redirects{0}, closes{0}, stalls{0};
   std::atomic<uint64_t> tls_handshakes{0}, tls_resumed{0}, tls_handshake_failures{0};
   std::array<std::atomic<uint64_t>, kMaxStatus> by_status{};
 
   void reset() {
-    for (auto* c :
-         {&requests, &control_requests, &bad_signatures, &ids_received, &connections_accepted,
-          &bytes_received, &bytes_sent, &resets, &hangs, &parse_errors, &endless, &trickles,
-          &delayed, &redirects, &closes, &tls_handshakes, &tls_resumed, &tls_handshake_failures}) {
+    for (auto* c : {&requests, &control_requests, &bad_signatures, &ids_received,
+                    &connections_accepted, &bytes_received, &bytes_sent, &resets, &hangs,
+                    &parse_errors, &endless, &trickles, &delayed, &redirects, &closes, &stalls,
+                    &tls_handshakes, &tls_resumed, &tls_handshake_failures}) {
       c->store(0, std::memory_order_relaxed);
     }
     for (auto& s : by_status) s.store(0, std::memory_order_relaxed);
@@ -202,6 +203,7 @@ struct Shared {
 
   std::mutex ids_mu;  // guards the two sets and the ids file writes
   std::unordered_set<std::string> ids, ids_ok;
+  bool ids_capped = false;  // kMaxTrackedIds reached: new ids are no longer counted as unique
   int ids_fd = -1;
 
   std::mutex faults_mu;
@@ -223,8 +225,14 @@ struct Shared {
     bump(stats.ids_received);
     std::lock_guard<std::mutex> lock(ids_mu);
     auto it = ids.find(std::string(id));
-    if (it == ids.end()) it = ids.emplace(id).first;
-    if (ok) ids_ok.insert(*it);
+    if (it == ids.end()) {
+      if (ids.size() < kMaxTrackedIds) {
+        it = ids.emplace(id).first;
+      } else {
+        ids_capped = true;
+      }
+    }
+    if (ok && it != ids.end()) ids_ok.insert(*it);
     if (ids_fd >= 0) {
       std::string line;
       line.reserve(id.size() + status.size() + 16);
@@ -257,15 +265,18 @@ struct Shared {
     }
     j += "}";
     size_t unique = 0, unique_ok = 0;
+    bool capped = false;
     {
       std::lock_guard<std::mutex> lock(ids_mu);
       unique = ids.size();
       unique_ok = ids_ok.size();
+      capped = ids_capped;
     }
     j += ",\"bad_signatures\":" + g(s.bad_signatures);
     j += ",\"ids_received\":" + g(s.ids_received);
     j += ",\"unique_ids\":" + std::to_string(unique);
     j += ",\"unique_ids_ok\":" + std::to_string(unique_ok);
+    j += std::string(",\"ids_capped\":") + (capped ? "true" : "false");
     j += ",\"connections_accepted\":" + g(s.connections_accepted);
     j += ",\"connections_open\":" + g(s.connections_open);
     j += ",\"bytes_received\":" + g(s.bytes_received);
@@ -277,6 +288,7 @@ struct Shared {
     j += ",\"endless\":" + g(s.endless);
     j += ",\"redirects\":" + g(s.redirects);
     j += ",\"closes\":" + g(s.closes);
+    j += ",\"stalls\":" + g(s.stalls);
     j += ",\"parse_errors\":" + g(s.parse_errors);
     j += ",\"control_requests\":" + g(s.control_requests);
     j += ",\"tls_handshakes\":" + g(s.tls_handshakes);
@@ -440,7 +452,11 @@ class Worker {
       auto c = std::make_unique<Conn>();
       c->fd = fd;
       c->gen = ++next_gen_;
-      if (sh_.ssl_ctx) {
+      if (sh_.options.stall) {
+        // --stall: read and discard, never answer, not even a TLS ServerHello.
+        bump(sh_.stats.stalls);
+        c->state = ConnState::kHung;
+      } else if (sh_.ssl_ctx) {
         c->ssl.reset(SSL_new(sh_.ssl_ctx.get()));
         SSL_set_fd(c->ssl.get(), fd);
         SSL_set_accept_state(c->ssl.get());
@@ -557,7 +573,9 @@ class Worker {
         c.in.end += static_cast<size_t>(n);
         bump(sh_.stats.bytes_received, static_cast<uint64_t>(n));
         ++c.activity;
-        if (c.state == ConnState::kLingering) c.in.consume(c.in.size());  // discard
+        if (c.state == ConnState::kLingering || c.state == ConnState::kHung) {
+          c.in.consume(c.in.size());  // never answered: discard
+        }
         if (!c.ssl) return true;  // level-triggered: epoll tells us if more is there
         continue;                 // TLS: drain the record layer until WANT_READ
       }
@@ -672,6 +690,7 @@ class Worker {
         std::lock_guard<std::mutex> lock(sh_.ids_mu);
         sh_.ids.clear();
         sh_.ids_ok.clear();
+        sh_.ids_capped = false;
       }
       std::vector<FaultRule> rules;
       for (const auto& e : sh_.current_faults()->entries) rules.push_back(e->rule);
