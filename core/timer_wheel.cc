@@ -112,7 +112,8 @@ void TimerWheel::cascade(size_t* moves_left) {
   bool any = true;
   while (any && *moves_left > 0) {
     any = false;
-    for (int j = 0; j<kLanes&& * moves_left> 0; ++j) {
+    for (int j = 0; j < kLanes; ++j) {
+      if (*moves_left == 0) break;
       TimerEntry* c = &cascade_[j];
       TimerEntry* e = c->next;
       if (e == c) continue;

@@ -135,7 +135,7 @@ class TimerWheel {
   int64_t next_expiry_ms() const;
 
   // The wheel's time: entries with expiry <= now_ms() are due (or fired). Inside a callback
-  // it is the millisecond being fired.
+  // it is the fired entry's expiry (or later, for an entry scheduled past-due).
   int64_t now_ms() const { return from_key(now_); }
 
   // Counters for metrics and tests.
