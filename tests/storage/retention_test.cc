@@ -171,11 +171,11 @@ TEST_F(RetentionTest, NonTerminalDeliveriesAndTheirEventsAreNeverDeleted) {
 
 TEST_F(RetentionTest, SurvivesReopenAndStaysBoundedUnderSteadyLoad) {
   ASSERT_NE(store_, nullptr);
-  // 60 simulated days, 10 events x 2 deliveries a day, delivered at once; retention daily,
-  // a restart every 20 days (the retention progress is in memory only).
+  // 45 simulated days, 5 events x 2 deliveries a day, delivered at once; retention daily,
+  // a restart every 15 days (the retention progress is in memory only).
   size_t max_listed = 0;
-  for (int day = 0; day < 60; ++day) {
-    for (int i = 0; i < 10; ++i) {
+  for (int day = 0; day < 45; ++day) {
+    for (int i = 0; i < 5; ++i) {
       auto [ev, ds] =
           intake("d" + std::to_string(day) + "-" + std::to_string(i), 2, DeliveryStatus::kPending);
       finish(ds, DeliveryStatus::kDelivered);
@@ -184,17 +184,18 @@ TEST_F(RetentionTest, SurvivesReopenAndStaysBoundedUnderSteadyLoad) {
     auto r = store_->run_retention(clock_.wall_now());
     ASSERT_TRUE(r.ok());
     max_listed = std::max(max_listed, listed());
-    if (day % 20 == 19) {
+    if (day % 15 == 14) {
       store_.reset();
       store_ = open_store(opts());
       ASSERT_NE(store_, nullptr);
     }
   }
   // At most 31 days of deliveries are ever kept (the window plus the day in progress).
-  EXPECT_LE(max_listed, 31u * 20u);
-  EXPECT_GE(listed(), 29u * 20u);
-  EXPECT_TRUE(store_->find_event_key(tenant_, "d59-0")->has_value());
-  EXPECT_FALSE(store_->find_event_key(tenant_, "d20-0")->has_value());
+  EXPECT_LE(max_listed, 31u * 10u);
+  EXPECT_GE(listed(), 29u * 10u);
+  EXPECT_TRUE(store_->find_event_key(tenant_, "d44-0")->has_value());
+  EXPECT_TRUE(store_->find_event_key(tenant_, "d15-4")->has_value());
+  EXPECT_FALSE(store_->find_event_key(tenant_, "d14-0")->has_value());
 }
 
 }  // namespace
