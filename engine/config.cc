@@ -860,6 +860,7 @@ Environment process_environment() {
     size_t eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     if (kv.substr(0, 9) != "RINGCAST_") continue;
+    if (eq + 1 == kv.size()) continue;  // an empty variable counts as unset
     env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
   }
   return env;

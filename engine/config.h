@@ -156,7 +156,8 @@ struct Config {
   std::vector<RetryPolicy> retry_policies() const;
 };
 
-// The process environment as a map, for load_config(). (Explicit, STYLE 9: tests pass their own.)
+// The process environment's RINGCAST_* variables as a map, for load_config(). A variable set
+// to the empty string counts as unset. (Explicit, STYLE 9: tests pass their own.)
 using Environment = std::map<std::string, std::string>;
 Environment process_environment();
 

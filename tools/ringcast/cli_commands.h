@@ -1,0 +1,15 @@
+// The `ringcast` client subcommands (issue 5 "Configuration and CLI"). Each adder registers its
+// subcommands on `app`; they run from CLI11 callbacks, report through g.exit_code and throw
+// CliError on failure.
+#pragma once
+
+#include "tools/ringcast/cli_common.h"
+
+namespace ringcast::cli {
+
+void add_endpoint_commands(CLI::App& app, GlobalOptions& g);  // endpoints list|create|...
+void add_delivery_commands(CLI::App& app, GlobalOptions& g);  // deliveries list|recent|get
+void add_send_command(CLI::App& app, GlobalOptions& g);       // send (NDJSON bulk intake)
+void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|print
+
+}  // namespace ringcast::cli

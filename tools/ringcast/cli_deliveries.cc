@@ -1,0 +1,163 @@
+// `ringcast deliveries list|recent|get` — the delivery log (SPEC R10).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "tools/ringcast/cli_commands.h"
+
+namespace ringcast::cli {
+namespace {
+
+struct DeliveryArgs {
+  std::string tenant;
+  std::string id;
+  std::string endpoint;
+  std::string state;
+  int limit = 0;
+  std::string cursor;
+};
+
+std::string base(const DeliveryArgs& a) {
+  return "/v1/tenants/" + url_escape(a.tenant) + "/deliveries";
+}
+
+std::string last_text(simdjson::dom::element d) {
+  std::string code = jtext(d, "last_code");
+  std::string status = jtext(d, "last_http_status");
+  if (code == "-" && status == "-") return "-";
+  if (code == "-") return status;
+  return code;
+}
+
+void delivery_row(Table& t, simdjson::dom::element d, const std::string& type) {
+  std::vector<std::string> row = {jstr(d, "id"),
+                                  jstr(d, "status"),
+                                  std::to_string(jint(d, "attempts")),
+                                  last_text(d),
+                                  jstr(d, "endpoint"),
+                                  jtext(d, "created_at"),
+                                  jtext(d, "next_attempt_at")};
+  if (!type.empty()) row.insert(row.begin() + 2, type);
+  t.add(std::move(row));
+}
+
+void run_list(GlobalOptions& g, DeliveryArgs& a) {
+  std::string target = base(a);
+  std::string q;
+  auto param = [&](const char* k, const std::string& v) {
+    if (v.empty()) return;
+    q += (q.empty() ? "?" : "&") + std::string(k) + "=" + url_escape(v);
+  };
+  param("endpoint", a.endpoint);
+  param("state", a.state);
+  if (a.limit > 0) param("limit", std::to_string(a.limit));
+  param("cursor", a.cursor);
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", target + q);
+  if (g.json) return print_json(r.body);
+  simdjson::dom::array items;
+  if (r.root["deliveries"].get(items)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table t({"ID", "STATUS", "ATTEMPTS", "LAST", "ENDPOINT", "CREATED", "NEXT ATTEMPT"});
+  for (auto d : items) delivery_row(t, d, "");
+  if (t.empty()) {
+    std::printf("no deliveries\n");
+  } else {
+    std::fputs(t.str().c_str(), stdout);
+  }
+  std::string next = jstr(r.root, "next_cursor");
+  if (!next.empty()) std::printf("\nmore: --cursor %s\n", next.c_str());
+}
+
+void run_recent(GlobalOptions& g, DeliveryArgs& a) {
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", base(a) + "/recent");
+  if (g.json) return print_json(r.body);
+  simdjson::dom::array items;
+  if (r.root["deliveries"].get(items)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table t(
+      {"ID", "STATUS", "EVENT TYPE", "ATTEMPTS", "LAST", "ENDPOINT", "CREATED", "NEXT ATTEMPT"});
+  for (auto item : items) {
+    simdjson::dom::element d, ev;
+    if (item["delivery"].get(d)) continue;
+    std::string type = item["event"].get(ev) || ev.is_null() ? "-" : jstr(ev, "type");
+    delivery_row(t, d, type);
+  }
+  if (t.empty()) {
+    std::printf("no deliveries\n");
+  } else {
+    std::fputs(t.str().c_str(), stdout);
+  }
+}
+
+void run_get(GlobalOptions& g, DeliveryArgs& a) {
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", base(a) + "/" + url_escape(a.id));
+  if (g.json) return print_json(r.body);
+  simdjson::dom::element d, ev;
+  if (r.root["delivery"].get(d)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table info({"FIELD", "VALUE"});
+  info.add({"id", jstr(d, "id")});
+  info.add({"status", jstr(d, "status")});
+  info.add({"endpoint", jstr(d, "endpoint")});
+  info.add({"attempts", std::to_string(jint(d, "attempts")) + " (fast " +
+                            std::to_string(jint(d, "fast_attempts")) + ", slow " +
+                            std::to_string(jint(d, "slow_attempts")) + ")"});
+  info.add({"last", last_text(d)});
+  info.add({"created", jtext(d, "created_at")});
+  info.add({"next attempt", jtext(d, "next_attempt_at")});
+  if (!r.root["event"].get(ev) && !ev.is_null()) {
+    info.add({"event", jstr(ev, "id") + " (" + jstr(ev, "type") + ")"});
+    simdjson::dom::element payload;
+    if (!ev["payload"].get(payload)) info.add({"payload", clip(simdjson::minify(payload), 100)});
+  }
+  std::fputs(info.str().c_str(), stdout);
+  simdjson::dom::array attempts;
+  if (!r.root["attempts"].get(attempts) && attempts.size() > 0) {
+    Table t({"#", "LADDER", "OUTCOME", "CODE", "HTTP", "STARTED", "MS", "RESPONSE"});
+    for (auto at : attempts) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1f", jnum(at, "duration_ms"));
+      t.add({std::to_string(jint(at, "number")), jstr(at, "ladder"), jstr(at, "outcome"),
+             jtext(at, "code"), jtext(at, "http_status"), jtext(at, "started_at"), ms,
+             clip(jstr(at, "response_prefix"), 40)});
+    }
+    std::printf("\n");
+    std::fputs(t.str().c_str(), stdout);
+  }
+}
+
+}  // namespace
+
+void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
+  CLI::App* dv = app.add_subcommand("deliveries", "read the delivery log");
+  dv->require_subcommand(1);
+  auto args = std::make_shared<DeliveryArgs>();
+  auto tenant = [args](CLI::App* sub) {
+    sub->add_option("--tenant,-t", args->tenant, "tenant (also RINGCAST_TENANT)")
+        ->envname("RINGCAST_TENANT")
+        ->required();
+  };
+
+  CLI::App* list = dv->add_subcommand("list", "list deliveries, newest first");
+  tenant(list);
+  list->add_option("--endpoint", args->endpoint, "only this endpoint id");
+  list->add_option("--state", args->state, "pending | in_flight | delivered | failed | dead")
+      ->check(CLI::IsMember({"pending", "in_flight", "delivered", "failed", "dead"}));
+  list->add_option("--limit", args->limit, "page size")->check(CLI::Range(1, 100000));
+  list->add_option("--cursor", args->cursor, "continue after a previous page");
+  list->callback([&g, args] { run_list(g, *args); });
+
+  CLI::App* recent = dv->add_subcommand("recent", "the 25 latest deliveries (SPEC R10.2)");
+  tenant(recent);
+  recent->callback([&g, args] { run_recent(g, *args); });
+
+  CLI::App* get = dv->add_subcommand("get", "one delivery with every attempt");
+  tenant(get);
+  get->add_option("id", args->id, "delivery id")->required();
+  get->callback([&g, args] { run_get(g, *args); });
+}
+
+}  // namespace ringcast::cli

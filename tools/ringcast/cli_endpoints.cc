@@ -1,0 +1,213 @@
+// `ringcast endpoints list|create|get|pause|resume|enable|delete|test|rotate`.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "net/api/json_writer.h"
+#include "tools/ringcast/cli_commands.h"
+
+namespace ringcast::cli {
+namespace {
+
+struct EndpointArgs {
+  std::string tenant;
+  std::string id;
+  std::string url;
+  std::vector<std::string> event_types;
+  std::string policy;
+  std::string signature;
+  std::string secret;
+  double rate = -1;
+  int64_t burst = -1;
+  int64_t max_in_flight = -1;
+};
+
+std::string base(const EndpointArgs& a) {
+  return "/v1/tenants/" + url_escape(a.tenant) + "/endpoints";
+}
+
+std::string types_text(simdjson::dom::element e) {
+  simdjson::dom::array types;
+  if (e["event_types"].get(types) || types.size() == 0) return "*";
+  std::string out;
+  for (auto t : types) {
+    std::string_view s;
+    if (t.get(s)) continue;
+    if (!out.empty()) out += ",";
+    out += s;
+  }
+  return out;
+}
+
+std::string state_text(simdjson::dom::element e) {
+  std::string s = jstr(e, "state");
+  std::string reason = jstr(e, "disabled_reason");
+  return reason.empty() ? s : s + " (" + reason + ")";
+}
+
+void print_endpoint(simdjson::dom::element e) {
+  Table t({"FIELD", "VALUE"});
+  t.add({"id", jstr(e, "id")});
+  t.add({"tenant", jstr(e, "tenant")});
+  t.add({"url", jstr(e, "url")});
+  t.add({"state", state_text(e)});
+  t.add({"event types", types_text(e)});
+  t.add({"policy", jstr(e, "policy")});
+  t.add({"signature", jstr(e, "signature")});
+  simdjson::dom::element rl;
+  if (!e["rate_limit"].get(rl) && jnum(rl, "per_second") > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g/s burst %lld", jnum(rl, "per_second"),
+                  static_cast<long long>(jint(rl, "burst")));
+    t.add({"rate limit", buf});
+  }
+  int64_t mif = jint(e, "max_in_flight");
+  t.add({"max in flight", mif == 0 ? "default" : std::to_string(mif)});
+  t.add({"active secrets", std::to_string(jint(e, "secrets_active"))});
+  t.add({"created", jtext(e, "created_at")});
+  t.add({"updated", jtext(e, "updated_at")});
+  std::fputs(t.str().c_str(), stdout);
+  std::string secret = jstr(e, "secret");
+  if (!secret.empty()) {
+    std::printf("\nsecret: %s\n", secret.c_str());
+    std::string prev = jtext(e, "previous_secret_expires_at");
+    if (prev != "-") std::printf("previous secret keeps signing until %s\n", prev.c_str());
+  }
+}
+
+void run_list(GlobalOptions& g, EndpointArgs& a) {
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", base(a));
+  if (g.json) return print_json(r.body);
+  simdjson::dom::array items;
+  if (r.root["endpoints"].get(items)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table t({"ID", "STATE", "POLICY", "SIGNATURE", "EVENT TYPES", "URL"});
+  for (auto e : items) {
+    t.add({jstr(e, "id"), state_text(e), jstr(e, "policy"), jstr(e, "signature"), types_text(e),
+           jstr(e, "url")});
+  }
+  if (t.empty()) {
+    std::printf("no endpoints for tenant %s\n", a.tenant.c_str());
+  } else {
+    std::fputs(t.str().c_str(), stdout);
+  }
+}
+
+void run_create(GlobalOptions& g, EndpointArgs& a) {
+  net::api::JsonWriter w;
+  w.begin_object().field("url", a.url);
+  if (!a.event_types.empty()) {
+    w.key("event_types").begin_array();
+    for (const auto& t : a.event_types) w.value(t);
+    w.end_array();
+  }
+  if (!a.policy.empty()) w.field("policy", a.policy);
+  if (!a.signature.empty()) w.field("signature", a.signature);
+  if (!a.secret.empty()) w.field("secret", a.secret);
+  if (a.rate >= 0 || a.burst >= 0) {
+    w.key("rate_limit").begin_object();
+    if (a.rate >= 0) w.field("per_second", a.rate);
+    if (a.burst >= 0) w.field("burst", a.burst);
+    w.end_object();
+  }
+  if (a.max_in_flight >= 0) w.field("max_in_flight", a.max_in_flight);
+  w.end_object();
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "POST", base(a), w.str());
+  if (g.json) return print_json(r.body);
+  std::printf("created endpoint %s\n\n", jstr(r.root, "id").c_str());
+  print_endpoint(r.root);
+}
+
+// GET, DELETE, or POST …/{id}/{action}.
+void run_on_one(GlobalOptions& g, EndpointArgs& a, const std::string& method,
+                const std::string& action) {
+  std::string target = base(a) + "/" + url_escape(a.id);
+  if (!action.empty()) target += "/" + action;
+  std::string body;
+  if (action == "secret/rotate" && !a.secret.empty()) {
+    net::api::JsonWriter w;
+    w.begin_object().field("secret", a.secret).end_object();
+    body = w.take();
+  }
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, method, target, body);
+  if (g.json) return print_json(r.body);
+  if (method == "DELETE") {
+    std::printf("deleted endpoint %s\n", a.id.c_str());
+  } else if (action == "test") {
+    std::printf("test event queued as delivery %s (see: ringcast deliveries get --tenant %s %s)\n",
+                jstr(r.root, "delivery_id").c_str(), a.tenant.c_str(),
+                jstr(r.root, "delivery_id").c_str());
+  } else {
+    print_endpoint(r.root);
+  }
+}
+
+}  // namespace
+
+void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
+  CLI::App* ep = app.add_subcommand("endpoints", "manage a tenant's webhook endpoints");
+  ep->require_subcommand(1);
+  auto args = std::make_shared<EndpointArgs>();
+  auto tenant = [&g, args](CLI::App* sub) {
+    sub->add_option("--tenant,-t", args->tenant, "tenant (also RINGCAST_TENANT)")
+        ->envname("RINGCAST_TENANT")
+        ->required();
+  };
+  auto id = [args](CLI::App* sub) { sub->add_option("id", args->id, "endpoint id")->required(); };
+
+  CLI::App* list = ep->add_subcommand("list", "list the tenant's endpoints");
+  tenant(list);
+  list->callback([&g, args] { run_list(g, *args); });
+
+  CLI::App* create = ep->add_subcommand("create", "register an endpoint (prints its secret)");
+  tenant(create);
+  create->add_option("--url", args->url, "receiver URL (https://...)")->required();
+  create->add_option(
+      "--event-type,-e", args->event_types,
+      "event type filter, repeatable; \"payment.*\" matches a prefix (default: all)");
+  create->add_option("--policy", args->policy, "smengo | xhub | a [policies.<name>] from config");
+  create->add_option("--signature", args->signature, "standard | xhub | smengo")
+      ->check(CLI::IsMember({"standard", "xhub", "smengo"}));
+  create->add_option("--secret", args->secret, "signing secret (default: generated)");
+  create->add_option("--rate", args->rate, "rate limit, requests per second")
+      ->check(CLI::NonNegativeNumber);
+  create->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
+  create->add_option("--max-in-flight", args->max_in_flight, "concurrent requests to it")
+      ->check(CLI::NonNegativeNumber);
+  create->callback([&g, args] { run_create(g, *args); });
+
+  struct Action {
+    const char* name;
+    const char* help;
+    const char* method;
+    const char* path;
+  };
+  static constexpr Action kActions[] = {
+      {"get", "show one endpoint", "GET", ""},
+      {"pause", "pause: new events are not queued for it (SPEC R9)", "POST", "pause"},
+      {"resume", "resume a paused endpoint", "POST", "resume"},
+      {"enable", "re-enable a disabled endpoint (after a successful test)", "POST", "enable"},
+      {"delete", "delete an endpoint", "DELETE", ""},
+      {"test", "send it a ringcast.test event (also while paused)", "POST", "test"},
+      {"rotate", "rotate its signing secret (the old one keeps signing for the overlap)", "POST",
+       "secret/rotate"},
+  };
+  for (const Action& act : kActions) {
+    CLI::App* sub = ep->add_subcommand(act.name, act.help);
+    tenant(sub);
+    id(sub);
+    if (std::string_view(act.name) == "rotate") {
+      sub->add_option("--secret", args->secret, "the new secret (default: generated)");
+    }
+    std::string method = act.method;
+    std::string path = act.path;
+    sub->callback([&g, args, method, path] { run_on_one(g, *args, method, path); });
+  }
+}
+
+}  // namespace ringcast::cli
