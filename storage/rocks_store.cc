@@ -2,10 +2,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
-#include <rocksdb/table.h>
-#include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -13,6 +10,7 @@
 #include <unordered_set>
 
 #include "storage/codec.h"
+#include "storage/rocks_options.h"
 #include "storage/status.h"
 
 namespace ringcast::storage {
@@ -72,50 +70,6 @@ Error io_error(const char* what) {
   return make_error(Errc::kIo, what);
 }
 
-rocksdb::ColumnFamilyOptions cf_options(Cf c, const StoreOptions& o,
-                                        const std::shared_ptr<rocksdb::Cache>& cache) {
-  rocksdb::ColumnFamilyOptions cfo;
-  rocksdb::BlockBasedTableOptions t;
-  t.block_cache = cache;
-  t.format_version = 5;
-  const bool large = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfAttempts;
-  // Point lookups (intake's idempotency check misses almost always) get a Bloom filter.
-  const bool point = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfEndpoints ||
-                     c == kCfIdempotency || c == kCfMeta;
-  if (point) t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  t.block_size = large ? 16 * 1024 : 4 * 1024;
-  cfo.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
-  cfo.compression = rocksdb::kLZ4Compression;
-  cfo.bottommost_compression = rocksdb::kZSTD;
-  cfo.level_compaction_dynamic_level_bytes = true;
-  cfo.write_buffer_size =
-      large ? o.write_buffer_bytes : std::min<size_t>(o.write_buffer_bytes, 16 << 20);
-  cfo.max_write_buffer_number = 4;
-  if (c == kCfActive || c == kCfExpiry) {
-    // Queue-like column families (records are deleted soon after they were written): compact
-    // files dense with tombstones early so that recovery and retention scans stay fast.
-    cfo.table_properties_collector_factories.emplace_back(
-        rocksdb::NewCompactOnDeletionCollectorFactory(4096, 2048));
-  }
-  return cfo;
-}
-
-rocksdb::DBOptions db_options(const StoreOptions& o) {
-  rocksdb::DBOptions d;
-  d.create_if_missing = o.create_if_missing;
-  d.max_background_jobs = std::max(2, o.background_jobs);
-  d.bytes_per_sync = 1 << 20;
-  d.max_total_wal_size = o.max_total_wal_bytes;
-  d.db_write_buffer_size = o.total_write_buffer_bytes;
-  d.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
-  d.manual_wal_flush = false;  // every write reaches the OS at once; SyncWAL makes it durable
-  d.keep_log_file_num = 4;
-  d.max_log_file_size = 8 << 20;
-  d.stats_dump_period_sec = 0;
-  d.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  return d;
-}
-
 constexpr size_t kRecoveryChunk = 4096;
 constexpr size_t kRetentionChunk = 512;
 constexpr size_t kFetchChunk = 64;
@@ -158,7 +112,7 @@ Result<void> RocksStore::open_db() {
   std::vector<size_t> present_idx, missing_idx;
   for (size_t i = 0; i < kCfCount; ++i) {
     rocksdb::ColumnFamilyDescriptor d(std::string(kColumnFamilies[i]),
-                                      cf_options(static_cast<Cf>(i), options_, cache_));
+                                      column_family_options(static_cast<Cf>(i), options_, cache_));
     if (std::find(existing.begin(), existing.end(), d.name) != existing.end()) {
       present.push_back(std::move(d));
       present_idx.push_back(i);
