@@ -261,6 +261,12 @@ void Scheduler::route(Slot* s, WallTime now, Mutations& m) {
       finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDisabled), m);
       return;
     }
+    if (budget_spent(s->d, *ep->policy)) {
+      // Decided here, before this poll's dispatch, so an exhaustion that disables the
+      // endpoint (R8.1) stops its queue before anything of it is leased.
+      decide_spent(*ep, s, now, m);
+      return;
+    }
     if (!ep->tenant->subscription_active) {  // SPEC R6 subscription_inactive
       postpone_subscription(ep, s, now, m);
       return;
@@ -654,16 +660,20 @@ bool Scheduler::guard(EpState& ep, Slot* s, WallTime now, Mutations& m) {
     return false;
   }
   if (budget_spent(d, p)) {
-    // Only after recovery: the lost attempt (lease_expired) was the last of its ladder. The
-    // policy decides as if it had ended now with an unknown outcome.
-    Classification c;
-    c.outcome = Outcome::kUnknown;
-    c.code = d.last_code.is_none() ? ErrorCode::of(K::kLeaseExpired) : d.last_code;
     ready_unlink(ep, s);
-    apply_decision(&ep, s, decide(d, c, p, now, rng_), now, m);
+    decide_spent(ep, s, now, m);
     return false;
   }
   return true;
+}
+
+// Only after recovery: the lost attempt (lease_expired) was the last of its ladder. The policy
+// decides as if it had ended now with an unknown outcome (never an extra attempt).
+void Scheduler::decide_spent(EpState& ep, Slot* s, WallTime now, Mutations& m) {
+  Classification c;
+  c.outcome = Outcome::kUnknown;
+  c.code = s->d.last_code.is_none() ? ErrorCode::of(K::kLeaseExpired) : s->d.last_code;
+  apply_decision(&ep, s, decide(s->d, c, *ep.policy, now, rng_), now, m);
 }
 
 void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
@@ -691,19 +701,21 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       postpone_subscription(&ep, s, now, m);
       continue;
     }
+    bool probe = false;
+    if (ep.policy->use_breaker && ep.tenant->breaker.admit(now) == Breaker::Admit::kProbe) {
+      // SPEC R4.3: this one would be the probe of the cycle. Its held time so far is
+      // accounted first (and its mark moved), so the ceiling check below sees it (R4.7).
+      probe = true;
+      Delivery& d = s->d;
+      const WallTime from = std::max(d.next_attempt_at, ep.tenant->breaker.hold_since());
+      if (now > from) d.held += now - from;
+      d.next_attempt_at = std::max(d.next_attempt_at, now);
+    }
     if (!guard(ep, s, now, m)) continue;
     if (!take_token(ep, now)) break;
-    bool probe = false;
-    if (ep.policy->use_breaker) {
-      TenantState& t = *ep.tenant;
-      if (t.breaker.admit(now) == Breaker::Admit::kProbe) {
-        // SPEC R4.3: the one probe of this cycle; its held time so far is accounted now.
-        probe = true;
-        const WallTime from = std::max(s->d.next_attempt_at, t.breaker.hold_since());
-        if (now > from) s->d.held += now - from;
-        t.breaker.on_probe_sent(now);
-        ++counters_.probes;
-      }
+    if (probe) {
+      ep.tenant->breaker.on_probe_sent(now);
+      ++counters_.probes;
     }
     ready_unlink(ep, s);
     lease(ep, s, probe, now, out, m);

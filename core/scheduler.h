@@ -144,6 +144,7 @@ class Scheduler {
   std::optional<WallTime> next_wakeup() const;
 
   SchedulerStats stats() const;
+  uint64_t live() const { return live_; }  // deliveries in memory (wheel + ready + in flight)
   // The in-memory copy of a live (non-terminal) delivery, for tests and the simulation; the
   // store is the source of truth for lookups by id. O(slab) — not for hot paths.
   std::optional<Delivery> find_live_delivery(DeliveryId id) const;
@@ -170,6 +171,7 @@ class Scheduler {
   void dispatch(EpState& ep, WallTime now, uint32_t& sends_left, std::vector<SendCommand>& out,
                 Mutations& m);
   bool guard(EpState& ep, Slot* s, WallTime now, Mutations& m);
+  void decide_spent(EpState& ep, Slot* s, WallTime now, Mutations& m);
   void lease(EpState& ep, Slot* s, bool probe, WallTime now, std::vector<SendCommand>& out,
              Mutations& m);
   void postpone_subscription(EpState* ep, Slot* s, WallTime now, Mutations& m);
