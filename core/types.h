@@ -69,13 +69,18 @@ struct ErrorCode {
     kBreakerHoldExpired,  // held by the breaker for 30 days in total (R4.7)
     kDeadlineExceeded,    // a ladder's ceiling (R3.2, R3.3)
     kEndpointDeleted,
+    kInternalError,  // the engine could not build the request (e.g. the event is unreadable)
   };
   Kind kind = Kind::kNone;
   int16_t detail = 0;
 
   static constexpr ErrorCode none() { return {}; }
-  static constexpr ErrorCode http(int status) { return {Kind::kHttp, static_cast<int16_t>(status)}; }
-  static constexpr ErrorCode network(int err) { return {Kind::kNetwork, static_cast<int16_t>(err)}; }
+  static constexpr ErrorCode http(int status) {
+    return {Kind::kHttp, static_cast<int16_t>(status)};
+  }
+  static constexpr ErrorCode network(int err) {
+    return {Kind::kNetwork, static_cast<int16_t>(err)};
+  }
   static constexpr ErrorCode of(Kind k) { return {k, 0}; }
   bool is_none() const { return kind == Kind::kNone; }
   bool operator==(const ErrorCode&) const = default;
@@ -105,15 +110,15 @@ enum class Ladder : uint8_t { kNone, kFast, kSlow };
 struct Event {
   EventSeq seq = 0;
   std::string tenant;
-  std::string id;    // the producer's idempotency key, unique per tenant
-  std::string type;  // e.g. payment.status_changed
+  std::string id;       // the producer's idempotency key, unique per tenant
+  std::string type;     // e.g. payment.status_changed
   std::string payload;  // raw JSON bytes, delivered byte-for-byte (R1)
   WallTime created_at;
   uint64_t payload_hash = 0;
 };
 
 struct Secret {
-  std::string key;                       // raw bytes (Standard Webhooks: after "whsec_" base64)
+  std::string key;                        // raw bytes (Standard Webhooks: after "whsec_" base64)
   WallTime expires_at = WallTime::max();  // set on the old secret during rotation
 };
 

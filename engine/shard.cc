@@ -207,6 +207,7 @@ void Shard::commit() {
     metrics_.store_records.fetch_add(records, std::memory_order_relaxed);
     mutations_.clear();
     turn_events_.clear();
+    turn_event_index_.clear();
   }
   for (auto& fire : turn_acks_) acks_.push_back(Ack{last_written_seq_, std::move(fire)});
   turn_acks_.clear();
@@ -250,6 +251,10 @@ void Shard::prepare_send(const SendCommand& cmd) {
   std::shared_ptr<const Event> ev;
   if (auto it = payload_cache_.find(cmd.event); it != payload_cache_.end()) {
     ev = it->second;
+  } else if (const Event* fresh = turn_event(cmd.event)) {
+    // Accepted in this very turn: not in the store until commit(), sent right after it.
+    ev = std::make_shared<const Event>(*fresh);
+    payload_cache_.emplace(cmd.event, ev);
   } else {
     auto loaded = store_.load_event(cmd.event);
     if (loaded.ok() && loaded->has_value()) {
@@ -263,7 +268,7 @@ void Shard::prepare_send(const SendCommand& cmd) {
     WallTime now = loop_->wall_now();
     for (const Secret& s : ep->secrets) {
       if (s.expires_at <= now) continue;
-      if (auto key = net::decode_secret(s.key)) req.secrets.push_back(std::move(*key));
+      req.secrets.push_back(s.key);  // raw key bytes
     }
   }
   if (ev) {
@@ -276,12 +281,23 @@ void Shard::prepare_send(const SendCommand& cmd) {
   if (!ep || !ev) {
     // Nothing to send (endpoint deleted under the lease, or the event is gone): complete it
     // on the next turn as an attempt that never left, so the scheduler decides its fate.
-    slot->result.code = ErrorCode::of(ErrorCode::Kind::kEndpointDeleted);
+    slot->result.code =
+        ErrorCode::of(ep ? ErrorCode::Kind::kInternalError : ErrorCode::Kind::kEndpointDeleted);
     ++in_flight_;
     loop_->post([slot] { slot->on_complete(); });
     return;
   }
   to_send_.push_back(slot);
+}
+
+const Event* Shard::turn_event(EventSeq seq) {
+  if (mutations_.events.empty()) return nullptr;
+  if (turn_event_index_.size() != mutations_.events.size()) {
+    turn_event_index_.clear();
+    for (const Event& e : mutations_.events) turn_event_index_.emplace(e.seq, &e);
+  }
+  auto it = turn_event_index_.find(seq);
+  return it == turn_event_index_.end() ? nullptr : it->second;
 }
 
 void Shard::on_send_complete(SendSlot* slot) {
@@ -432,7 +448,20 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
 std::string Shard::new_secret() {
   uint8_t raw[24];
   RAND_bytes(raw, sizeof raw);
-  return "whsec_" + net::base64_encode(std::string_view(reinterpret_cast<char*>(raw), sizeof raw));
+  return std::string(reinterpret_cast<char*>(raw), sizeof raw);
+}
+
+// Endpoint secrets are kept as raw key bytes; users see and give them as "whsec_<base64>"
+// (Standard Webhooks) or as plain text, which is used as the key itself.
+static Result<std::string> secret_key(const std::optional<std::string>& given,
+                                      std::string generated) {
+  if (!given) return generated;
+  auto key = net::decode_secret(*given);
+  if (!key || key->empty() || key->size() > 512)
+    return make_error(Errc::kInvalidArgument,
+                      "secret must be whsec_<base64> or 1-512 bytes of text", "secret",
+                      "invalid_secret");
+  return std::move(*key);
 }
 
 const Endpoint* Shard::owned_endpoint(const std::string& tenant, EndpointId id) const {
@@ -455,8 +484,9 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   e.event_types = std::move(spec.event_types);
   e.policy = std::move(spec.policy);
   e.signature = spec.signature;
-  e.secrets.push_back(
-      Secret{spec.secret ? std::move(*spec.secret) : new_secret(), WallTime::max()});
+  auto key = secret_key(spec.secret, new_secret());
+  if (!key.ok()) return done(key.error());
+  e.secrets.push_back(Secret{std::move(*key), WallTime::max()});
   e.rate_limit = spec.rate_limit;
   e.max_in_flight = spec.max_in_flight;
   e.created_at = e.updated_at = now;
@@ -560,8 +590,10 @@ void Shard::rotate_secret(const std::string& tenant, EndpointId id,
   if (!cur) return done(unknown_endpoint());
   WallTime now = loop_->wall_now();
   Endpoint e = *cur;
+  auto key = secret_key(secret, new_secret());
+  if (!key.ok()) return done(key.error());
   std::vector<Secret> kept;
-  kept.push_back(Secret{secret ? std::move(*secret) : new_secret(), WallTime::max()});
+  kept.push_back(Secret{std::move(*key), WallTime::max()});
   for (Secret s : e.secrets) {
     if (s.expires_at <= now) continue;  // expired: no longer signs
     s.expires_at = std::min(s.expires_at, now + options_.secret_rotation_overlap);

@@ -82,6 +82,8 @@ class Shard final : public IdAllocator {
   void after_durable(std::function<void()> fire);
   void prepare_send(const SendCommand& cmd);
   void on_send_complete(SendSlot* slot);
+  // An event accepted in this turn (still in mutations_), or nullptr.
+  const Event* turn_event(EventSeq seq);
   const Endpoint* owned_endpoint(const std::string& tenant, EndpointId id) const;
   std::string new_secret();
   void refresh_gauges();
@@ -108,6 +110,7 @@ class Shard final : public IdAllocator {
   std::vector<SendSlot*> to_send_;  // prepared this turn, sent after the commit
   // Events accepted in this turn, not yet in the store: same-turn duplicates see them.
   std::unordered_map<std::string, EventKeyRecord> turn_events_;
+  std::unordered_map<EventSeq, const Event*> turn_event_index_;  // into mutations_.events
   // Payloads read this turn (fan-out sends one event to many endpoints at once).
   std::unordered_map<EventSeq, std::shared_ptr<const Event>> payload_cache_;
 
