@@ -614,7 +614,6 @@ void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) 
     if (t.breaker.advance(now)) {
       breaker_changed(t, before, hold_since, now, m);
     } else if (before == BreakerSnapshot::State::kHalfOpen) {
-      scan_ceilings(t, now, m);
       set_tenant_timer(t, now + opts_.breaker_recheck);
       activate_tenant(t, now);  // a lost probe frees the slot after probe_timeout
     } else {
@@ -917,16 +916,30 @@ SchedulerStats Scheduler::stats() const {
   s.slot_bytes = sizeof(Slot);
   s.endpoints = static_cast<uint32_t>(endpoints_.size());
   s.tenants = static_cast<uint32_t>(tenants_.size());
-  for (const auto& [name, t] : tenants_) {
-    if (t->breaker.state() == BreakerSnapshot::State::kOpen) ++s.breakers_open;
-    if (t->breaker.state() == BreakerSnapshot::State::kHalfOpen) ++s.breakers_half_open;
-  }
-  for (const auto& [id, ep] : endpoints_) {
-    if (ep->cfg.state == EndpointState::kPaused) s.held_by_pause += ep->ready_count;
-    if (ep->policy->use_breaker && ep->tenant->breaker.state() != BreakerSnapshot::State::kClosed) {
-      s.held_by_breaker += ep->ready_count;
+  // The gauges that need a walk over endpoints and tenants are refreshed at most once per
+  // second of poll time: the loop asks for stats every turn.
+  if (!gauges_valid_ || now_ - gauges_at_ >= seconds(1) || now_ < gauges_at_) {
+    SchedulerStats& g = gauges_;
+    g.breakers_open = g.breakers_half_open = 0;
+    g.held_by_pause = g.held_by_breaker = 0;
+    for (const auto& [name, t] : tenants_) {
+      if (t->breaker.state() == BreakerSnapshot::State::kOpen) ++g.breakers_open;
+      if (t->breaker.state() == BreakerSnapshot::State::kHalfOpen) ++g.breakers_half_open;
     }
+    for (const auto& [id, ep] : endpoints_) {
+      if (ep->cfg.state == EndpointState::kPaused) g.held_by_pause += ep->ready_count;
+      if (ep->policy->use_breaker &&
+          ep->tenant->breaker.state() != BreakerSnapshot::State::kClosed) {
+        g.held_by_breaker += ep->ready_count;
+      }
+    }
+    gauges_at_ = now_;
+    gauges_valid_ = true;
   }
+  s.breakers_open = gauges_.breakers_open;
+  s.breakers_half_open = gauges_.breakers_half_open;
+  s.held_by_pause = gauges_.held_by_pause;
+  s.held_by_breaker = gauges_.held_by_breaker;
   return s;
 }
 

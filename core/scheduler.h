@@ -143,6 +143,8 @@ class Scheduler {
   // nullopt when nothing is pending.
   std::optional<WallTime> next_wakeup() const;
 
+  // O(1) except the held_by_* and breakers_* gauges, which walk endpoints and tenants and
+  // are refreshed at most once per second of poll time.
   SchedulerStats stats() const;
   uint64_t live() const { return live_; }  // deliveries in memory (wheel + ready + in flight)
   // The in-memory copy of a live (non-terminal) delivery, for tests and the simulation; the
@@ -212,6 +214,9 @@ class Scheduler {
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
   std::set<std::pair<int64_t, EndpointId>> rate_timers_;  // (ms, endpoint): next token
   SchedulerStats counters_;
+  mutable SchedulerStats gauges_;  // the walked gauges, cached (see stats())
+  mutable WallTime gauges_at_;
+  mutable bool gauges_valid_ = false;
 };
 
 }  // namespace ringcast
