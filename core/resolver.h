@@ -32,6 +32,12 @@ class Resolver {
   virtual ~Resolver() = default;
   // Starts a lookup; `op` must stay alive until on_complete() runs on the loop thread.
   virtual void resolve(ResolveOp* op) = 0;
+  // Withdraws a lookup that has not completed. True: on_complete() will not run and the op may
+  // be freed. False (the default, for resolvers that cannot cancel): it still completes later.
+  virtual bool cancel(ResolveOp* op) {
+    (void)op;
+    return false;
+  }
 };
 
 }  // namespace ringcast

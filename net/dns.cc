@@ -193,6 +193,22 @@ void CaresResolver::resolve(ResolveOp* op) {
   update_timer();
 }
 
+bool CaresResolver::cancel(ResolveOp* op) {
+  for (auto& [host, q] : pending_) {
+    auto it = std::find(q->waiters.begin(), q->waiters.end(), op);
+    if (it != q->waiters.end()) {
+      q->waiters.erase(it);  // the query itself runs on (it may fill the cache)
+      return true;
+    }
+  }
+  auto it = std::find(done_.begin(), done_.end(), op);
+  if (it != done_.end()) {
+    done_.erase(it);
+    return true;
+  }
+  return false;  // unknown: already completed
+}
+
 void CaresResolver::on_addrinfo(void* arg, int status, int, ares_addrinfo* res) {
   auto* q = static_cast<Query*>(arg);
   CaresResolver* r = q->owner;

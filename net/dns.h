@@ -45,6 +45,7 @@ class CaresResolver final : public Resolver {
   ~CaresResolver() override;
 
   void resolve(ResolveOp* op) override;
+  bool cancel(ResolveOp* op) override;
   const DnsStats& stats() const { return stats_; }
   void clear_cache() { cache_.clear(); }
 

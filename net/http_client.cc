@@ -47,6 +47,17 @@ void append_uint(std::string& out, uint64_t v) {
   out.append(buf, static_cast<size_t>(end - buf));
 }
 
+// Clears a result for a new attempt, keeping the capacity of its strings.
+void reset_result(TransportResult& r) {
+  std::string retry_after = std::move(r.retry_after);
+  std::string body_prefix = std::move(r.body_prefix);
+  retry_after.clear();
+  body_prefix.clear();
+  r = TransportResult{};
+  r.retry_after = std::move(retry_after);
+  r.body_prefix = std::move(body_prefix);
+}
+
 socklen_t to_sockaddr(const IpAddress& ip, uint16_t port, sockaddr_storage* ss) {
   std::memset(ss, 0, sizeof(*ss));
   if (ip.is_v4()) {
@@ -228,7 +239,11 @@ struct HttpTransport::Impl {
   Impl(Loop& l, const HttpTransportOptions& o) : loop(l), opt(o), guard(o.allow_list) {}
   ~Impl();
 
+  static constexpr size_t kUrlCacheMax = 1024;
+  std::unordered_map<std::string, Url> url_cache;
+
   // --- exchanges ---
+  const Url* checked_url(const std::string& text);
   Exchange* alloc_exchange();
   void send(SendOp* op);
   void on_resolve_done(Exchange* ex);
@@ -298,6 +313,17 @@ void Host::Pump::on_timer() {
 
 // --- exchanges --------------------------------------------------------------------------------
 
+// URLs that passed check_url() under this transport's policy, so a hot endpoint is parsed
+// once. Bounded: cleared when full (STYLE 6).
+const Url* Impl::checked_url(const std::string& text) {
+  auto it = url_cache.find(text);
+  if (it != url_cache.end()) return &it->second;
+  auto url = check_url(text, opt.url_policy);
+  if (!url) return nullptr;
+  if (url_cache.size() >= kUrlCacheMax) url_cache.clear();
+  return &url_cache.emplace(text, std::move(url).value()).first->second;
+}
+
 Exchange* Impl::alloc_exchange() {
   if (free_ex.empty()) {
     exchanges.push_back(std::make_unique<Exchange>(this));
@@ -315,6 +341,7 @@ void Impl::send(SendOp* op) {
     op->on_complete();
     return;
   }
+  if (!loop.in_turn()) loop.refresh_now();  // called from outside a turn: time moved on
   st.sends++;
   in_flight++;
   Exchange* ex = alloc_exchange();
@@ -323,18 +350,18 @@ void Impl::send(SendOp* op) {
   ex->conn = nullptr;
   ex->addr_idx = 0;
   ex->orphan = false;
-  op->result = TransportResult{};
+  reset_result(op->result);
   op->started_at = loop.wall_now();
   ex->t_start = loop.now();
   loop.arm(&ex->deadline, ex->t_start + opt.exchange_timeout);
 
   in_send = true;  // completions found here are deferred to a later turn (STYLE 5)
-  auto url = check_url(op->request.url, opt.url_policy);
-  if (!url) {
+  const Url* url = checked_url(op->request.url);
+  if (url == nullptr) {
     st.refused_url++;
-    fail(ex, url_error_code(url.error()));
+    fail(ex, url_error_code(check_url(op->request.url, opt.url_policy).error()));
   } else {
-    ex->url = std::move(url).value();
+    ex->url = *url;  // copy-assign: reuses the exchange's string buffers
     if (ex->url.host_is_ip) {
       ex->addrs.clear();
       if (auto ip = parse_ip(ex->url.host)) ex->addrs.push_back(*ip);
@@ -1084,12 +1111,16 @@ Impl::~Impl() {
     loop.disarm(&h->pump_timer);
     while (h->idle_head) close_conn(h->idle_head);
   }
-  own_resolver.reset();  // drops its lookups without calling back
+  // Withdraw lookups still running so no callback reaches a freed exchange.
+  for (auto& ex : exchanges) {
+    if (ex->resolving && resolver->cancel(&ex->resolve)) ex->resolving = false;
+  }
+  own_resolver.reset();  // drops whatever it still had without calling back
   for (int i = 0; i < 2000 && closing > 0; ++i) loop.run_once(milliseconds(1));
   for (auto& ex : exchanges) {
-    // An injected resolver may still hold a ResolveOp: leak that exchange, never free it
-    // under the resolver.
-    if (ex->resolving && own_resolver == nullptr && resolver != nullptr) (void)ex.release();
+    // An injected resolver that cannot cancel still holds this ResolveOp: leak the exchange
+    // rather than free it under the resolver.
+    if (ex->resolving && own_resolver == nullptr) (void)ex.release();
   }
 }
 

@@ -144,6 +144,8 @@ void Loop::enable_ring() {
   if (ring_enabled_) return;
   io_uring_register(ring_->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
   ring_enabled_ = true;
+  // Saves the ring fd lookup on every io_uring_enter (per thread: the issuer's).
+  io_uring_register_ring_fd(ring_.get());
 }
 
 io_uring_sqe* Loop::get_sqe() {
@@ -520,9 +522,11 @@ size_t Loop::run_once(Duration max_wait) {
   submit_and_wait(wait);
   refresh_now();
 
+  in_turn_ = true;
   size_t handled = reap();
   handled += run_tasks();
   handled += fire_timers();
+  in_turn_ = false;
   return handled;
 }
 

@@ -141,6 +141,9 @@ class Loop {
   WallTime wall_now() const { return wall_now_; }
   Clock& clock() { return *clock_; }
   void refresh_now();  // re-reads the clock (rarely needed; run_once() does it)
+  // True while run_once() runs callbacks. Code called from outside a turn (set-up, tests) may
+  // refresh_now() first so that deadlines do not start from a stale turn time.
+  bool in_turn() const { return in_turn_; }
 
   // --- submissions (loop thread). Each returns false, submitting nothing, when the op cap is
   // reached (LoopStats::in_flight == cq_entries); the caller treats that as ENOBUFS. ---------
@@ -221,6 +224,7 @@ class Loop {
   std::unique_ptr<io_uring, RingDeleter> ring_;
   unsigned setup_flags_ = 0;
   bool ring_enabled_ = false;
+  bool in_turn_ = false;
   unsigned cq_cap_ = 0;
   uint32_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;

@@ -2,23 +2,40 @@
 
 #include <openssl/base64.h>
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
+#include <openssl/mem.h>
+#include <openssl/sha.h>
 
 #include <charconv>
+#include <cstring>
 
 namespace ringcast::net {
 
+// HMAC-SHA256 (RFC 2104) on stack SHA-256 contexts: no allocation per signature (the EVP
+// HMAC_CTX path allocates its digest state on every init).
 Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts) {
-  Sha256Digest out{};
-  HMAC_CTX ctx;
-  HMAC_CTX_init(&ctx);
-  HMAC_Init_ex(&ctx, key.data(), key.size(), EVP_sha256(), nullptr);
-  for (std::string_view p : parts) {
-    HMAC_Update(&ctx, reinterpret_cast<const uint8_t*>(p.data()), p.size());
+  constexpr size_t kBlock = SHA256_CBLOCK;
+  uint8_t k[kBlock] = {};
+  if (key.size() > kBlock) {
+    SHA256(reinterpret_cast<const uint8_t*>(key.data()), key.size(), k);
+  } else {
+    std::memcpy(k, key.data(), key.size());
   }
-  unsigned len = 0;
-  HMAC_Final(&ctx, out.data(), &len);
-  HMAC_CTX_cleanup(&ctx);
+  uint8_t pad[kBlock];
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = k[i] ^ 0x36;
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, pad, kBlock);
+  for (std::string_view p : parts) SHA256_Update(&ctx, p.data(), p.size());
+  uint8_t inner[SHA256_DIGEST_LENGTH];
+  SHA256_Final(inner, &ctx);
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = k[i] ^ 0x5c;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, pad, kBlock);
+  SHA256_Update(&ctx, inner, sizeof(inner));
+  Sha256Digest out{};
+  SHA256_Final(out.data(), &ctx);
+  OPENSSL_cleanse(k, sizeof(k));
+  OPENSSL_cleanse(pad, sizeof(pad));
   return out;
 }
 
@@ -96,6 +113,24 @@ std::string xhub_signature(std::string_view key, std::string_view ts, std::strin
   return hex_encode(digest_view(hmac_sha256(key, {ts, ".", body})));
 }
 
+namespace {
+void append_base64(std::string& out, const Sha256Digest& d) {
+  const size_t old = out.size();
+  out.resize(old + 4 * ((d.size() + 2) / 3) + 1);
+  const size_t n =
+      EVP_EncodeBlock(reinterpret_cast<uint8_t*>(out.data() + old), d.data(), d.size());
+  out.resize(old + n);
+}
+
+void append_hex(std::string& out, const Sha256Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (uint8_t b : d) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+}
+}  // namespace
+
 void append_signature_headers(const SignInput& in, std::string& out) {
   char ts_buf[24];
   auto [end, ec] = std::to_chars(ts_buf, ts_buf + sizeof(ts_buf), in.timestamp_s);
@@ -112,7 +147,7 @@ void append_signature_headers(const SignInput& in, std::string& out) {
       for (const std::string& key : *in.secrets) {
         if (!first) out.push_back(' ');
         first = false;
-        out.append(xhub_signature(key, ts, in.body));
+        append_hex(out, hmac_sha256(key, {ts, ".", in.body}));
       }
       out.append("\r\n");
     }
@@ -136,7 +171,8 @@ void append_signature_headers(const SignInput& in, std::string& out) {
     for (const std::string& key : *in.secrets) {
       if (!first) out.push_back(' ');
       first = false;
-      out.append(standard_signature(key, in.message_id, ts, in.body));
+      out.append("v1,");
+      append_base64(out, hmac_sha256(key, {in.message_id, ".", ts, ".", in.body}));
     }
     out.append("\r\n");
   }

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -50,7 +51,10 @@ class FakeResolver final : public Resolver {
   }
   void resolve(ResolveOp* op) override {
     calls_[op->host]++;
-    if (hold_) return;
+    if (hold_) {
+      held_.push_back(op);
+      return;
+    }
     auto it = answers_.find(op->host);
     std::vector<IpAddress> addrs;
     if (it != answers_.end() && !it->second.empty()) {
@@ -63,8 +67,15 @@ class FakeResolver final : public Resolver {
       op->on_complete();
     });
   }
+  bool cancel(ResolveOp* op) override {
+    auto it = std::find(held_.begin(), held_.end(), op);
+    if (it == held_.end()) return false;
+    held_.erase(it);
+    return true;
+  }
   int calls(const std::string& host) { return calls_[host]; }
   bool hold_ = false;
+  std::vector<ResolveOp*> held_;
 
  private:
   Loop& loop_;

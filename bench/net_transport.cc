@@ -1,0 +1,435 @@
+// The transport's speed against wrk (ISSUE 3 "Benchmark"), plus micro benchmarks of the
+// per-request work (signing, request head, response parsing).
+//
+//   bench_net_transport                       Google Benchmark micro benchmarks
+//   bench_net_transport --ab [--trials=5] [--seconds=3] [--conns=64] [--mode=plain|tls|both]
+//                            [--sink=PATH] [--wrk=PATH] [--side=ringcast|wrk|both]
+//
+// The A/B harness: a fresh ringcast-sink per trial pinned to CPU 1 (signature verification on),
+// the client pinned to CPU 0: either this process driving net::HttpTransport with `conns`
+// requests always in flight, or `wrk -t1 -c<conns>` with a Lua script carrying the same
+// headers and the same 1 KB signed body. Trials alternate A, B, A, B, ...; the medians of wall
+// requests/s and of requests per CPU-second of the client process (utime + stime) are printed,
+// and full TLS handshakes per 10,000 requests (counted by the sink). Loopback only.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/mem.h>
+#include <openssl/nid.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/http_client.h"
+#include "net/http_response.h"
+#include "net/loop.h"
+#include "net/signing.h"
+
+namespace ringcast::net {
+namespace {
+
+const std::string kSecret = "bench-secret-0123456789";
+const std::string kMessageId = "msg_bench_0001";
+
+std::string make_body() {
+  // A 1 KB JSON payload (exactly 1024 bytes).
+  std::string body =
+      R"({"type":"payment.status_changed","id":"evt_1","data":{"status":"paid","pad":")";
+  const std::string tail = "\"}}";
+  body.append(1024 - body.size() - tail.size(), 'x');
+  body += tail;
+  return body;
+}
+
+// --- micro benchmarks ---------------------------------------------------------------------------
+
+void BM_SignStandard1KB(benchmark::State& state) {
+  const std::string body = make_body();
+  std::vector<std::string> secrets = {kSecret};
+  std::string out;
+  int64_t ts = 1'700'000'000;
+  for (auto _ : state) {
+    out.clear();
+    SignInput in;
+    in.message_id = kMessageId;
+    in.timestamp_s = ts++;
+    in.body = body;
+    in.secrets = &secrets;
+    append_signature_headers(in, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_SignStandard1KB);
+
+void BM_ParseResponse(benchmark::State& state) {
+  const std::string r =
+      "HTTP/1.1 200 OK\r\nServer: x\r\nDate: Mon, 01 Jan 2026 00:00:00 GMT\r\nContent-Type: "
+      "text/plain\r\nContent-Length: 2\r\n\r\nok";
+  ResponseParser p;
+  for (auto _ : state) {
+    p.reset();
+    benchmark::DoNotOptimize(p.feed(r.data(), r.size()));
+  }
+}
+BENCHMARK(BM_ParseResponse);
+
+// --- A/B harness
+// ----------------------------------------------------------------------------------
+
+struct Args {
+  int trials = 5;
+  int seconds = 3;
+  int conns = 64;
+  std::string mode = "both";
+  std::string sink;
+  std::string wrk = "/usr/bin/wrk";
+  std::string side = "both";  // ringcast | wrk | both (one side: for profiling)
+};
+
+std::string self_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  ::sched_setaffinity(0, sizeof(set), &set);
+}
+
+double cpu_seconds(const rusage& r) {
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, int cpu, const std::string& out_path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    pin_to(cpu);
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> av;
+    for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    ::execv(av[0], av.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+uint64_t json_number(const std::string& json, const std::string& key) {
+  auto p = json.find("\"" + key + "\":");
+  if (p == std::string::npos) return 0;
+  return std::strtoull(json.c_str() + p + key.size() + 3, nullptr, 10);
+}
+
+struct Certs {
+  std::string cert_file, key_file;
+};
+
+// A self-signed ECDSA P-256 certificate for localhost / 127.0.0.1, made in-process; the client
+// trusts it as its own anchor.
+Certs make_certs(const std::string& dir) {
+  bssl::UniquePtr<EC_KEY> ec(EC_KEY_new_by_curve_name(NID_X9_62_prime256v1));
+  EC_KEY_generate_key(ec.get());
+  bssl::UniquePtr<EVP_PKEY> key(EVP_PKEY_new());
+  EVP_PKEY_assign_EC_KEY(key.get(), ec.release());
+  bssl::UniquePtr<X509> x(X509_new());
+  X509_set_version(x.get(), X509_VERSION_3);
+  ASN1_INTEGER_set_uint64(X509_get_serialNumber(x.get()), 4242);
+  X509_gmtime_adj(X509_getm_notBefore(x.get()), -86400);
+  X509_gmtime_adj(X509_getm_notAfter(x.get()), 86400);
+  X509_NAME* name = X509_get_subject_name(x.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const uint8_t*>("localhost"), -1, -1, 0);
+  X509_set_issuer_name(x.get(), name);
+  X509_set_pubkey(x.get(), key.get());
+  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
+                            {NID_key_usage, "critical,digitalSignature,keyCertSign"},
+                            {NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"}}) {
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, x.get(), x.get(), nullptr, nullptr, 0);
+    bssl::UniquePtr<X509_EXTENSION> ext(X509V3_EXT_nconf_nid(nullptr, &ctx, nid, value));
+    X509_add_ext(x.get(), ext.get(), -1);
+  }
+  X509_sign(x.get(), key.get(), EVP_sha256());
+  Certs c{dir + "/cert.pem", dir + "/key.pem"};
+  {
+    bssl::UniquePtr<BIO> b(BIO_new_file(c.cert_file.c_str(), "w"));
+    PEM_write_bio_X509(b.get(), x.get());
+  }
+  {
+    bssl::UniquePtr<BIO> b(BIO_new_file(c.key_file.c_str(), "w"));
+    PEM_write_bio_PrivateKey(b.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  }
+  return c;
+}
+
+struct Sink {
+  pid_t pid = -1;
+  uint16_t port = 0;
+  std::string stats_file;
+};
+
+Sink start_sink(const Args& a, const std::string& dir, const Certs* tls, int trial) {
+  Sink s;
+  const std::string port_file = dir + "/port-" + std::to_string(trial);
+  s.stats_file = dir + "/stats-" + std::to_string(trial) + ".json";
+  ::unlink(port_file.c_str());
+  std::vector<std::string> argv = {a.sink,    "--listen",     "127.0.0.1:0", "--port-file",
+                                   port_file, "--stats-file", s.stats_file,  "--secret",
+                                   kSecret,   "--verify",     "standard",    "--quiet"};
+  if (tls) {
+    argv.insert(argv.end(), {"--tls-cert", tls->cert_file, "--tls-key", tls->key_file});
+  }
+  s.pid = spawn(argv, 1, dir + "/sink-" + std::to_string(trial) + ".log");
+  for (int i = 0; i < 500; ++i) {
+    std::string p = read_file(port_file);
+    if (!p.empty() && p.back() == '\n') {
+      s.port = static_cast<uint16_t>(std::stoi(p));
+      return s;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::cerr << "sink did not start; see " << dir << "/sink-" << trial << ".log\n";
+  std::exit(1);
+}
+
+std::string stop_sink(Sink& s) {
+  ::kill(s.pid, SIGTERM);
+  int status = 0;
+  ::waitpid(s.pid, &status, 0);
+  return read_file(s.stats_file);
+}
+
+struct TrialResult {
+  double wall_rps = 0;
+  double req_per_cpu_s = 0;
+  double handshakes_per_10k = 0;
+  uint64_t requests = 0;
+};
+
+// A: this process, net::HttpTransport, `conns` requests always in flight.
+TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
+  pin_to(0);
+  auto loop = std::move(Loop::create({})).value();
+  HttpTransportOptions o;
+  o.url_policy.allow_http = true;
+  o.allow_list = {*parse_cidr("127.0.0.0/8")};
+  o.max_connections_per_host = static_cast<uint32_t>(a.conns);
+  if (tls) {
+    o.tls.ca_file = "";
+    o.tls.extra_ca_file = tls->cert_file;
+  }
+  auto transport = std::move(HttpTransport::create(*loop, o)).value();
+  const std::string url =
+      std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port) + "/bench";
+  const std::string body = make_body();
+  struct Req final : SendOp {
+    HttpTransport* t = nullptr;
+    uint64_t* done = nullptr;
+    uint64_t* errors = nullptr;
+    bool* running = nullptr;
+    void on_complete() override {
+      ++*done;
+      if (result.http_status != 200) ++*errors;
+      if (*running) t->send(this);
+    }
+  };
+  uint64_t done = 0, errors = 0;
+  bool running = true;
+  std::vector<Req> reqs(static_cast<size_t>(a.conns));
+  rusage r0{}, r1{};
+  ::getrusage(RUSAGE_SELF, &r0);
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& r : reqs) {
+    r.t = transport.get();
+    r.done = &done;
+    r.errors = &errors;
+    r.running = &running;
+    r.request.url = url;
+    r.request.message_id = kMessageId;
+    r.request.secrets = {kSecret};
+    r.request.body = body;
+    transport->send(&r);
+  }
+  const auto end = start + std::chrono::seconds(a.seconds);
+  while (std::chrono::steady_clock::now() < end) loop->run_once(milliseconds(10));
+  const uint64_t counted = done;
+  const auto stop = std::chrono::steady_clock::now();
+  ::getrusage(RUSAGE_SELF, &r1);
+  running = false;
+  while (transport->in_flight() > 0) loop->run_once(milliseconds(10));
+  TrialResult tr;
+  tr.requests = counted;
+  const double wall = std::chrono::duration<double>(stop - start).count();
+  tr.wall_rps = static_cast<double>(counted) / wall;
+  tr.req_per_cpu_s = static_cast<double>(counted) / (cpu_seconds(r1) - cpu_seconds(r0));
+  if (errors > 0) std::cerr << "ringcast: " << errors << " non-200 answers\n";
+  transport.reset();
+  return tr;
+}
+
+// B: wrk -t1 -c<conns> with the same request, pinned to CPU 0; its CPU time from wait4().
+TrialResult run_wrk(const Args& a, uint16_t port, bool tls, const std::string& dir) {
+  const std::string body = make_body();
+  const std::string ts = std::to_string(::time(nullptr));
+  const std::string sig = standard_signature(kSecret, kMessageId, ts, body);
+  const std::string script = dir + "/bench.lua";
+  {
+    std::ofstream f(script);
+    f << "wrk.method = \"POST\"\n"
+      << "wrk.body = [[" << body << "]]\n"
+      << "wrk.headers[\"Content-Type\"] = \"application/json\"\n"
+      << "wrk.headers[\"User-Agent\"] = \"ringcast/" << RINGCAST_VERSION << "\"\n"
+      << "wrk.headers[\"webhook-id\"] = \"" << kMessageId << "\"\n"
+      << "wrk.headers[\"webhook-timestamp\"] = \"" << ts << "\"\n"
+      << "wrk.headers[\"webhook-signature\"] = \"" << sig << "\"\n";
+  }
+  const std::string url =
+      std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port) + "/bench";
+  const std::string out = dir + "/wrk.out";
+  pid_t pid = spawn({a.wrk, "-t1", "-c" + std::to_string(a.conns),
+                     "-d" + std::to_string(a.seconds) + "s", "-s", script, url},
+                    0, out);
+  int status = 0;
+  rusage ru{};
+  ::wait4(pid, &status, 0, &ru);
+  const std::string text = read_file(out);
+  TrialResult tr;
+  // "  123456 requests in 3.00s, ..." and "Requests/sec: 41152.00"
+  auto p = text.find(" requests in ");
+  if (p != std::string::npos) {
+    auto b = text.rfind('\n', p);
+    tr.requests = std::strtoull(text.c_str() + (b == std::string::npos ? 0 : b + 1), nullptr, 10);
+  }
+  auto q = text.find("Requests/sec:");
+  if (q != std::string::npos) tr.wall_rps = std::strtod(text.c_str() + q + 13, nullptr);
+  tr.req_per_cpu_s = static_cast<double>(tr.requests) / cpu_seconds(ru);
+  if (text.find("Non-2xx") != std::string::npos) std::cerr << "wrk: non-2xx answers\n";
+  return tr;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs) {
+  std::vector<double> rc_rps, rc_cpu, rc_hs, wrk_rps, wrk_cpu, wrk_hs;
+  for (int t = 0; t < a.trials; ++t) {
+    for (int side = 0; side < 2; ++side) {
+      const bool ours = (side == 0) == (t % 2 == 0);  // A B, B A, A B, ...
+      if ((ours && a.side == "wrk") || (!ours && a.side == "ringcast")) continue;
+      const int id = t * 2 + side + (tls ? 1000 : 0);
+      Sink s = start_sink(a, dir, tls ? &certs : nullptr, id);
+      TrialResult r =
+          ours ? run_ringcast(a, s.port, tls ? &certs : nullptr) : run_wrk(a, s.port, tls, dir);
+      const std::string stats = stop_sink(s);
+      const uint64_t sink_requests = json_number(stats, "requests");
+      const uint64_t full = json_number(stats, "tls_handshakes");
+      const uint64_t bad = json_number(stats, "bad_signatures");
+      r.handshakes_per_10k =
+          sink_requests ? 10000.0 * static_cast<double>(full) / static_cast<double>(sink_requests)
+                        : 0;
+      std::printf(
+          "  %-5s trial %d %-8s wall %9.0f req/s  %9.0f req/CPU-s  full handshakes %llu "
+          "(%.2f /10k)  sink saw %llu (bad signatures %llu)\n",
+          tls ? "tls" : "plain", t, ours ? "ringcast" : "wrk", r.wall_rps, r.req_per_cpu_s,
+          static_cast<unsigned long long>(full), r.handshakes_per_10k,
+          static_cast<unsigned long long>(sink_requests), static_cast<unsigned long long>(bad));
+      std::fflush(stdout);
+      (ours ? rc_rps : wrk_rps).push_back(r.wall_rps);
+      (ours ? rc_cpu : wrk_cpu).push_back(r.req_per_cpu_s);
+      (ours ? rc_hs : wrk_hs).push_back(r.handshakes_per_10k);
+    }
+  }
+  if (rc_rps.empty() || wrk_rps.empty()) return;
+  std::printf(
+      "%s, %d conns, %d s x %d trials (median):\n"
+      "  ringcast  %9.0f req/s  %9.0f req/CPU-s  %.2f full handshakes/10k\n"
+      "  wrk -t1   %9.0f req/s  %9.0f req/CPU-s  %.2f full handshakes/10k\n"
+      "  ratio     %9.2fx wall   %9.2fx per CPU-second\n",
+      tls ? "TLS" : "plain HTTP", a.conns, a.seconds, a.trials, median(rc_rps), median(rc_cpu),
+      median(rc_hs), median(wrk_rps), median(wrk_cpu), median(wrk_hs),
+      median(rc_rps) / median(wrk_rps), median(rc_cpu) / median(wrk_cpu));
+  std::fflush(stdout);
+}
+
+int ab_main(int argc, char** argv) {
+  Args a;
+  a.sink = self_dir() + "/../tools/ringcast-sink";
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto val = [&](const char* k) -> const char* {
+      const size_t n = std::strlen(k);
+      return s.compare(0, n, k) == 0 ? s.c_str() + n : nullptr;
+    };
+    if (auto v = val("--trials=")) a.trials = std::atoi(v);
+    if (auto v = val("--seconds=")) a.seconds = std::atoi(v);
+    if (auto v = val("--conns=")) a.conns = std::atoi(v);
+    if (auto v = val("--mode=")) a.mode = v;
+    if (auto v = val("--sink=")) a.sink = v;
+    if (auto v = val("--wrk=")) a.wrk = v;
+    if (auto v = val("--side=")) a.side = v;
+  }
+  if (::access(a.sink.c_str(), X_OK) != 0 || ::access(a.wrk.c_str(), X_OK) != 0) {
+    std::cerr << "need " << a.sink << " and " << a.wrk << "\n";
+    return 1;
+  }
+  char tmpl[] = "/tmp/ringcast-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const Certs certs = make_certs(dir);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (a.mode == "plain" || a.mode == "both") run_ab(a, false, dir, certs);
+  if (a.mode == "tls" || a.mode == "both") run_ab(a, true, dir, certs);
+  std::string cleanup = "rm -rf " + dir;
+  return std::system(cleanup.c_str()) == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringcast::net
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--ab") == 0) return ringcast::net::ab_main(argc, argv);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
