@@ -123,8 +123,13 @@ void Scheduler::free_slot(Slot* s) {
 // ---- lookups ----------------------------------------------------------------------------------
 
 Scheduler::EpState* Scheduler::ep_of(EndpointId id) const {
+  // One-entry cache: consecutive lookups are mostly for the same endpoint.
+  if (id == last_ep_id_ && last_ep_ != nullptr) return last_ep_;
   auto it = endpoints_.find(id);
-  return it == endpoints_.end() ? nullptr : it->second.get();
+  if (it == endpoints_.end()) return nullptr;
+  last_ep_id_ = id;
+  last_ep_ = it->second.get();
+  return last_ep_;
 }
 
 Scheduler::TenantState* Scheduler::find_tenant(std::string_view name) const {
@@ -345,6 +350,7 @@ void Scheduler::restore_endpoint(const Endpoint& e) {
   ep->policy = p;
   ep->tenant = &tenant_of(e.tenant);
   ep->tenant->endpoints.push_back(ep.get());
+  last_ep_ = nullptr;
   endpoints_[e.id] = std::move(ep);
 }
 
@@ -434,6 +440,7 @@ Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
   eps.erase(std::remove(eps.begin(), eps.end(), ep), eps.end());
   if (ep->rate_timer_ms != 0) rate_timers_.erase({ep->rate_timer_ms, id});
   m.endpoint_deletes.push_back(id);
+  last_ep_ = nullptr;
   endpoints_.erase(id);  // active_ may still name it: skipped on lookup
   return ok();
 }

@@ -208,6 +208,8 @@ class Scheduler {
   uint64_t inflight_count_ = 0;
 
   std::unordered_map<EndpointId, std::unique_ptr<EpState>> endpoints_;
+  mutable EndpointId last_ep_id_ = 0;  // ep_of() cache; reset whenever endpoints_ changes
+  mutable EpState* last_ep_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<TenantState>> tenants_;
   std::vector<TenantState*> tenant_by_index_;
   std::deque<EndpointId> active_;                         // endpoints with sendable work
