@@ -218,18 +218,22 @@ std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len,
     }
     return json_error(e);
   }
-  std::vector<std::string> seen;
+  // Keys seen so far; the views point into the parser's string buffer, valid for this document.
+  std::string_view seen[16];
+  size_t n_seen = 0;
   for (auto field : obj) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return json_error(e);
-    std::string k(key);
-    for (const auto& s : seen) {
-      if (s == k) return Bad{"duplicate_field", "field \"" + k + "\" appears twice", k};
+    for (size_t i = 0; i < n_seen; ++i) {
+      if (seen[i] == key) {
+        return Bad{"duplicate_field", "field \"" + std::string(key) + "\" appears twice",
+                   std::string(key)};
+      }
     }
-    seen.push_back(k);
+    if (n_seen < std::size(seen)) seen[n_seen++] = key;
     od::value v;
-    if (auto e = field.value().get(v)) return json_error(e, k);
-    if (auto bad = on_field(k, v)) return bad;
+    if (auto e = field.value().get(v)) return json_error(e, key);
+    if (auto bad = on_field(key, v)) return bad;
   }
   // At the end of the document current_location() fails; a location means trailing bytes.
   const char* trailing = nullptr;
