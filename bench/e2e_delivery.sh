@@ -17,7 +17,7 @@
 #        QUICK=1 bench/e2e_delivery.sh  smoke run (~30 s idle)
 # Knobs (environment): INTAKE_N DELIV_N TRIALS PENDING_N PENDING_CHUNKS LIVE_RATE LIVE_SECONDS
 #   CONNECTIONS SHARDS PAYLOAD_BYTES SENDER_CPU SINK_CPU HOLD_VIA=refused|sink503 HOLD_PORT
-#   RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP. See docs/benchmarks.md.
+#   PAYLOAD_FILL RECOVERY=1 PERF=1 RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP. See docs/benchmarks.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -33,6 +33,7 @@ LIVE_RATE=${LIVE_RATE:-500}  # events/s offered during the latency phase (in ste
 CONNECTIONS=${CONNECTIONS:-32}  # daemon: pool_size and max_in_flight; wrk: -c
 SHARDS=${SHARDS:-1}             # the daemon has one core: one shard
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-1024}
+PAYLOAD_FILL=${PAYLOAD_FILL:-random}
 SENDER_CPU=${SENDER_CPU:-0}
 SINK_CPU=${SINK_CPU:-1}
 HOLD_VIA=${HOLD_VIA:-refused}  # refused: a closed loopback port; sink503: the sink answers 503
@@ -58,9 +59,11 @@ fi
 WORK=$(mktemp -d /tmp/e2e-delivery.XXXXXX)
 DAEMON_PID=""
 SINK_PID=""
+PERF_PID=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  [ -n "$PERF_PID" ] && kill -INT "$PERF_PID" 2>/dev/null
   for p in $DAEMON_PID $SINK_PID; do kill -TERM "$p" 2>/dev/null || true; done
   for p in $DAEMON_PID $SINK_PID; do
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -164,14 +167,27 @@ hist_quantile() {
 hist_count() { echo $(($(metric "$1_count" "$3") - $(metric "$1_count" "$2"))); }
 
 # NDJSON events: gen_events TENANT PREFIX FIRST COUNT; each payload is exactly PAYLOAD_BYTES.
+# PAYLOAD_FILL=random (default): the data field is a window at a random offset of a 256 KiB random
+# base64 text, so payloads do not compress away in the store; PAYLOAD_FILL=x: "xxx...".
 gen_events() {
-  awk -v tenant="$1" -v prefix="$2" -v first="$3" -v n="$4" -v size="$PAYLOAD_BYTES" 'BEGIN {
-    pad = "x"; while (length(pad) < size) pad = pad pad
+  awk -v tenant="$1" -v prefix="$2" -v first="$3" -v n="$4" -v size="$PAYLOAD_BYTES" \
+    -v fillmode="$PAYLOAD_FILL" -v seed="$3" 'BEGIN {
+    if (fillmode == "random") {
+      srand(seed); a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+      for (j = 0; j < 256; j++) {
+        c = ""; for (k = 0; k < 1024; k++) c = c substr(a, int(rand() * 64) + 1, 1)
+        pad = pad c
+      }
+    } else {
+      pad = "x"; while (length(pad) < size) pad = pad pad
+    }
+    span = length(pad) - size
     for (i = first; i < first + n; i++) {
       head = "{\"n\":" i ",\"data\":\""
       fill = size - length(head) - 2; if (fill < 0) fill = 0
+      off = (fillmode == "random") ? int(rand() * span) + 1 : 1
       printf "{\"tenant\":\"%s\",\"id\":\"%s-%d\",\"type\":\"bench.event\",\"payload\":%s%s\"}}\n",
-        tenant, prefix, i, head, substr(pad, 1, fill)
+        tenant, prefix, i, head, substr(pad, off, fill)
     }
   }'
 }
@@ -214,6 +230,25 @@ wait_quiet() {  # READY_OK PENDING_OK SECONDS
     [ $SECONDS -ge $deadline ] && die "not quiet after $3 s: ready=$r (want $1) pending=$p (want $2) in_flight=$f"
     nap 0.2
   done
+}
+
+# PERF=1: a flat profile of the daemon (perf record -F 2999) over the intake run and the first
+# delivery window; the top symbols go to the log. It perturbs the CPU figures of those two.
+perf_start() {
+  [ "${PERF:-0}" = 1 ] || return 0
+  perf record -F 2999 -p "$DAEMON_PID" -o "$WORK/perf-$1.data" >/dev/null 2>"$WORK/perf-$1.err" &
+  PERF_PID=$!
+  nap 0.5
+}
+perf_stop() {
+  [ -n "$PERF_PID" ] || return 0
+  kill -INT "$PERF_PID" 2>/dev/null || true
+  wait "$PERF_PID" 2>/dev/null || true
+  PERF_PID=""
+  log "perf profile of the daemon during $1 (top symbols, % of samples):"
+  perf report -i "$WORK/perf-$1.data" --no-children --stdio --sort dso,symbol --percent-limit 0.7 \
+    2>/dev/null | grep -E '^ +[0-9.]+%' | sed 's/ *- *- *$//' | cut -c1-160 | head -n 30 |
+    tee -a "$WORK/log.txt" >&2 || true
 }
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -279,11 +314,13 @@ create_endpoint intake "http://$SINK/intake"
 "${RC[@]}" endpoints pause --tenant intake "$EP_ID" >/dev/null || die "pause failed"
 gen_events intake in 1 "$INTAKE_N" >"$WORK/intake.ndjson"
 fetch_metrics "$WORK/m-intake0.txt"
+perf_start intake
 cpu_ticks "$DAEMON_PID"; c0=$CPU_TICKS
 /usr/bin/time -f "%U %S %e" -o "$WORK/send-intake.time" \
   "${RC[@]}" --json send -q --batch "$INTAKE_BATCH" -c "$INTAKE_CONNS" "$WORK/intake.ndjson" \
   >"$WORK/send-intake.json" 2>"$WORK/send-intake.err" || true
 cpu_ticks "$DAEMON_PID"; c1=$CPU_TICKS
+perf_stop intake
 acc=$(json_field accepted <"$WORK/send-intake.json")
 [ "${acc:-0}" = "$INTAKE_N" ] || { cat "$WORK/send-intake.json" "$WORK/send-intake.err" >&2; die "intake: accepted ${acc:-?} of $INTAKE_N"; }
 rm -f "$WORK/intake.ndjson"
@@ -334,6 +371,7 @@ for i in $(seq 1 "$TRIALS"); do
   done
   cp "$WORK/metrics.txt" "$WORK/m-a$i-0.txt"
   sink_reset
+  [ "$i" = 1 ] && perf_start delivery
   # -- A: timed window = resume .. the sink has answered every held delivery.
   cpu_ticks "$DAEMON_PID"; c0=$CPU_TICKS
   t0=$EPOCHREALTIME
@@ -353,6 +391,7 @@ for i in $(seq 1 "$TRIALS"); do
   t1=$EPOCHREALTIME
   cpu_ticks "$DAEMON_PID"; c1=$CPU_TICKS
   sink_stat connections_open; conns=$((STAT - 1))  # minus this poll's own connection
+  [ "$i" = 1 ] && perf_stop delivery
   # Check: the daemon agrees (every held delivery delivered, nothing else outstanding).
   deadline=$((SECONDS + 20))
   while :; do
@@ -494,7 +533,7 @@ result "RSS per pending delivery: $PENDING_N pending ($(metric ringcast_deliveri
   "RSS $rss0 -> $rss KiB (peak $(hwm_kib "$DAEMON_PID") KiB) = $per_total B per delivery overall," \
   "$slope B per delivery from $half_n to $PENDING_N (target <= 256); data dir $((disk / 1024)) MiB on disk"
 hold_cpu=$(div $((hc1 - hc0)) "$CLK_TCK" %.1f)
-result "(info) ingest with fan-out and a first attempt per delivery (refused) until all wait in the wheel:" \
+result "(info) ingest with fan-out and a failed first attempt per delivery ($HOLD_VIA) until all wait in the wheel:" \
   "$PENDING_N in $(awk -v a="$ht0" -v b="$ht1" 'BEGIN {printf "%.1f", b - a}') s;" \
   "daemon $hold_cpu CPU-s = $(div "$PENDING_N" "$hold_cpu") per daemon CPU-s"
 
