@@ -56,6 +56,9 @@ rocksdb::DBOptions db_options(const StoreOptions& o) {
   d.max_total_wal_size = o.max_total_wal_bytes;
   d.db_write_buffer_size = o.total_write_buffer_bytes;
   d.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Replaying the WAL is most of a restart after a crash: bound it (max_total_wal_bytes forces
+  // flushes) and do not flush again at the end of the replay.
+  d.avoid_flush_during_recovery = true;
   d.manual_wal_flush = false;  // every write reaches the OS at once; SyncWAL makes it durable
   d.keep_log_file_num = 4;
   d.max_log_file_size = 8 << 20;

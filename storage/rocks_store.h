@@ -38,10 +38,14 @@ struct StoreOptions {
   Clock* clock = nullptr;
   size_t block_cache_bytes = size_t{64} << 20;
   size_t write_buffer_bytes = size_t{64} << 20;  // memtable size of the large column families
-  size_t total_write_buffer_bytes = size_t{512} << 20;
-  size_t max_total_wal_bytes = size_t{512} << 20;
+  size_t total_write_buffer_bytes = size_t{256} << 20;
+  // Bounds the WAL a restart after a crash replays (flushes the oldest memtables beyond it).
+  size_t max_total_wal_bytes = size_t{64} << 20;
   int background_jobs = 2;
   bool create_if_missing = true;
+  // Flush memtables when the store is closed, so that the next start replays no WAL (a start
+  // after a crash still replays up to max_total_wal_bytes).
+  bool flush_on_close = true;
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
