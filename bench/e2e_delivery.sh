@@ -245,6 +245,9 @@ perf_stop() {
   kill -INT "$PERF_PID" 2>/dev/null || true
   wait "$PERF_PID" 2>/dev/null || true
   PERF_PID=""
+  log "perf profile of the daemon during $1, by object: $(perf report -i "$WORK/perf-$1.data" \
+    --no-children --stdio --sort dso 2>/dev/null | awk '/^ +[0-9.]+%/ {printf "%s %s, ", $2, $1}' |
+    cut -c1-400)"
   log "perf profile of the daemon during $1 (top symbols, % of samples):"
   perf report -i "$WORK/perf-$1.data" --no-children --stdio --sort dso,symbol --percent-limit 0.7 \
     2>/dev/null | grep -E '^ +[0-9.]+%' | sed 's/ *- *- *$//' | cut -c1-160 | head -n 30 |
@@ -373,6 +376,7 @@ for i in $(seq 1 "$TRIALS"); do
   sink_reset
   [ "$i" = 1 ] && perf_start delivery
   # -- A: timed window = resume .. the sink has answered every held delivery.
+  cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
   cpu_ticks "$DAEMON_PID"; c0=$CPU_TICKS
   t0=$EPOCHREALTIME
   http POST "$API" "/v1/tenants/$tenant/endpoints/$ep/resume" "" "Authorization: Bearer $TOKEN" ||
@@ -390,6 +394,7 @@ for i in $(seq 1 "$TRIALS"); do
   done
   t1=$EPOCHREALTIME
   cpu_ticks "$DAEMON_PID"; c1=$CPU_TICKS
+  cpu_ticks "$SINK_PID"; s1=$CPU_TICKS
   sink_stat connections_open; conns=$((STAT - 1))  # minus this poll's own connection
   [ "$i" = 1 ] && perf_stop delivery
   # Check: the daemon agrees (every held delivery delivered, nothing else outstanding).
@@ -417,14 +422,16 @@ for i in $(seq 1 "$TRIALS"); do
   ingest_rate=$(json_field events_per_second <"$WORK/send-ingest-$i.json")
   echo "$ingest_rate" >>"$WORK/ingest.txt"
   result "A$i ringcast: $held deliveries in $a_wall s = $a_rate/s wall; daemon $a_cpu CPU-s = $a_per_cpu per CPU-s;" \
-    "attempt p50 ${a_p50} ms p99 ${a_p99} ms; daemon connections to the sink $conns; sent before the window $pre"
+    "attempt p50 ${a_p50} ms p99 ${a_p99} ms; daemon connections to the sink $conns; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; sent before the window $pre"
 
   # -- B: wrk, same sink, same body and headers, same connection count, comparable duration.
   dur=$(awk -v w="$a_wall" 'BEGIN {d = int(w + 0.999); if (d < 2) d = 2; if (d > 59) d = 59; print d}')
   sink_reset
+  cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
   BODY_BYTES=$PAYLOAD_BYTES /usr/bin/time -f "%U %S %e" -o "$WORK/wrk$i.time" \
     taskset -c "$SENDER_CPU" wrk -t1 -c"$CONNECTIONS" -d"${dur}s" --latency -s "$WRK_LUA" "http://$SINK/deliv/$i" \
     >"$WORK/wrk$i.out" 2>&1 || { cat "$WORK/wrk$i.out" >&2; die "wrk failed"; }
+  cpu_ticks "$SINK_PID"; s1=$CPU_TICKS
   read -r wu ws _ <"$WORK/wrk$i.time"
   wreq=$(awk '/requests in/ {print $1}' "$WORK/wrk$i.out")
   wsecs=$(awk '/requests in/ {t = $4; sub(/,$/, "", t); if (t ~ /ms$/) {sub(/ms$/, "", t); t /= 1000} else sub(/s$/, "", t); print t}' "$WORK/wrk$i.out")
@@ -437,7 +444,7 @@ for i in $(seq 1 "$TRIALS"); do
   echo "$b_per_cpu $b_rate $wsecs $b_cpu" >>"$WORK/b.txt"
   ratio=$(div "$a_per_cpu" "$b_per_cpu" %.3f)
   echo "$ratio" >>"$WORK/ratio.txt"
-  result "B$i wrk: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; ratio A/B per CPU-s $ratio"
+  result "B$i wrk: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; ratio A/B per CPU-s $ratio"
 done
 a_med=$(awk '{print $1}' "$WORK/a.txt" | median)
 b_med=$(awk '{print $1}' "$WORK/b.txt" | median)
