@@ -540,6 +540,10 @@ result "RSS per pending delivery: $PENDING_N pending ($(metric ringcast_deliveri
   "RSS $rss0 -> $rss KiB (peak $(hwm_kib "$DAEMON_PID") KiB) = $per_total B per delivery overall," \
   "$slope B per delivery from $half_n to $PENDING_N (target <= 256); data dir $((disk / 1024)) MiB on disk"
 hold_cpu=$(div $((hc1 - hc0)) "$CLK_TCK" %.1f)
+outcomes=$(awk '$1 ~ /^ringcast_attempts_total\{/ {match($1, /"[a-z]+"/); printf "%s %s, ", substr($1, RSTART + 1, RLENGTH - 2), $2}' "$WORK/metrics.txt")
+result "(check) whole run: attempts by outcome: ${outcomes%, };" \
+  "refused before send $(awk '/^ringcast_transport_failures_total/ && /refused_before_send/ {print $2}' "$WORK/metrics.txt");" \
+  "store errors $(metric ringcast_store_errors_total); failed $(metric ringcast_deliveries_failed_total); dead $(metric ringcast_deliveries_dead_total)"
 result "(info) ingest with fan-out and a failed first attempt per delivery ($HOLD_VIA) until all wait in the wheel:" \
   "$PENDING_N in $(awk -v a="$ht0" -v b="$ht1" 'BEGIN {printf "%.1f", b - a}') s;" \
   "daemon $hold_cpu CPU-s = $(div "$PENDING_N" "$hold_cpu") per daemon CPU-s"
