@@ -8,7 +8,7 @@ PKGS=(
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  openssl wrk nginx-light python3 procps iproute2 ca-certificates
+  openssl wrk nginx-light python3 procps iproute2 ca-certificates curl time util-linux
 )
 missing=()
 for p in "${PKGS[@]}"; do
