@@ -1,0 +1,153 @@
+// The `ringcast serve` daemon as a real child process for the end-to-end tests: a TOML config in
+// a TempDir (loopback listener on port 0, RocksDB data dir in the temp dir, millisecond policies,
+// a fast breaker), readiness on the "listening on" line, a Bearer-authenticated JSON client, and
+// SIGKILL / restart on the same data dir. Invariant: a Daemon never outlives its process (the
+// destructor SIGKILLs a child that still runs) and every wait it offers is bounded.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/json.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace ringcast::e2e {
+
+using namespace std::chrono_literals;
+using Millis = std::chrono::milliseconds;
+
+// True when the tests run in an ASan build (slower: scale counts and waits).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// Waits scale with this factor under ASan.
+inline Millis scaled(Millis m) {
+  return kSanitized ? m * 3 : m;
+}
+
+struct DaemonOptions {
+  // transport.allow_private = ["127.0.0.0/8"]; false keeps the SSRF guard on for loopback.
+  bool allow_private = true;
+  uint32_t shards = 2;
+  // More TOML appended to the file (new [policies.<name>] sections, say). Keys of the sections
+  // the fixture writes are overridden with `env` (RINGCAST_SECTION_KEY=value) instead.
+  std::string extra_toml;
+  std::vector<std::string> env;
+};
+
+// One HTTP answer. status 0: no answer (connection refused, reset, timeout).
+struct Reply {
+  int status = 0;
+  std::string headers;  // raw header block
+  std::string body;
+  Json json() const { return Json::parse(body); }
+  // "<status> <body>" for assertion messages.
+  std::string describe() const;
+};
+
+// A blocking HTTP/1.1 request on a fresh loopback connection (Connection: close). Keeps reading
+// even if sending failed part way (the server may answer 413 and close early).
+Reply http_request(uint16_t port, const std::string& method, const std::string& target,
+                   const std::string& body, const std::vector<std::string>& headers,
+                   Millis timeout = 10s);
+
+// Polls `pred` every `interval` until it holds or `timeout` passes; returns its last value.
+bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis interval = 20ms);
+
+// The built binaries (RINGCAST_BINARY_DIR/tools/...).
+std::string ringcast_binary();
+std::string sink_binary();
+
+class Daemon {
+ public:
+  static constexpr const char* kToken = "e2e-token-4f9a";
+
+  // Writes the config; does not start (call start()).
+  explicit Daemon(DaemonOptions options = {});
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Starts `ringcast serve --config FILE` and waits for "listening on"; throws
+  // std::runtime_error with the daemon's output when it does not come up.
+  void start(Millis timeout = 20s);
+  // SIGKILL and reap (crash). The data dir stays.
+  void kill9();
+  // SIGTERM and wait up to `grace` (then SIGKILL); the exit status.
+  test::ExitStatus terminate(Millis grace = 20s);
+  bool running();
+  pid_t pid() const { return process_.pid(); }
+
+  uint16_t port() const { return port_.load(); }
+  const std::string& dir() const { return tmp_.path(); }
+  const std::string& config_path() const { return config_path_; }
+  const std::string& config_text() const { return config_text_; }
+  // stdout and stderr of every run so far (for failure messages).
+  std::string output() const;
+  int runs() const { return runs_; }
+
+  // An authenticated request (Bearer kToken); body is sent as application/json when not empty.
+  Reply call(const std::string& method, const std::string& path,
+             const std::string& body = "") const;
+  // The same with another Authorization value; nullopt sends no Authorization header.
+  Reply call_with_auth(const std::string& method, const std::string& path, const std::string& body,
+                       const std::optional<std::string>& auth) const;
+
+ private:
+  DaemonOptions options_;
+  test::TempDir tmp_;
+  std::string config_path_;
+  std::string config_text_;
+  test::Process process_;
+  std::atomic<uint16_t> port_{0};
+  int runs_ = 0;
+};
+
+// --- API helpers (status checks are left to the tests) ---------------------------------------
+
+// JSON string literal of `s` (quotes and escapes).
+std::string quote(const std::string& s);
+
+// POST /v1/tenants/{tenant}/endpoints with the given JSON body.
+Reply create_endpoint(const Daemon& d, const std::string& tenant, const std::string& body);
+// POST /v1/tenants/{tenant}/events {"id","type","payload"} (payload is raw JSON).
+Reply submit_event(const Daemon& d, const std::string& tenant, const std::string& id,
+                   const std::string& type, const std::string& payload);
+// GET /v1/tenants/{tenant}/deliveries?endpoint=... (limit 1000): the "deliveries" array.
+Json list_deliveries(const Daemon& d, const std::string& tenant, const std::string& endpoint_id);
+// GET /v1/tenants/{tenant}/deliveries/{id}: {"delivery", "attempts", "event"}.
+Json get_delivery(const Daemon& d, const std::string& tenant, const std::string& delivery_id);
+// The delivery of `event_id` to `endpoint_id` ({} when none): looks up the event's seq.
+Json delivery_for_event(const Daemon& d, const std::string& tenant, const std::string& endpoint_id,
+                        const std::string& event_id);
+// GET /v1/tenants/{tenant}/endpoints/{id}.
+Json get_endpoint(const Daemon& d, const std::string& tenant, const std::string& endpoint_id);
+
+// The sink's ids file as a set of ids that got `status` ("200" by default).
+std::vector<std::string> sink_ids_with_status(const test::SinkProcess& sink,
+                                              const std::string& status = "200");
+// How many ids-file lines carry `id` (any status).
+size_t sink_lines_for(const test::SinkProcess& sink, const std::string& id);
+// The ids of `want` that have no ids-file line with `status` yet.
+std::vector<std::string> missing_ids(const test::SinkProcess& sink,
+                                     const std::vector<std::string>& want,
+                                     const std::string& status = "200");
+// First few entries of `ids`, comma-separated (assertion messages).
+std::string sample(const std::vector<std::string>& ids, size_t n = 10);
+
+}  // namespace ringcast::e2e
