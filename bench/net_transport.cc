@@ -299,6 +299,14 @@ TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   tr.wall_rps = static_cast<double>(counted) / wall;
   tr.req_per_cpu_s = static_cast<double>(counted) / (cpu_seconds(r1) - cpu_seconds(r0));
   if (errors > 0) std::cerr << "ringcast: " << errors << " non-200 answers\n";
+  if (std::getenv("RINGCAST_BENCH_VERBOSE")) {
+    const LoopStats& ls = loop->stats();
+    std::fprintf(stderr, "  loop: turns %llu cqes %llu enters %llu timers %llu\n",
+                 static_cast<unsigned long long>(ls.turns),
+                 static_cast<unsigned long long>(ls.cqes),
+                 static_cast<unsigned long long>(ls.submits),
+                 static_cast<unsigned long long>(ls.timers_fired));
+  }
   transport.reset();
   return tr;
 }

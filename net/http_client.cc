@@ -1,6 +1,7 @@
 #include "net/http_client.h"
 
 #include <arpa/inet.h>
+#include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 
 #include "core/address_guard.h"
 #include "core/retry_after.h"
+#include "net/buffer_ring.h"
 #include "net/pacing.h"
 #include "net/signing.h"
 
@@ -145,15 +147,14 @@ struct Connection {
   struct Op final : IoOp {
     Connection* c = nullptr;
     OpKind kind = kConnectOp;
-    void complete(int res, uint32_t) override;
+    void complete(int res, uint32_t flags) override;
   } connect_op, recv_op, send_op;
   bool connect_pending = false;
   bool recv_pending = false;
   bool send_pending = false;
   bool in_callback = false;
 
-  std::unique_ptr<char[]> rbuf;  // from the socket
-  std::unique_ptr<char[]> pbuf;  // TLS plaintext
+  std::unique_ptr<char[]> rbuf;  // from the socket (only without the shared buffer ring)
   size_t buf_bytes = 0;
   std::string out;  // being sent (the kernel reads it: never reallocated while sending)
   size_t out_off = 0;
@@ -174,7 +175,7 @@ struct Connection {
   Connection* gnext = nullptr;
   bool idle_linked = false;
 
-  Connection(Impl* impl, Host* h, const ResponseLimits& limits, size_t bytes)
+  Connection(Impl* impl, Host* h, const ResponseLimits& limits, size_t bytes, bool own_buffer)
       : t(impl), host(h), parser(limits) {
     connect_op.c = recv_op.c = send_op.c = this;
     connect_op.kind = kConnectOp;
@@ -182,7 +183,7 @@ struct Connection {
     send_op.kind = kSendOp;
     idle_timer.c = this;
     buf_bytes = bytes;
-    rbuf = std::make_unique<char[]>(bytes);
+    if (own_buffer) rbuf = std::make_unique<char[]>(bytes);
   }
   bool ops_pending() const { return connect_pending || recv_pending || send_pending; }
   bool flushed() const { return !send_pending && out_off == out.size() && out_next.empty(); }
@@ -203,6 +204,9 @@ struct Host {
   uint32_t queued = 0;
   TokenBucket bucket;
   MonoTime throttle_until;
+  // The one TLS connection doing a full handshake while no session is cached for this host:
+  // other new connections wait for its session so they resume (≤ 1 full handshake per host).
+  Connection* tls_probe = nullptr;
   struct Pump final : Timer {
     Host* h = nullptr;
     void on_timer() override;
@@ -235,6 +239,9 @@ struct HttpTransport::Impl {
   HttpTransportStats st;
   std::string key_scratch;
   std::string req_scratch;
+  std::unique_ptr<BufferRing> rx_ring;    // multishot receives (nullptr: one-shot recv)
+  std::unique_ptr<char[]> plain_scratch;  // TLS plaintext, used synchronously in on_recv
+  size_t plain_scratch_bytes = 0;
 
   Impl(Loop& l, const HttpTransportOptions& o) : loop(l), opt(o), guard(o.allow_list) {}
   ~Impl();
@@ -269,11 +276,12 @@ struct HttpTransport::Impl {
   void make_idle(Connection* c);
   void unlink_idle(Connection* c);
   void close_conn(Connection* c);
+  void end_probe(Host* h);
   void maybe_free(Connection* c);
-  void on_conn_op(Connection* c, Connection::OpKind kind, int res);
+  void on_conn_op(Connection* c, Connection::OpKind kind, int res, uint32_t flags);
   void on_connect(Connection* c, int res);
   void on_send(Connection* c, int res);
-  void on_recv(Connection* c, int res);
+  void on_recv(Connection* c, int res, const char* data);
   void on_plain(Connection* c, const char* data, size_t n);
   void on_eof(Connection* c, int res);
   void start_tls(Connection* c);
@@ -299,8 +307,8 @@ void Exchange::PhaseTimer::on_timer() {
 void Exchange::Soon::on_timer() {
   ex->t->finish_now(ex);
 }
-void Connection::Op::complete(int res, uint32_t) {
-  c->t->on_conn_op(c, kind, res);
+void Connection::Op::complete(int res, uint32_t flags) {
+  c->t->on_conn_op(c, kind, res, flags);
 }
 void Connection::Idle::on_timer() {
   c->t->st.idle_expired++;
@@ -583,6 +591,7 @@ void Impl::pump(Host* h) {
       return;
     }
     Connection* c = find_idle(h, ex->addrs[ex->addr_idx]);
+    if (c == nullptr && h->tls_probe != nullptr) return;  // resumes once the probe has a session
     if (c == nullptr) {
       if (h->connections >= opt.max_connections_per_host) {
         // Idle connections to another address of this host make room; else wait.
@@ -616,7 +625,7 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  auto* c = new Connection(this, h, opt.response, opt.recv_buffer_bytes);
+  auto* c = new Connection(this, h, opt.response, opt.recv_buffer_bytes, rx_ring == nullptr);
   c->fd = fd;
   c->addr = addr;
   c->sa_len = to_sockaddr(addr, h->port, &c->sa);
@@ -626,6 +635,9 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   h->connections++;
   total_conns++;
   st.connections_opened++;
+  if (h->tls && tls && tls->resumption() && tls->session(h->session_key) == nullptr) {
+    h->tls_probe = c;
+  }
   ex->phase = Phase::kConnecting;
   ex->op->result.connect_attempted = true;
   ex->t_mark = loop.now();
@@ -703,8 +715,14 @@ void Impl::unlink_idle(Connection* c) {
   c->idle_linked = false;
 }
 
+void Impl::end_probe(Host* h) {
+  h->tls_probe = nullptr;
+  schedule_pump(h);
+}
+
 void Impl::close_conn(Connection* c) {
   if (c->state == ConnState::kClosing) return;
+  if (c->host->tls_probe == c) end_probe(c->host);
   unlink_idle(c);
   loop.disarm(&c->idle_timer);
   if (c->ex) {
@@ -737,7 +755,7 @@ void Impl::fail_conn(Connection* c, ErrorCode code) {
   if (ex) fail(ex, code);
 }
 
-void Impl::on_conn_op(Connection* c, Connection::OpKind kind, int res) {
+void Impl::on_conn_op(Connection* c, Connection::OpKind kind, int res, uint32_t flags) {
   c->in_callback = true;
   switch (kind) {
     case Connection::kConnectOp:
@@ -748,10 +766,18 @@ void Impl::on_conn_op(Connection* c, Connection::OpKind kind, int res) {
       c->send_pending = false;
       if (c->state != ConnState::kClosing) on_send(c, res);
       break;
-    case Connection::kRecvOp:
-      c->recv_pending = false;
-      if (c->state != ConnState::kClosing) on_recv(c, res);
+    case Connection::kRecvOp: {
+      if ((flags & IORING_CQE_F_MORE) == 0) c->recv_pending = false;  // (multishot) ended
+      const char* data = c->rbuf.get();
+      int bid = -1;
+      if ((flags & IORING_CQE_F_BUFFER) != 0) {
+        bid = static_cast<int>(flags >> IORING_CQE_BUFFER_SHIFT);
+        data = rx_ring->data(static_cast<uint16_t>(bid));
+      }
+      if (c->state != ConnState::kClosing) on_recv(c, res, data);
+      if (bid >= 0) rx_ring->recycle(static_cast<uint16_t>(bid));  // consumed synchronously
       break;
+    }
   }
   c->in_callback = false;
   maybe_free(c);
@@ -792,7 +818,6 @@ void Impl::on_connect(Connection* c, int res) {
 void Impl::start_tls(Connection* c) {
   Exchange* ex = c->ex;
   c->tls = std::make_unique<TlsStream>();
-  c->pbuf = std::make_unique<char[]>(c->buf_bytes);
   if (!tls || !c->tls->init(*tls, ex->url.host, ex->url.host_is_ip, c->host->session_key)) {
     fail_conn(c, ErrorCode::of(K::kTlsHandshake));
     return;
@@ -857,7 +882,9 @@ bool Impl::kick_send(Connection* c) {
 
 bool Impl::post_recv(Connection* c) {
   if (c->recv_pending) return true;
-  if (!loop.recv(&c->recv_op, c->fd, c->rbuf.get(), c->buf_bytes)) return false;
+  const bool ok = rx_ring ? loop.recv_multishot(&c->recv_op, c->fd, rx_ring->group())
+                          : loop.recv(&c->recv_op, c->fd, c->rbuf.get(), c->buf_bytes);
+  if (!ok) return false;
   c->recv_pending = true;
   return true;
 }
@@ -927,7 +954,7 @@ void Impl::on_send(Connection* c, int res) {
   }
 }
 
-void Impl::on_recv(Connection* c, int res) {
+void Impl::on_recv(Connection* c, int res, const char* data) {
   if (res == -EINTR || res == -EAGAIN || res == -ENOBUFS) {
     if (!post_recv(c)) fail_conn(c, ErrorCode::network(ENOBUFS));
     return;
@@ -953,7 +980,7 @@ void Impl::on_recv(Connection* c, int res) {
       return;
   }
   if (c->tls) {
-    c->tls->feed(c->rbuf.get(), n);
+    c->tls->feed(data, n);
     if (c->state == ConnState::kHandshaking) {
       drive_handshake(c);
       if (c->state != ConnState::kActive) {
@@ -965,7 +992,7 @@ void Impl::on_recv(Connection* c, int res) {
     }
     for (;;) {
       TlsStream::Status s;
-      const size_t got = c->tls->read(c->pbuf.get(), c->buf_bytes, &s);
+      const size_t got = c->tls->read(plain_scratch.get(), plain_scratch_bytes, &s);
       // Post-handshake messages (session tickets) may need a reply... BoringSSL writes none
       // for a client, but flush defensively.
       if (c->tls->pending_output() > 0) {
@@ -981,7 +1008,7 @@ void Impl::on_recv(Connection* c, int res) {
           close_conn(c);
           return;
         }
-        on_plain(c, c->pbuf.get(), got);
+        on_plain(c, plain_scratch.get(), got);
         if (c->state == ConnState::kClosing) break;
         continue;  // keep reading: a ticket may follow the response in the same read
       }
@@ -993,8 +1020,9 @@ void Impl::on_recv(Connection* c, int res) {
       fail_conn(c, ErrorCode::network(EPROTO));
       return;
     }
+    if (c->host->tls_probe == c && c->tls->got_session()) end_probe(c->host);
   } else {
-    on_plain(c, c->rbuf.get(), n);
+    on_plain(c, data, n);
   }
   if (c->state != ConnState::kClosing && !post_recv(c)) {
     fail_conn(c, ErrorCode::network(ENOBUFS));
@@ -1085,6 +1113,7 @@ void Impl::response_done(Connection* c) {
       p.keep_alive() && !p.body_capped() && !c->extra_bytes && !c->eof && c->flushed();
   c->ex = nullptr;
   ex->conn = nullptr;
+  if (h->tls_probe == c && !c->tls->got_session()) end_probe(h);  // no ticket: stop waiting
   if (reusable) {
     make_idle(c);
   } else {
@@ -1139,6 +1168,14 @@ Result<std::unique_ptr<HttpTransport>> HttpTransport::create(Loop& loop,
     impl->own_resolver = std::move(r).value();
     impl->resolver = impl->own_resolver.get();
   }
+  if (options.multishot_recv) {
+    // A shared ring of receive buffers: no per-connection buffer, no re-arming per response.
+    auto ring = BufferRing::create(loop, options.recv_buffers,
+                                   static_cast<uint32_t>(options.recv_buffer_bytes));
+    if (ring) impl->rx_ring = std::move(ring).value();  // else: one-shot recv per connection
+  }
+  impl->plain_scratch_bytes = std::max<size_t>(options.recv_buffer_bytes, 16 * 1024);
+  impl->plain_scratch = std::make_unique<char[]>(impl->plain_scratch_bytes);
   auto tls = TlsClientContext::create(options.tls);
   if (!tls) return tls.error();
   impl->tls = std::move(tls).value();

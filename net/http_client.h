@@ -40,7 +40,11 @@ struct HttpTransportOptions {
   uint32_t max_connections_per_host = 32;
   uint32_t max_connections_total = 4096;  // over all hosts; idle ones are evicted first
   uint32_t max_queued_per_host = 4096;    // bulkhead (R12.6); beyond → network_ENOBUFS
-  size_t recv_buffer_bytes = 16 * 1024;   // per connection
+  // Receives: multishot recv into a shared ring of `recv_buffers` x `recv_buffer_bytes`
+  // (power of two count); without it (or if the kernel refuses) one buffer per connection.
+  bool multishot_recv = true;
+  uint32_t recv_buffers = 512;
+  size_t recv_buffer_bytes = 8 * 1024;
 
   ResponseLimits response;  // 64 KiB / 100 headers, 512-byte prefix, 1 MiB drain
 

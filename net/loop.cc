@@ -242,6 +242,16 @@ bool Loop::close(IoOp* op, int fd) {
   return true;
 }
 
+bool Loop::recv_multishot(IoOp* op, int fd, uint16_t group) {
+  io_uring_sqe* sqe = op_sqe();
+  if (sqe == nullptr) return false;
+  io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = group;
+  io_uring_sqe_set_data(sqe, op);
+  return true;
+}
+
 bool Loop::poll(IoOp* op, int fd, unsigned mask) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;

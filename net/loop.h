@@ -156,6 +156,11 @@ class Loop {
   [[nodiscard]] bool accept(IoOp* op, int fd, sockaddr* addr, socklen_t* len,
                             int flags = SOCK_NONBLOCK | SOCK_CLOEXEC);
   [[nodiscard]] bool close(IoOp* op, int fd);
+  // Multishot receive into buffers of provided-buffer group `group` (net/buffer_ring.h):
+  // one completion per chunk (IORING_CQE_F_BUFFER, buffer id = flags >> 16) while
+  // IORING_CQE_F_MORE is set; it ends with EOF (0), an error, or -ENOBUFS (re-arm then).
+  [[nodiscard]] bool recv_multishot(IoOp* op, int fd, uint16_t group);
+  uint16_t alloc_buffer_group() { return next_buffer_group_++; }
   // One-shot poll for `mask` (POLLIN, POLLOUT, ...); res is the ready mask or -errno.
   [[nodiscard]] bool poll(IoOp* op, int fd, unsigned mask);
   // Kernel timeout (IORING_OP_TIMEOUT); prefer arm() for deadlines. res: -ETIME when it fired.
@@ -225,6 +230,7 @@ class Loop {
   unsigned setup_flags_ = 0;
   bool ring_enabled_ = false;
   bool in_turn_ = false;
+  uint16_t next_buffer_group_ = 1;
   unsigned cq_cap_ = 0;
   uint32_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;

@@ -102,6 +102,7 @@ int TlsStream::on_new_session(SSL* ssl, SSL_SESSION* session) {
   auto* s = static_cast<TlsStream*>(SSL_get_ex_data(ssl, stream_index()));
   if (s == nullptr || s->context_ == nullptr) return 0;
   s->context_->store_session(s->session_key_, session);
+  s->got_session_ = true;
   return 1;  // we own it now
 }
 

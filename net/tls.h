@@ -85,6 +85,7 @@ class TlsStream {
   void feed_eof();                          // the socket reached EOF
   Status handshake();                       // drive the handshake; kOk when done
   bool handshake_done() const { return handshake_done_; }
+  bool got_session() const { return got_session_; }  // the peer issued a resumable session
   bool resumed() const;
 
   // Encrypts all of `data` (the memory BIO takes it whole).
@@ -109,6 +110,7 @@ class TlsStream {
   TlsClientContext* context_ = nullptr;
   std::string session_key_;
   bool handshake_done_ = false;
+  bool got_session_ = false;
 };
 
 }  // namespace ringcast::net

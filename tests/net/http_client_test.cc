@@ -502,6 +502,36 @@ TEST(HttpTransportTest, PeerClosedIdleConnectionIsDetectedAndNotUsed) {
   EXPECT_EQ(server.connections(), 2);
 }
 
+TEST(HttpTransportTest, OneShotReceivesWithoutTheBufferRing) {
+  TestHttpServer server([](const HttpRequest& rq) {
+    if (rq.target == "/big") return respond(200, std::string(100000, 'z'));
+    return respond(200);
+  });
+  auto o = test_options();
+  o.multishot_recv = false;
+  o.recv_buffer_bytes = 1024;
+  Client c(o);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.send_one(server.url()).http_status, 200);
+  auto r = c.send_one(server.url("/big"));
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(r.body_prefix, std::string(512, 'z'));
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(HttpTransportTest, SmallSharedBuffersCarryALargeBody) {
+  TestHttpServer server([](const HttpRequest&) { return respond(200, std::string(300000, 'q')); });
+  auto o = test_options();
+  o.recv_buffers = 4;  // fewer buffers than the body needs: ENOBUFS re-arms must cope
+  o.recv_buffer_bytes = 2048;
+  Client c(o);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.send_one(server.url());
+    EXPECT_EQ(r.http_status, 200) << r.code.str();
+    EXPECT_EQ(r.body_prefix.size(), 512u);
+  }
+  EXPECT_EQ(server.connections(), 1);
+}
+
 TEST(HttpTransportTest, IdleConnectionsExpire) {
   TestHttpServer server(ok_handler());
   auto o = test_options();
@@ -731,6 +761,43 @@ TEST_F(TlsTest, SuccessKeepAliveAndSessionResumption) {
   // An IP literal URL verifies the IP SAN.
   r = c.send_one("https://127.0.0.1:" + std::to_string(server.port()) + "/ip");
   EXPECT_EQ(r.http_status, 200) << r.code.str();
+}
+
+TEST_F(TlsTest, ParallelConnectionsResumeTheFirstSession) {
+  TestHttpServer server(
+      [](const HttpRequest&) {
+        std::this_thread::sleep_for(milliseconds(20));
+        return respond(200);
+      },
+      server_with(ca.issue({"localhost"})));
+  auto o = tls_options();
+  o.max_connections_per_host = 8;
+  Client c(o);
+  c.dns->answer("localhost", {IpAddress::v4(127, 0, 0, 1)});
+  std::vector<Op> ops(16);
+  for (auto& op : ops) {
+    c.prepare(op, "https://localhost:" + std::to_string(server.port()) + "/");
+    c.transport->send(&op);
+  }
+  for (auto& op : ops) ASSERT_TRUE(c.run({&op}));
+  for (auto& op : ops) EXPECT_EQ(op.result.http_status, 200) << op.result.code.str();
+  // One full handshake for the host; every other new connection resumed its session.
+  EXPECT_EQ(c.transport->tls_stats().full_handshakes, 1u);
+  EXPECT_GE(c.transport->tls_stats().resumed_handshakes, 1u);
+  EXPECT_EQ(c.transport->tls_stats().resumed_handshakes + 1,
+            static_cast<uint64_t>(server.connections()));
+}
+
+TEST_F(TlsTest, OneShotReceivesWithoutTheBufferRing) {
+  TestHttpServer server(ok_handler(), server_with(ca.issue({"localhost"}, {"127.0.0.1"})));
+  auto o = tls_options();
+  o.multishot_recv = false;
+  Client c(o);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.send_one("https://127.0.0.1:" + std::to_string(server.port()) + "/");
+    EXPECT_EQ(r.http_status, 200) << r.code.str();
+  }
+  EXPECT_EQ(server.connections(), 1);
 }
 
 TEST_F(TlsTest, WrongHostNameIsACertError) {
