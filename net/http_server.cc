@@ -982,8 +982,8 @@ Result<void> HttpServerThread::start() {
   if (running_) return ok();
   std::promise<Result<void>> started;
   auto started_future = started.get_future();
-  // The loop is created, driven and destroyed on the server thread: the ring and everything
-  // it completes belong to that thread alone.
+  // The loop is created and driven on the server thread: the ring and everything it completes
+  // belong to that thread alone.
   thread_ = std::thread([this, started = std::move(started)]() mutable {
     auto loop = Loop::create(loop_options_);
     if (!loop) {
@@ -1004,7 +1004,8 @@ Result<void> HttpServerThread::start() {
     started.set_value(ok());
     loop_->run();  // until the stop callback below: then no op of the server is in flight
     server_.reset();
-    loop_.reset();
+    // The loop itself is destroyed by stop() after the join: the thread that posted the stop
+    // request may still be inside Loop::post()/wake() when this thread gets here.
   });
   Result<void> r = started_future.get();
   if (!r) {
@@ -1022,6 +1023,7 @@ void HttpServerThread::stop(Duration grace) {
   HttpServer* server = server_.get();
   loop->post([loop, server, grace] { server->stop(grace, [loop] { loop->stop(); }); });
   thread_.join();
+  loop_.reset();
 }
 
 }  // namespace ringcast::net
