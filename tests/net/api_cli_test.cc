@@ -109,9 +109,9 @@ TEST_F(CliTest, VersionAndUsageErrors) {
 }
 
 TEST_F(CliTest, EndpointsCreateListGetPauseTestRotateDelete) {
-  CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url", "https://hooks.example.com/a",
-                  "-e", "payment.*", "-e", "refund.completed", "--policy", "xhub", "--rate", "5",
-                  "--burst", "10"});
+  CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
+                     "https://hooks.example.com/a", "-e", "payment.*", "-e", "refund.completed",
+                     "--policy", "xhub", "--rate", "5", "--burst", "10"});
   ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
   EXPECT_THAT(r.out, HasSubstr("created endpoint"));
   EXPECT_THAT(r.out, HasSubstr("secret: whsec_"));
@@ -251,7 +251,8 @@ TEST_F(CliTest, DeliveriesCommands) {
     d.attempts.push_back(a);
     engine_.deliveries[d.delivery.id] = d;
   }
-  CliRun r = client({"deliveries", "list", "--tenant", "acme", "--state", "failed", "--limit", "5"});
+  CliRun r =
+      client({"deliveries", "list", "--tenant", "acme", "--state", "failed", "--limit", "5"});
   ASSERT_TRUE(r.status.ok()) << r.err;
   EXPECT_THAT(r.out, HasSubstr("4242"));
   EXPECT_THAT(r.out, HasSubstr("http_503"));
