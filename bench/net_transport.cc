@@ -120,6 +120,10 @@ void pin_to(int cpu) {
   ::sched_setaffinity(0, sizeof(set), &set);
 }
 
+double user_seconds(const rusage& r) {
+  return static_cast<double>(r.ru_utime.tv_sec) + static_cast<double>(r.ru_utime.tv_usec) / 1e6;
+}
+
 double cpu_seconds(const rusage& r) {
   return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
          static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
@@ -236,6 +240,8 @@ std::string stop_sink(Sink& s) {
 }
 
 struct TrialResult {
+  double user_us_per_req = 0;
+  double sys_us_per_req = 0;
   double wall_rps = 0;
   double req_per_cpu_s = 0;
   double handshakes_per_10k = 0;
@@ -298,6 +304,9 @@ TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   const double wall = std::chrono::duration<double>(stop - start).count();
   tr.wall_rps = static_cast<double>(counted) / wall;
   tr.req_per_cpu_s = static_cast<double>(counted) / (cpu_seconds(r1) - cpu_seconds(r0));
+  tr.user_us_per_req = 1e6 * (user_seconds(r1) - user_seconds(r0)) / static_cast<double>(counted);
+  tr.sys_us_per_req =
+      1e6 * (cpu_seconds(r1) - cpu_seconds(r0)) / static_cast<double>(counted) - tr.user_us_per_req;
   if (errors > 0) std::cerr << "ringcast: " << errors << " non-200 answers\n";
   if (std::getenv("RINGCAST_BENCH_VERBOSE")) {
     const LoopStats& ls = loop->stats();
@@ -347,6 +356,8 @@ TrialResult run_wrk(const Args& a, uint16_t port, bool tls, const std::string& d
   auto q = text.find("Requests/sec:");
   if (q != std::string::npos) tr.wall_rps = std::strtod(text.c_str() + q + 13, nullptr);
   tr.req_per_cpu_s = static_cast<double>(tr.requests) / cpu_seconds(ru);
+  tr.user_us_per_req = 1e6 * user_seconds(ru) / static_cast<double>(tr.requests);
+  tr.sys_us_per_req = 1e6 * cpu_seconds(ru) / static_cast<double>(tr.requests) - tr.user_us_per_req;
   if (text.find("Non-2xx") != std::string::npos) std::cerr << "wrk: non-2xx answers\n";
   return tr;
 }
@@ -375,11 +386,12 @@ void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs)
           sink_requests ? 10000.0 * static_cast<double>(full) / static_cast<double>(sink_requests)
                         : 0;
       std::printf(
-          "  %-5s trial %d %-8s wall %9.0f req/s  %9.0f req/CPU-s  full handshakes %llu "
-          "(%.2f /10k)  sink saw %llu (bad signatures %llu)\n",
+          "  %-5s trial %d %-8s wall %9.0f req/s  %9.0f req/CPU-s (user %.1f + sys %.1f us/req)  "
+          "full handshakes %llu (%.2f /10k)  sink saw %llu (bad signatures %llu)\n",
           tls ? "tls" : "plain", t, ours ? "ringcast" : "wrk", r.wall_rps, r.req_per_cpu_s,
-          static_cast<unsigned long long>(full), r.handshakes_per_10k,
-          static_cast<unsigned long long>(sink_requests), static_cast<unsigned long long>(bad));
+          r.user_us_per_req, r.sys_us_per_req, static_cast<unsigned long long>(full),
+          r.handshakes_per_10k, static_cast<unsigned long long>(sink_requests),
+          static_cast<unsigned long long>(bad));
       std::fflush(stdout);
       (ours ? rc_rps : wrk_rps).push_back(r.wall_rps);
       (ours ? rc_cpu : wrk_cpu).push_back(r.req_per_cpu_s);

@@ -112,10 +112,15 @@ struct Exchange {
     Exchange* ex = nullptr;
     void on_complete() override;
   } resolve;
-  struct Deadline final : Timer {
-    Exchange* ex = nullptr;
-    void on_timer() override;
-  } deadline;
+  // The exchange deadline: exchanges sit in a FIFO ordered by deadline (a constant timeout
+  // from a non-decreasing start), watched by one loop timer (O(1) per exchange).
+  MonoTime deadline_at;
+  Exchange* dprev = nullptr;
+  Exchange* dnext = nullptr;
+  bool dlinked = false;
+  // Fast path: the URL text this exchange parsed last and its host.
+  std::string url_text;
+  Host* url_host = nullptr;
   struct PhaseTimer final : Timer {
     Exchange* ex = nullptr;
     void on_timer() override;
@@ -125,9 +130,7 @@ struct Exchange {
     void on_timer() override;
   } soon;
 
-  explicit Exchange(Impl* impl) : t(impl) {
-    resolve.ex = deadline.ex = phase_timer.ex = soon.ex = this;
-  }
+  explicit Exchange(Impl* impl) : t(impl) { resolve.ex = phase_timer.ex = soon.ex = this; }
 };
 
 // One TCP (+TLS) connection. Owned by the transport (new/delete), linked into its host's idle
@@ -243,7 +246,9 @@ struct HttpTransport::Impl {
   std::unique_ptr<char[]> plain_scratch;  // TLS plaintext, used synchronously in on_recv
   size_t plain_scratch_bytes = 0;
 
-  Impl(Loop& l, const HttpTransportOptions& o) : loop(l), opt(o), guard(o.allow_list) {}
+  Impl(Loop& l, const HttpTransportOptions& o) : loop(l), opt(o), guard(o.allow_list) {
+    deadline_timer.t = this;
+  }
   ~Impl();
 
   static constexpr size_t kUrlCacheMax = 1024;
@@ -259,6 +264,15 @@ struct HttpTransport::Impl {
   void finish(Exchange* ex);
   void finish_now(Exchange* ex);
   void on_deadline(Exchange* ex);
+  void on_deadlines();
+  void link_deadline(Exchange* ex);
+  void unlink_deadline(Exchange* ex);
+  Exchange* dl_head = nullptr;
+  Exchange* dl_tail = nullptr;
+  struct DeadlineTimer final : Timer {
+    Impl* t = nullptr;
+    void on_timer() override { t->on_deadlines(); }
+  } deadline_timer;
   void on_phase_timeout(Exchange* ex);
 
   // --- hosts, queues, pacing ---
@@ -297,9 +311,6 @@ struct HttpTransport::Impl {
 namespace {
 void Exchange::Resolve::on_complete() {
   ex->t->on_resolve_done(ex);
-}
-void Exchange::Deadline::on_timer() {
-  ex->t->on_deadline(ex);
 }
 void Exchange::PhaseTimer::on_timer() {
   ex->t->on_phase_timeout(ex);
@@ -361,15 +372,22 @@ void Impl::send(SendOp* op) {
   reset_result(op->result);
   op->started_at = loop.wall_now();
   ex->t_start = loop.now();
-  loop.arm(&ex->deadline, ex->t_start + opt.exchange_timeout);
+  ex->deadline_at = ex->t_start + opt.exchange_timeout;
+  link_deadline(ex);
 
   in_send = true;  // completions found here are deferred to a later turn (STYLE 5)
-  const Url* url = checked_url(op->request.url);
+  const bool same_url = !ex->url_text.empty() && ex->url_text == op->request.url;
+  const Url* url = same_url ? &ex->url : checked_url(op->request.url);
   if (url == nullptr) {
     st.refused_url++;
+    ex->url_text.clear();
     fail(ex, url_error_code(check_url(op->request.url, opt.url_policy).error()));
   } else {
-    ex->url = *url;  // copy-assign: reuses the exchange's string buffers
+    if (!same_url) {
+      ex->url = *url;  // copy-assign: reuses the exchange's string buffers
+      ex->url_text = op->request.url;
+      ex->url_host = nullptr;
+    }
     if (ex->url.host_is_ip) {
       ex->addrs.clear();
       if (auto ip = parse_ip(ex->url.host)) ex->addrs.push_back(*ip);
@@ -417,18 +435,15 @@ void Impl::on_resolved(Exchange* ex) {
       return;
     }
   }
-  Host* h = get_host(ex->url);
+  if (ex->url_host == nullptr) ex->url_host = get_host(ex->url);  // hosts live as long as we do
+  Host* h = ex->url_host;
   ex->host = h;
   if (h->queued >= opt.max_queued_per_host) {  // bulkhead (R12.6)
     fail(ex, ErrorCode::network(ENOBUFS));
     return;
   }
   enqueue(h, ex);
-  if (in_send) {
-    schedule_pump(h);  // connects start on the next turn; nothing completes inside send()
-  } else {
-    pump(h);
-  }
+  pump(h);  // inside send() too: every completion it causes goes through finish() (deferred)
 }
 
 void Impl::fail(Exchange* ex, ErrorCode code) {
@@ -448,7 +463,7 @@ void Impl::finish(Exchange* ex) {
 void Impl::finish_now(Exchange* ex) {
   SendOp* op = ex->op;
   if (op == nullptr) return;
-  loop.disarm(&ex->deadline);
+  unlink_deadline(ex);
   loop.disarm(&ex->phase_timer);
   loop.disarm(&ex->soon);
   if (ex->queued) dequeue(ex);
@@ -473,6 +488,42 @@ void Impl::finish_now(Exchange* ex) {
     free_ex.push_back(ex);
   }
   op->on_complete();
+}
+
+void Impl::link_deadline(Exchange* ex) {
+  ex->dnext = nullptr;
+  ex->dprev = dl_tail;
+  if (dl_tail) {
+    dl_tail->dnext = ex;
+  } else {
+    dl_head = ex;
+  }
+  dl_tail = ex;
+  ex->dlinked = true;
+  // Lazily armed: the timer may fire before the head's deadline (the head left); it re-arms.
+  if (!deadline_timer.armed()) loop.arm(&deadline_timer, dl_head->deadline_at);
+}
+
+void Impl::unlink_deadline(Exchange* ex) {
+  if (!ex->dlinked) return;
+  if (ex->dprev) {
+    ex->dprev->dnext = ex->dnext;
+  } else {
+    dl_head = ex->dnext;
+  }
+  if (ex->dnext) {
+    ex->dnext->dprev = ex->dprev;
+  } else {
+    dl_tail = ex->dprev;
+  }
+  ex->dprev = ex->dnext = nullptr;
+  ex->dlinked = false;
+}
+
+void Impl::on_deadlines() {
+  const MonoTime now = loop.now();
+  while (dl_head != nullptr && dl_head->deadline_at <= now) on_deadline(dl_head);
+  if (dl_head != nullptr) loop.arm(&deadline_timer, dl_head->deadline_at);
 }
 
 void Impl::on_deadline(Exchange* ex) {
@@ -572,7 +623,7 @@ void Impl::pump(Host* h) {
   while (h->qhead != nullptr) {
     Exchange* ex = h->qhead;
     const MonoTime now = loop.now();
-    const MonoTime deadline = ex->deadline.deadline();
+    const MonoTime deadline = ex->deadline_at;
     if (h->throttle_until > now) {  // a 429 asked for a pause
       if (h->throttle_until >= deadline) {
         fail(ex, ErrorCode::of(K::kTimeout));  // cannot be sent in time: not sent at all
@@ -1136,6 +1187,7 @@ Impl::~Impl() {
     }
     loop.disarm(&ex->soon);
   }
+  loop.disarm(&deadline_timer);
   for (auto& [key, h] : hosts) {
     loop.disarm(&h->pump_timer);
     while (h->idle_head) close_conn(h->idle_head);
