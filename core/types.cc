@@ -85,7 +85,14 @@ std::string ErrorCode::str() const {
     case K::kNetwork: {
       // strerrorname_np is a table lookup (glibc >= 2.32), no syscall.
       const char* name = ::strerrorname_np(detail);
-      return std::string("network_") + (name ? name : ("E" + std::to_string(detail)).c_str());
+      std::string out = "network_";
+      if (name) {
+        out += name;
+      } else {
+        out += 'E';
+        out += std::to_string(detail);
+      }
+      return out;
     }
     case K::kTlsCert:
       return "network_tls_cert";
