@@ -626,6 +626,7 @@ void Impl::pump(Host* h) {
     const MonoTime deadline = ex->deadline_at;
     if (h->throttle_until > now) {  // a 429 asked for a pause
       if (h->throttle_until >= deadline) {
+        dequeue(ex);
         fail(ex, ErrorCode::of(K::kTimeout));  // cannot be sent in time: not sent at all
         continue;
       }
@@ -635,6 +636,7 @@ void Impl::pump(Host* h) {
     const MonoTime token_at = h->bucket.next_token_at(now);
     if (token_at > now) {
       if (token_at >= deadline) {
+        dequeue(ex);
         fail(ex, ErrorCode::of(K::kTimeout));
         continue;
       }
@@ -650,6 +652,7 @@ void Impl::pump(Host* h) {
         close_conn(h->idle_tail);
       }
       if (total_conns >= opt.max_connections_total && !evict_one_idle()) {
+        dequeue(ex);
         fail(ex, ErrorCode::network(ENOBUFS));
         continue;
       }

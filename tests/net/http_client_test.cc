@@ -283,6 +283,30 @@ TEST(HttpTransportTest, Retry429ThrottlesTheHost) {
   EXPECT_EQ(c.transport->stats().throttled_by_429, 1u);
 }
 
+TEST(HttpTransportTest, ThrottleLongerThanTheDeadlineFailsWithoutSending) {
+  TestHttpServer server([](const HttpRequest& rq) {
+    if (rq.target == "/429") return respond(429, "", "Retry-After: 60\r\n");
+    return respond(200);
+  });
+  auto o = test_options();
+  o.exchange_timeout = milliseconds(500);
+  Client c(o);
+  EXPECT_EQ(c.send_one(server.url("/429")).http_status, 429);
+  std::vector<Op> ops(3);
+  for (auto& op : ops) {
+    c.prepare(op, server.url("/ok"));
+    c.transport->send(&op);
+    EXPECT_FALSE(op.done);
+  }
+  ASSERT_TRUE(c.run({&ops[0], &ops[1], &ops[2]}, seconds(2)));
+  for (auto& op : ops) {
+    EXPECT_EQ(op.result.code.kind, K::kTimeout);
+    EXPECT_FALSE(op.result.connect_attempted);
+    EXPECT_EQ(op.completions, 1);
+  }
+  EXPECT_EQ(server.requests(), 1);
+}
+
 TEST(HttpTransportTest, TokenBucketPacesAHost) {
   TestHttpServer server(ok_handler());
   Client c;
