@@ -277,6 +277,7 @@ struct HttpTransport::Impl {
 
   // --- hosts, queues, pacing ---
   Host* get_host(const Url& url);
+  void sweep_hosts();
   void enqueue(Host* h, Exchange* ex);
   void dequeue(Exchange* ex);
   void pump(Host* h);
@@ -552,6 +553,7 @@ Host* Impl::get_host(const Url& url) {
   append_uint(key_scratch, url.port);
   auto it = hosts.find(key_scratch);
   if (it != hosts.end()) return it->second.get();
+  if (hosts.size() >= opt.max_hosts) sweep_hosts();
   auto h = std::make_unique<Host>();
   h->t = this;
   h->name = url.host;
@@ -563,6 +565,23 @@ Host* Impl::get_host(const Url& url) {
   Host* raw = h.get();
   hosts.emplace(key_scratch, std::move(h));
   return raw;
+}
+
+// Drops host entries that hold nothing: no connection, no queue, no pause, a full bucket
+// (forgetting them changes no behaviour). Bounded state (STYLE 6); O(hosts), rare.
+void Impl::sweep_hosts() {
+  const MonoTime now = loop.now();
+  for (auto& ex : exchanges) ex->url_host = nullptr;  // cached pointers may dangle after this
+  for (auto it = hosts.begin(); it != hosts.end();) {
+    Host* h = it->second.get();
+    const bool unused = h->connections == 0 && h->queued == 0 && !h->pump_timer.armed() &&
+                        h->throttle_until <= now && h->tls_probe == nullptr && h->bucket.full(now);
+    if (unused) {
+      it = hosts.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Impl::enqueue(Host* h, Exchange* ex) {

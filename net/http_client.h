@@ -40,6 +40,7 @@ struct HttpTransportOptions {
   uint32_t max_connections_per_host = 32;
   uint32_t max_connections_total = 4096;  // over all hosts; idle ones are evicted first
   uint32_t max_queued_per_host = 4096;    // bulkhead (R12.6); beyond → network_ENOBUFS
+  size_t max_hosts = 65536;  // host entries (pool, pacing); idle ones are swept beyond this
   // Receives: multishot recv into a shared ring of `recv_buffers` x `recv_buffer_bytes`
   // (power of two count); without it (or if the kernel refuses) one buffer per connection.
   bool multishot_recv = true;

@@ -23,11 +23,11 @@
 namespace ringcast::net {
 namespace {
 
-using test::HttpAction;
-using test::HttpRequest;
-using test::respond;
-using test::ServerOptions;
-using test::TestHttpServer;
+using test::net_server::HttpAction;
+using test::net_server::HttpRequest;
+using test::net_server::respond;
+using test::net_server::ServerOptions;
+using test::net_server::TestHttpServer;
 using K = ErrorCode::Kind;
 
 struct Op final : SendOp {
@@ -554,6 +554,22 @@ TEST(HttpTransportTest, SmallSharedBuffersCarryALargeBody) {
     EXPECT_EQ(r.body_prefix.size(), 512u);
   }
   EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(HttpTransportTest, HostEntriesAreBounded) {
+  TestHttpServer a(ok_handler()), b(ok_handler()), c3(ok_handler());
+  auto o = test_options();
+  o.max_hosts = 2;
+  Client c(o);
+  for (int round = 0; round < 3; ++round) {
+    for (TestHttpServer* s : {&a, &b, &c3}) {
+      EXPECT_EQ(c.send_one(s->url()).http_status, 200);
+      c.transport->close_idle();  // an idle host entry can then be swept
+    }
+  }
+  // Keep-alive still works for a host whose entry survives.
+  EXPECT_EQ(c.send_one(a.url()).http_status, 200);
+  EXPECT_TRUE(c.send_one(a.url()).reused_connection);
 }
 
 TEST(HttpTransportTest, IdleConnectionsExpire) {

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace ringcast::test {
+namespace ringcast::test::net_server {
 
 namespace {
 constexpr int kPollMs = 10;
@@ -338,4 +338,4 @@ void TestHttpServer::serve(int fd, int index) {
   ::close(fd);
 }
 
-}  // namespace ringcast::test
+}  // namespace ringcast::test::net_server

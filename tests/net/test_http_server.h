@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace ringcast::test {
+namespace ringcast::test::net_server {
 
 struct HttpRequest {
   std::string method, target, version;
@@ -81,4 +81,4 @@ class TestHttpServer {
   std::thread acceptor_;
 };
 
-}  // namespace ringcast::test
+}  // namespace ringcast::test::net_server
