@@ -257,7 +257,8 @@ Reply Daemon::call_with_auth(const std::string& method, const std::string& path,
     headers.push_back(path == "/v1/events/bulk" ? "Content-Type: application/x-ndjson"
                                                 : "Content-Type: application/json");
   }
-  return http_request(port(), method, path, body, headers);
+  // 5 s: a healthy daemon answers in milliseconds; a stuck shard must not stall a test for long.
+  return http_request(port(), method, path, body, headers, 5s);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -159,5 +159,43 @@ TEST(E2eRetry, RetryAfterPostponesNeverHastensAndIsCapped) {
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }
 
+// SPEC R12.1, R12.9: the receiver records the id and drops the connection (RST after reading
+// the request). The attempt is UNKNOWN, not FAILED, and the retry carries the same id; the
+// smengo profile shows the attempt number going up (R5.4).
+TEST(E2eRetry, ReceiverActedResponseLostRetriesWithTheSameId) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-lost");
+  SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/lost=reset;limit=1"}, dir.path());
+  const std::string t = "lost";
+  Reply cr = create_endpoint(d, t,
+                             "{\"url\":" + quote(sink.base_url() + "/lost") +
+                                 ",\"policy\":\"fast\",\"signature\":\"smengo\"}");
+  ASSERT_EQ(cr.status, 201) << cr.describe();
+  const std::string ep = cr.json()["id"].str();
+  ASSERT_EQ(submit_event(d, t, "lost-1", "payment.status_changed", "{\"status\":\"paid\"}").status,
+            202);
+  Json det = wait_delivery(
+      d, t, ep, "lost-1",
+      [](const Json& j) { return j["delivery"]["status"].str() == "delivered"; }, scaled(10s));
+  ASSERT_EQ(det["delivery"]["status"].str(), "delivered") << d.output();
+  ASSERT_EQ(det["attempts"].size(), 2u);
+  EXPECT_EQ(det["attempts"][0]["outcome"].str(), "unknown");
+  EXPECT_TRUE(det["attempts"][0]["request_written"].boolean());
+  EXPECT_TRUE(det["attempts"][0]["http_status"].is_null());
+  EXPECT_EQ(det["attempts"][1]["outcome"].str(), "success");
+
+  auto lines = sink.ids();
+  ASSERT_EQ(lines.size(), 2u) << test::read_file(sink.ids_file);
+  EXPECT_EQ(lines[0].id, "lost-1");
+  EXPECT_EQ(lines[0].status, "reset");
+  EXPECT_EQ(lines[0].attempt, 1u);
+  EXPECT_EQ(lines[1].id, "lost-1") << "the retry must carry the same id";
+  EXPECT_EQ(lines[1].status, "200");
+  EXPECT_EQ(lines[1].attempt, 2u);
+  auto st = d.terminate();
+  EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
+}
+
 }  // namespace
 }  // namespace ringcast::e2e
