@@ -481,7 +481,10 @@ void Scheduler::set_tenant_timer(TenantState& t, std::optional<WallTime> at) {
     t.timer_ms = 0;
   }
   if (at) {
-    t.timer_ms = std::max<int64_t>(at->ms(), 1);
+    // Rounded UP to the millisecond: a key rounded down could be <= now.ms() while `at` is
+    // still in the future (same millisecond), and poll() would pop and re-arm it forever.
+    int64_t ms = at->ms() + (at->ns() % 1'000'000 > 0 ? 1 : 0);
+    t.timer_ms = std::max<int64_t>(ms, 1);
     tenant_timers_.insert({t.timer_ms, t.index});
   }
 }
