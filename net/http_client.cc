@@ -142,6 +142,7 @@ struct Connection {
   sockaddr_storage sa{};
   socklen_t sa_len = 0;
   int fd = -1;
+  int slot = -1;  // registered file slot (-1: ops use the fd)
   ConnState state = ConnState::kConnecting;
   Exchange* ex = nullptr;
   std::unique_ptr<TlsStream> tls;
@@ -188,6 +189,7 @@ struct Connection {
     buf_bytes = bytes;
     if (own_buffer) rbuf = std::make_unique<char[]>(bytes);
   }
+  FileRef file() const { return slot >= 0 ? FileRef::slot(slot) : FileRef(fd); }
   bool ops_pending() const { return connect_pending || recv_pending || send_pending; }
   bool flushed() const { return !send_pending && out_off == out.size() && out_next.empty(); }
 };
@@ -700,6 +702,7 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto* c = new Connection(this, h, opt.response, opt.recv_buffer_bytes, rx_ring == nullptr);
   c->fd = fd;
+  c->slot = loop.register_fd(fd);
   c->addr = addr;
   c->sa_len = to_sockaddr(addr, h->port, &c->sa);
   c->state = ConnState::kConnecting;
@@ -714,7 +717,7 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   ex->phase = Phase::kConnecting;
   ex->op->result.connect_attempted = true;
   ex->t_mark = loop.now();
-  if (!loop.connect(&c->connect_op, fd, reinterpret_cast<sockaddr*>(&c->sa), c->sa_len)) {
+  if (!loop.connect(&c->connect_op, c->file(), reinterpret_cast<sockaddr*>(&c->sa), c->sa_len)) {
     fail(ex, ErrorCode::network(ENOBUFS));
     return;
   }
@@ -809,7 +812,7 @@ void Impl::close_conn(Connection* c) {
   st.connections_closed++;
   if (c->ops_pending()) {
     ::shutdown(c->fd, SHUT_RDWR);  // pending recv/send complete at once
-    loop.cancel_fd(c->fd);         // and a pending connect is cancelled
+    loop.cancel_fd(c->file());     // and a pending connect is cancelled
   }
   schedule_pump(c->host);  // a slot is free
   maybe_free(c);
@@ -817,6 +820,7 @@ void Impl::close_conn(Connection* c) {
 
 void Impl::maybe_free(Connection* c) {
   if (c->state != ConnState::kClosing || c->ops_pending() || c->in_callback) return;
+  if (c->slot >= 0) loop.unregister_fd(c->slot);
   ::close(c->fd);
   closing--;
   delete c;
@@ -946,7 +950,7 @@ bool Impl::kick_send(Connection* c) {
     if (c->out_next.empty()) return true;
     c->out.swap(c->out_next);
   }
-  if (!loop.send(&c->send_op, c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off)) {
+  if (!loop.send(&c->send_op, c->file(), c->out.data() + c->out_off, c->out.size() - c->out_off)) {
     return false;
   }
   c->send_pending = true;
@@ -955,8 +959,8 @@ bool Impl::kick_send(Connection* c) {
 
 bool Impl::post_recv(Connection* c) {
   if (c->recv_pending) return true;
-  const bool ok = rx_ring ? loop.recv_multishot(&c->recv_op, c->fd, rx_ring->group())
-                          : loop.recv(&c->recv_op, c->fd, c->rbuf.get(), c->buf_bytes);
+  const bool ok = rx_ring ? loop.recv_multishot(&c->recv_op, c->file(), rx_ring->group())
+                          : loop.recv(&c->recv_op, c->file(), c->rbuf.get(), c->buf_bytes);
   if (!ok) return false;
   c->recv_pending = true;
   return true;

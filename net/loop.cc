@@ -112,6 +112,13 @@ Result<void> Loop::init() {
   ring_.reset(ring.release());
   ring_enabled_ = (setup_flags_ & IORING_SETUP_R_DISABLED) == 0;
 
+  if (options_.registered_files > 0 &&
+      io_uring_register_files_sparse(ring_.get(), options_.registered_files) == 0) {
+    free_file_slots_.reserve(options_.registered_files);
+    for (int i = static_cast<int>(options_.registered_files) - 1; i >= 0; --i) {
+      free_file_slots_.push_back(i);
+    }
+  }
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0) {
     Error e = make_error(Errc::kIo, "eventfd failed");
@@ -178,50 +185,56 @@ io_uring_sqe* Loop::raw_sqe(IoOp* op) {
   return sqe;
 }
 
-bool Loop::recv(IoOp* op, int fd, void* buf, size_t len, int flags) {
+bool Loop::recv(IoOp* op, FileRef fd, void* buf, size_t len, int flags) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_recv(sqe, fd, buf, len, flags);
+  io_uring_prep_recv(sqe, fd.index, buf, len, flags);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::send(IoOp* op, int fd, const void* buf, size_t len, int flags) {
+bool Loop::send(IoOp* op, FileRef fd, const void* buf, size_t len, int flags) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_send(sqe, fd, buf, len, flags);
+  io_uring_prep_send(sqe, fd.index, buf, len, flags);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::writev(IoOp* op, int fd, const ::iovec* iov, unsigned n) {
+bool Loop::writev(IoOp* op, FileRef fd, const ::iovec* iov, unsigned n) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_writev(sqe, fd, iov, n, 0);
+  io_uring_prep_writev(sqe, fd.index, iov, n, 0);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::sendmsg(IoOp* op, int fd, const struct msghdr* msg, int flags) {
+bool Loop::sendmsg(IoOp* op, FileRef fd, const struct msghdr* msg, int flags) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_sendmsg(sqe, fd, msg, static_cast<unsigned>(flags));
+  io_uring_prep_sendmsg(sqe, fd.index, msg, static_cast<unsigned>(flags));
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::read(IoOp* op, int fd, void* buf, size_t len) {
+bool Loop::read(IoOp* op, FileRef fd, void* buf, size_t len) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(len), 0);
+  io_uring_prep_read(sqe, fd.index, buf, static_cast<unsigned>(len), 0);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::connect(IoOp* op, int fd, const sockaddr* addr, socklen_t len) {
+bool Loop::connect(IoOp* op, FileRef fd, const sockaddr* addr, socklen_t len) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_connect(sqe, fd, addr, len);
+  io_uring_prep_connect(sqe, fd.index, addr, len);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
@@ -242,20 +255,22 @@ bool Loop::close(IoOp* op, int fd) {
   return true;
 }
 
-bool Loop::recv_multishot(IoOp* op, int fd, uint16_t group) {
+bool Loop::recv_multishot(IoOp* op, FileRef fd, uint16_t group) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+  io_uring_prep_recv_multishot(sqe, fd.index, nullptr, 0, 0);
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = group;
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
 
-bool Loop::poll(IoOp* op, int fd, unsigned mask) {
+bool Loop::poll(IoOp* op, FileRef fd, unsigned mask) {
   io_uring_sqe* sqe = op_sqe();
   if (sqe == nullptr) return false;
-  io_uring_prep_poll_add(sqe, fd, mask);
+  io_uring_prep_poll_add(sqe, fd.index, mask);
+  if (fd.fixed) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, op);
   return true;
 }
@@ -274,10 +289,27 @@ void Loop::cancel(IoOp* target) {
   io_uring_sqe_set_data64(sqe, kIgnoredUserData);
 }
 
-void Loop::cancel_fd(int fd) {
+void Loop::cancel_fd(FileRef fd) {
   io_uring_sqe* sqe = get_sqe();
-  io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
+  io_uring_prep_cancel_fd(sqe, fd.index,
+                          IORING_ASYNC_CANCEL_ALL | (fd.fixed ? IORING_ASYNC_CANCEL_FD_FIXED : 0));
   io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+}
+
+int Loop::register_fd(int fd) {
+  if (free_file_slots_.empty()) return -1;
+  const int slot = free_file_slots_.back();
+  if (io_uring_register_files_update(ring_.get(), static_cast<unsigned>(slot), &fd, 1) != 1) {
+    return -1;
+  }
+  free_file_slots_.pop_back();
+  return slot;
+}
+
+void Loop::unregister_fd(int slot) {
+  int none = -1;
+  io_uring_register_files_update(ring_.get(), static_cast<unsigned>(slot), &none, 1);
+  free_file_slots_.push_back(slot);
 }
 
 void Loop::arm_wake_read() {

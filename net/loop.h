@@ -106,6 +106,19 @@ class Task {
   std::atomic<Task*> next_{nullptr};
 };
 
+// The file an op works on: a plain descriptor (implicit from int), or a slot of the ring's
+// registered file table (register_fd()), which saves a file lookup per op.
+struct FileRef {
+  int index = -1;
+  bool fixed = false;
+  FileRef(int fd) : index(fd) {}  // NOLINT(google-explicit-constructor): plain fds read naturally
+  static FileRef slot(int s) {
+    FileRef f(s);
+    f.fixed = true;
+    return f;
+  }
+};
+
 struct LoopOptions {
   unsigned sq_entries = 256;           // submission ring; full rings are flushed, never an error
   unsigned cq_entries = 8192;          // also the cap on ops in flight (STYLE 6)
@@ -114,7 +127,8 @@ struct LoopOptions {
   unsigned max_tasks_per_turn = 1024;  // posted + deferred tasks run per turn
   // Try IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN, then COOP_TASKRUN, then nothing.
   bool try_single_issuer = true;
-  Clock* clock = nullptr;  // default: the system clock (owned by the loop)
+  unsigned registered_files = 4096;  // slots of the registered file table (0: none)
+  Clock* clock = nullptr;            // default: the system clock (owned by the loop)
 };
 
 struct LoopStats {
@@ -147,22 +161,24 @@ class Loop {
 
   // --- submissions (loop thread). Each returns false, submitting nothing, when the op cap is
   // reached (LoopStats::in_flight == cq_entries); the caller treats that as ENOBUFS. ---------
-  [[nodiscard]] bool recv(IoOp* op, int fd, void* buf, size_t len, int flags = 0);
-  [[nodiscard]] bool send(IoOp* op, int fd, const void* buf, size_t len, int flags = MSG_NOSIGNAL);
-  [[nodiscard]] bool writev(IoOp* op, int fd, const ::iovec* iov, unsigned n);
-  [[nodiscard]] bool sendmsg(IoOp* op, int fd, const struct msghdr* msg, int flags = MSG_NOSIGNAL);
-  [[nodiscard]] bool read(IoOp* op, int fd, void* buf, size_t len);
-  [[nodiscard]] bool connect(IoOp* op, int fd, const sockaddr* addr, socklen_t len);
+  [[nodiscard]] bool recv(IoOp* op, FileRef fd, void* buf, size_t len, int flags = 0);
+  [[nodiscard]] bool send(IoOp* op, FileRef fd, const void* buf, size_t len,
+                          int flags = MSG_NOSIGNAL);
+  [[nodiscard]] bool writev(IoOp* op, FileRef fd, const ::iovec* iov, unsigned n);
+  [[nodiscard]] bool sendmsg(IoOp* op, FileRef fd, const struct msghdr* msg,
+                             int flags = MSG_NOSIGNAL);
+  [[nodiscard]] bool read(IoOp* op, FileRef fd, void* buf, size_t len);
+  [[nodiscard]] bool connect(IoOp* op, FileRef fd, const sockaddr* addr, socklen_t len);
   [[nodiscard]] bool accept(IoOp* op, int fd, sockaddr* addr, socklen_t* len,
                             int flags = SOCK_NONBLOCK | SOCK_CLOEXEC);
   [[nodiscard]] bool close(IoOp* op, int fd);
   // Multishot receive into buffers of provided-buffer group `group` (net/buffer_ring.h):
   // one completion per chunk (IORING_CQE_F_BUFFER, buffer id = flags >> 16) while
   // IORING_CQE_F_MORE is set; it ends with EOF (0), an error, or -ENOBUFS (re-arm then).
-  [[nodiscard]] bool recv_multishot(IoOp* op, int fd, uint16_t group);
+  [[nodiscard]] bool recv_multishot(IoOp* op, FileRef fd, uint16_t group);
   uint16_t alloc_buffer_group() { return next_buffer_group_++; }
   // One-shot poll for `mask` (POLLIN, POLLOUT, ...); res is the ready mask or -errno.
-  [[nodiscard]] bool poll(IoOp* op, int fd, unsigned mask);
+  [[nodiscard]] bool poll(IoOp* op, FileRef fd, unsigned mask);
   // Kernel timeout (IORING_OP_TIMEOUT); prefer arm() for deadlines. res: -ETIME when it fired.
   // `ts` must stay valid until the next run_once() has submitted it.
   [[nodiscard]] bool kernel_timeout(IoOp* op, const ::__kernel_timespec* ts);
@@ -170,7 +186,11 @@ class Loop {
   // The cancel request itself completes silently. Never fails for lack of capacity.
   void cancel(IoOp* target);
   // Cancels every op on `fd` (IORING_ASYNC_CANCEL_FD | ALL), silently.
-  void cancel_fd(int fd);
+  void cancel_fd(FileRef fd);
+  // Registered files: a slot for `fd` (-1 when the table is full or unsupported; use the fd
+  // then). unregister_fd() before closing the fd, after its last op completed.
+  int register_fd(int fd);
+  void unregister_fd(int slot);
   // Raw access for ops the helpers do not cover (multishot recv, buffer rings, splice, ...):
   // returns an SQE with user_data = op, counted in flight, or nullptr at the op cap.
   io_uring_sqe* raw_sqe(IoOp* op);
@@ -231,6 +251,7 @@ class Loop {
   bool ring_enabled_ = false;
   bool in_turn_ = false;
   uint16_t next_buffer_group_ = 1;
+  std::vector<int> free_file_slots_;  // registered file table (empty: none or full)
   unsigned cq_cap_ = 0;
   uint32_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;

@@ -72,6 +72,40 @@ TEST(LoopTest, SendRecvOnSocketPair) {
   ::close(sv[1]);
 }
 
+TEST(LoopTest, RegisteredFiles) {
+  LoopOptions o;
+  o.registered_files = 2;
+  auto loop = make_loop(o);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  const int s0 = loop->register_fd(sv[0]);
+  const int s1 = loop->register_fd(sv[1]);
+  ASSERT_GE(s0, 0);
+  ASSERT_GE(s1, 0);
+  EXPECT_EQ(loop->register_fd(sv[0]), -1);  // the table is full
+  char rbuf[8] = {};
+  int sent = -1, got = -1;
+  IoFn send_op([&](int res, uint32_t) { sent = res; });
+  IoFn recv_op([&](int res, uint32_t) { got = res; });
+  ASSERT_TRUE(loop->recv(&recv_op, FileRef::slot(s1), rbuf, sizeof(rbuf)));
+  ASSERT_TRUE(loop->send(&send_op, FileRef::slot(s0), "fixed", 5));
+  EXPECT_TRUE(run_until(*loop, [&] { return sent >= 0 && got >= 0; }));
+  EXPECT_EQ(std::string(rbuf, 5), "fixed");
+  // cancel_fd works on a slot too.
+  int pending = 1;
+  IoFn p([&](int res, uint32_t) { pending = res; });
+  ASSERT_TRUE(loop->recv(&p, FileRef::slot(s1), rbuf, sizeof(rbuf)));
+  loop->run_once(Duration::zero());
+  loop->cancel_fd(FileRef::slot(s1));
+  EXPECT_TRUE(run_until(*loop, [&] { return pending <= 0; }));
+  EXPECT_EQ(pending, -ECANCELED);
+  loop->unregister_fd(s0);
+  loop->unregister_fd(s1);
+  EXPECT_GE(loop->register_fd(sv[0]), 0);  // slots are reused
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
 TEST(LoopTest, AcceptConnectOnLoopback) {
   auto loop = make_loop();
   int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
