@@ -1185,6 +1185,20 @@ void Impl::response_done(Connection* c) {
       st.throttled_by_429++;
     }
   }
+  if (c->tls) {
+    // Records already received behind the response: application data there is unsolicited
+    // (the connection must not carry it into the next exchange); tickets are fine.
+    char drain[2048];
+    for (;;) {
+      TlsStream::Status s;
+      if (c->tls->read(drain, sizeof(drain), &s) > 0) {
+        c->extra_bytes = true;
+        continue;
+      }
+      if (s != TlsStream::Status::kWantRead) c->eof = true;  // close_notify or a bad record
+      break;
+    }
+  }
   // Reuse only after a complete response on a clean connection (ISSUE 3 "Pools").
   const bool reusable =
       p.keep_alive() && !p.body_capped() && !c->extra_bytes && !c->eof && c->flushed();

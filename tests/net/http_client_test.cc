@@ -840,6 +840,43 @@ TEST_F(TlsTest, OneShotReceivesWithoutTheBufferRing) {
   EXPECT_EQ(server.connections(), 1);
 }
 
+// A response followed by an unsolicited second one in the same flight must not become the
+// answer to the next request on that connection (no pipelining, no reuse after extra bytes).
+// (Bytes that arrive only after the connection was reused cannot be told from an answer; the
+// pool never shares a connection between receivers, so a receiver can only fool itself.)
+TEST_F(TlsTest, UnsolicitedBytesAfterAResponseAreNotCarriedOver) {
+  TestHttpServer server(
+      [](const HttpRequest& rq) {
+        HttpAction a = respond(200, "real");
+        if (rq.target == "/first") a.response += "HTTP/1.1 418 X\r\nContent-Length: 4\r\n\r\nfake";
+        return a;
+      },
+      server_with(ca.issue({"localhost"}, {"127.0.0.1"})));
+  Client c(tls_options());
+  const std::string base = "https://127.0.0.1:" + std::to_string(server.port());
+  auto r = c.send_one(base + "/first");
+  EXPECT_EQ(r.http_status, 200);
+  r = c.send_one(base + "/second");
+  EXPECT_EQ(r.http_status, 200) << r.code.str();
+  EXPECT_EQ(r.body_prefix, "real");
+  EXPECT_FALSE(r.reused_connection);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(HttpTransportTest, UnsolicitedBytesAfterAResponseAreNotCarriedOver) {
+  TestHttpServer server([](const HttpRequest& rq) {
+    HttpAction a = respond(200, "real");
+    if (rq.target == "/first") a.response += "HTTP/1.1 418 X\r\nContent-Length: 4\r\n\r\nfake";
+    return a;
+  });
+  Client c;
+  EXPECT_EQ(c.send_one(server.url("/first")).http_status, 200);
+  auto r = c.send_one(server.url("/second"));
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(r.body_prefix, "real");
+  EXPECT_FALSE(r.reused_connection);
+}
+
 TEST_F(TlsTest, WrongHostNameIsACertError) {
   TestHttpServer server(ok_handler(), server_with(ca.issue({"other.example"})));
   Client c(tls_options());
