@@ -170,7 +170,10 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   // them as lease_expired and retries them with the same id.
   discarding_ = true;
   transport_.reset();
-  loop_.reset();
+  // The loop itself stays until ~Shard: stop(), wake() and post() run on other threads and may
+  // still touch loop_ after this thread has left (stop() sets the flag, then wakes the loop; if
+  // the thread saw the flag on its own and got here first, a reset here was a use-after-free —
+  // ASan caught it in the e2e SIGTERM path, Loop::wake() from Shard::stop()).
 }
 
 void Shard::turn() {
