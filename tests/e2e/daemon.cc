@@ -1,5 +1,7 @@
 #include "tests/e2e/daemon.h"
 
+#include <gtest/gtest.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -189,6 +191,15 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)), tmp_("ring
 
 Daemon::~Daemon() {
   if (process_.running()) process_.kill();
+  // A sanitizer report in any run fails the test, also for runs that ended with SIGKILL.
+  const std::string out = output(std::string::npos);
+  for (const char* needle : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+    size_t p = out.find(needle);
+    if (p != std::string::npos) {
+      ADD_FAILURE() << "the daemon reported: " << out.substr(p > 200 ? p - 200 : 0, 3000);
+      break;
+    }
+  }
 }
 
 void Daemon::start(Millis timeout) {
@@ -230,13 +241,15 @@ bool Daemon::running() {
   return process_.running();
 }
 
-std::string Daemon::output() const {
+std::string Daemon::output(size_t max_per_file) const {
   std::string out;
   for (int i = 1; i <= runs_; ++i) {
     for (const char* ext : {".out", ".err"}) {
       std::string name = "run-" + std::to_string(i) + ext;
       std::string text = test::read_file(tmp_.file(name));
-      if (text.size() > 6000) text = "...\n" + text.substr(text.size() - 6000);
+      if (text.size() > max_per_file) {
+        text = "...\n" + text.substr(text.size() - max_per_file);
+      }
       if (!text.empty()) out += "--- " + name + "\n" + text;
     }
   }

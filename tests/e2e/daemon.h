@@ -97,8 +97,9 @@ class Daemon {
   const std::string& dir() const { return tmp_.path(); }
   const std::string& config_path() const { return config_path_; }
   const std::string& config_text() const { return config_text_; }
-  // stdout and stderr of every run so far (for failure messages).
-  std::string output() const;
+  // stdout and stderr of every run so far (for failure messages), the last `max_per_file`
+  // bytes of each file.
+  std::string output(size_t max_per_file = 6000) const;
   int runs() const { return runs_; }
 
   // An authenticated request (Bearer kToken); body is sent as application/json when not empty.
