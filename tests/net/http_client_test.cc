@@ -383,10 +383,9 @@ TEST(HttpTransportTest, BulkheadASlowHostDoesNotHoldAFastOne) {
     EXPECT_EQ(op.result.code.kind, K::kTimeout);
     EXPECT_FALSE(op.result.response_received);
   }
-  // Those that got a connection wrote their request (UNKNOWN for the core); the queued ones
-  // never touched the network (provably not received).
+  // Those that got a connection wrote their request (UNKNOWN for the core). (Queued ones may
+  // get a freed slot for the microseconds between two deadlines, so no claim about them.)
   EXPECT_TRUE(stuck[0].result.request_written);
-  EXPECT_FALSE(stuck[5].result.connect_attempted);
 }
 
 // --- hostile receivers --------------------------------------------------------------------------
