@@ -645,6 +645,13 @@ void Impl::pump(Host* h) {
     Exchange* ex = h->qhead;
     const MonoTime now = loop.now();
     const MonoTime deadline = ex->deadline_at;
+    if (deadline - now < opt.min_time_to_start) {
+      // Too late to be worth a try: fail it unsent (provably not received) rather than send a
+      // request that will time out into UNKNOWN.
+      dequeue(ex);
+      fail(ex, ErrorCode::of(K::kTimeout));
+      continue;
+    }
     if (h->throttle_until > now) {  // a 429 asked for a pause
       if (h->throttle_until >= deadline) {
         dequeue(ex);

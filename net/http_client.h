@@ -34,6 +34,9 @@ struct HttpTransportOptions {
   Duration connect_timeout = seconds(5);         // → network_ETIMEDOUT
   Duration tls_handshake_timeout = seconds(10);  // → network_tls_handshake
   Duration idle_timeout = seconds(30);           // an idle pooled connection is closed after
+  // A queued request with less time than this left is failed unsent (timeout,
+  // connect_attempted = false) instead of being started.
+  Duration min_time_to_start = milliseconds(100);
 
   // Pools: keyed by (scheme, host, port); a connection is reused only for the same pinned
   // address, after a complete response, one request at a time (no pipelining).
