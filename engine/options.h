@@ -39,6 +39,10 @@ struct EngineOptions {
   uint64_t rng_seed = 0;  // 0: seeded from the wall clock at start
   size_t max_batch_events = 10'000;
   TransportFactory transport_factory;
+  // Operator notifications (SPEC R8.4), called on the shard thread once the batch that stored
+  // the notification is durable (so a notification seen outside is never lost by a crash).
+  // Must not block: hand the notification to another thread.
+  std::function<void(const Notification&)> on_notification;
 };
 
 }  // namespace ringcast::engine

@@ -206,6 +206,11 @@ void Shard::commit() {
       std::abort();
     }
     last_written_seq_ = *seq;
+    if (options_.on_notification && !mutations_.notifications.empty()) {
+      for (Notification& n : mutations_.notifications) {
+        turn_acks_.push_back([this, n = std::move(n)] { options_.on_notification(n); });
+      }
+    }
     metrics_.store_batches.fetch_add(1, std::memory_order_relaxed);
     metrics_.store_records.fetch_add(records, std::memory_order_relaxed);
     mutations_.clear();
