@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <utility>
 
 namespace ringcast::engine {
 
@@ -177,6 +178,23 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
   w.header("ringcast_shards", "gauge", "Shard threads.");
   w.sample("ringcast_shards", "", shard_count);
   return std::move(w.out());
+}
+
+std::string render_notifier_metrics(const NotifierMetrics& m) {
+  std::string out =
+      "# HELP ringcast_notifications_webhook_total Operator notifications POSTed to "
+      "notifications.webhook_url, by outcome (SPEC R8.4).\n"
+      "# TYPE ringcast_notifications_webhook_total counter\n";
+  const std::pair<const char*, const Counter*> rows[] = {
+      {"delivered", &m.delivered}, {"failed", &m.failed}, {"dropped", &m.dropped}};
+  for (const auto& [name, c] : rows) {
+    out += "ringcast_notifications_webhook_total{outcome=\"";
+    out += name;
+    out += "\"} ";
+    out += std::to_string(c->load(std::memory_order_relaxed));
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace ringcast::engine

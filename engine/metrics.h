@@ -53,4 +53,14 @@ struct ShardMetrics {
 
 std::string render_prometheus(const std::vector<const ShardMetrics*>& shards, uint32_t shard_count);
 
+// The operator-notification webhook (engine/notifier.h, SPEC R8.4), written by its thread.
+struct NotifierMetrics {
+  Counter delivered{0};  // a 2xx from the operator URL
+  Counter failed{0};     // gave up: ladder exhausted, 4xx, or the URL/address was refused
+  Counter dropped{0};    // queue full (oldest dropped), or still queued at stop
+};
+
+// `ringcast_notifications_webhook_total{outcome="delivered|failed|dropped"}`.
+std::string render_notifier_metrics(const NotifierMetrics& m);
+
 }  // namespace ringcast::engine
