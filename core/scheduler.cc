@@ -558,7 +558,12 @@ void Scheduler::breaker_changed(TenantState& t, BreakerSnapshot::State before, W
 // ---- intake -------------------------------------------------------------------------------------
 
 uint32_t Scheduler::fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mutations& m) {
-  m.events.push_back(ev);
+  return fan_out(Event(ev), now, ids, m);
+}
+
+uint32_t Scheduler::fan_out(Event&& in, WallTime now, IdAllocator& ids, Mutations& m) {
+  m.events.push_back(std::move(in));
+  const Event& ev = m.events.back();  // nothing below adds to m.events
   TenantState* t = find_tenant(ev.tenant);
   if (t == nullptr) return 0;
   const Partition part = static_cast<Partition>(t->hash % kPartitions);

@@ -122,6 +122,8 @@ class Scheduler {
   // flag comes from the endpoint policy's rules (R3.5). Appends the Event and every
   // DeliveryPut{is_new} to `m`; returns how many deliveries were created.
   uint32_t fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mutations& m);
+  // The same, taking the event (and its payload) without a copy.
+  uint32_t fan_out(Event&& ev, WallTime now, IdAllocator& ids, Mutations& m);
   // R9.3, R8.5: one delivery of `ev` to this endpoint only, also while paused or disabled. A
   // test delivery is single-shot (one attempt, then delivered or failed), never feeds the
   // breaker and never changes the endpoint's state. kNotFound for an unknown endpoint.

@@ -38,6 +38,9 @@ struct EngineOptions {
   Duration stop_grace = seconds(5);
   uint64_t rng_seed = 0;  // 0: seeded from the wall clock at start
   size_t max_batch_events = 10'000;
+  // Events kept in memory for the send path, in bytes, over all shards (payloads also stay in
+  // the store; a miss reads them back).
+  size_t payload_cache_bytes = size_t{32} << 20;
   TransportFactory transport_factory;
   // Operator notifications (SPEC R8.4), called on the shard thread once the batch that stored
   // the notification is durable (so a notification seen outside is never lost by a crash).

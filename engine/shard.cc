@@ -77,7 +77,10 @@ class Shard::Recovery final : public RecoveryVisitor {
 };
 
 Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
-    : index_(index), options_(options), store_(store) {}
+    : index_(index),
+      options_(options),
+      store_(store),
+      payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {}
 
 Shard::~Shard() {
   stop();
@@ -187,7 +190,6 @@ void Shard::turn() {
     transport_->send(slot);
   }
   to_send_.clear();
-  payload_cache_.clear();
   flush_durable_acks();
   refresh_gauges();
 }
@@ -213,10 +215,14 @@ void Shard::commit() {
     }
     metrics_.store_batches.fetch_add(1, std::memory_order_relaxed);
     metrics_.store_records.fetch_add(records, std::memory_order_relaxed);
+    for (size_t i : cache_after_commit_) {
+      payloads_.put(std::make_shared<const Event>(std::move(mutations_.events[i])));
+    }
     mutations_.clear();
     turn_events_.clear();
     turn_event_index_.clear();
   }
+  cache_after_commit_.clear();
   for (auto& fire : turn_acks_) acks_.push_back(Ack{last_written_seq_, std::move(fire)});
   turn_acks_.clear();
 }
@@ -256,19 +262,15 @@ void Shard::prepare_send(const SendCommand& cmd) {
   req.secrets.clear();
 
   const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
-  std::shared_ptr<const Event> ev;
-  if (auto it = payload_cache_.find(cmd.event); it != payload_cache_.end()) {
-    ev = it->second;
-  } else if (const Event* fresh = turn_event(cmd.event)) {
-    // Accepted in this very turn: not in the store until commit(), sent right after it.
-    ev = std::make_shared<const Event>(*fresh);
-    payload_cache_.emplace(cmd.event, ev);
-  } else {
-    auto loaded = store_.load_event(cmd.event);
-    if (loaded.ok() && loaded->has_value()) {
+  std::shared_ptr<const Event> ev = payloads_.find(cmd.event);
+  if (!ev) {
+    if (const Event* fresh = turn_event(cmd.event)) {
+      // Accepted in this very turn: not in the store until commit(), sent right after it.
+      ev = std::make_shared<const Event>(*fresh);
+    } else if (auto loaded = store_.load_event(cmd.event); loaded.ok() && loaded->has_value()) {
       ev = std::make_shared<const Event>(std::move(**loaded));
-      payload_cache_.emplace(cmd.event, ev);
     }
+    if (ev) payloads_.put(ev);
   }
   if (ep) {
     req.url = ep->url;
@@ -443,11 +445,13 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
   ev.payload = std::move(in.payload);
   ev.created_at = now;
   ev.payload_hash = hash;
-  uint32_t n = scheduler_->fan_out(ev, now, *this, mutations_);
-  turn_events_.emplace(std::move(key), EventKeyRecord{ev.seq, hash, n});
+  const EventSeq seq = ev.seq;
+  uint32_t n = scheduler_->fan_out(std::move(ev), now, *this, mutations_);
+  if (n > 0) cache_after_commit_.push_back(mutations_.events.size() - 1);
+  turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n});
   metrics_.events_accepted.fetch_add(1, std::memory_order_relaxed);
   metrics_.deliveries_created.fetch_add(n, std::memory_order_relaxed);
-  SubmitResult r{SubmitResult::Kind::kAccepted, ev.seq, n};
+  SubmitResult r{SubmitResult::Kind::kAccepted, seq, n};
   after_durable([done = std::move(done), r] { done(r); });
 }
 

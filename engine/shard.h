@@ -21,6 +21,7 @@
 #include "core/transport.h"
 #include "engine/metrics.h"
 #include "engine/options.h"
+#include "engine/payload_cache.h"
 #include "net/loop.h"
 
 namespace ringcast::engine {
@@ -111,8 +112,11 @@ class Shard final : public IdAllocator {
   // Events accepted in this turn, not yet in the store: same-turn duplicates see them.
   std::unordered_map<std::string, EventKeyRecord> turn_events_;
   std::unordered_map<EventSeq, const Event*> turn_event_index_;  // into mutations_.events
-  // Payloads read this turn (fan-out sends one event to many endpoints at once).
-  std::unordered_map<EventSeq, std::shared_ptr<const Event>> payload_cache_;
+  // Recent events for the send path (fan-out sends one event to many endpoints at once, and
+  // most deliveries go out right after intake), and the events of this turn's batch that got
+  // deliveries: they join the cache once written.
+  PayloadCache payloads_;
+  std::vector<size_t> cache_after_commit_;  // indexes into mutations_.events
 
   struct Ack {
     uint64_t seq;
