@@ -39,6 +39,13 @@ rocksdb::ColumnFamilyOptions column_family_options(Cf c, const StoreOptions& o,
     cfo.memtable_insert_with_hint_prefix_extractor.reset(
         rocksdb::NewFixedPrefixTransform(hint_prefix));
   }
+  if (c == kCfIdempotency) {
+    // Intake looks every new event's key up twice (the shard's duplicate check, the batch's
+    // overwrite guard) and almost always misses: a whole-key Bloom filter on the memtable
+    // answers those misses without a skiplist search.
+    cfo.memtable_prefix_bloom_size_ratio = 0.05;
+    cfo.memtable_whole_key_filtering = true;
+  }
   if (c == kCfActive || c == kCfExpiry) {
     // Queue-like column families (records are deleted soon after they were written): compact
     // files dense with tombstones early so that recovery and retention scans stay fast.

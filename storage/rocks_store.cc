@@ -300,7 +300,13 @@ Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
 
 Result<uint64_t> RocksStore::write(const Mutations& m) {
   if (m.empty()) return db_->GetLatestSequenceNumber();
-  rocksdb::WriteBatch batch;
+  // Sized up front: growing a batch of 1,000 payloads by doubling copies it ~twice and
+  // faults in fresh pages on every turn.
+  size_t estimate = 64 + 160 * m.deliveries.size() + 96 * m.attempts.size() +
+                    256 * (m.endpoints.size() + m.tenants.size() + m.notifications.size());
+  for (const Event& e : m.events) estimate += e.payload.size() + e.id.size() * 2 + 160;
+  for (const Attempt& a : m.attempts) estimate += a.response_prefix.size();
+  rocksdb::WriteBatch batch(estimate);
   std::string v;
   v.reserve(512);
   int64_t stamp = -1;
