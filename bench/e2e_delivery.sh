@@ -17,7 +17,7 @@
 #        QUICK=1 bench/e2e_delivery.sh  smoke run (~30 s idle)
 # Knobs (environment): INTAKE_N DELIV_N TRIALS PENDING_N PENDING_CHUNKS LIVE_RATE LIVE_SECONDS
 #   CONNECTIONS SHARDS PAYLOAD_BYTES SENDER_CPU SINK_CPU HOLD_VIA=refused|sink503 HOLD_PORT
-#   PAYLOAD_FILL RECOVERY=1 PERF=1 RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP. See docs/benchmarks.md.
+#   PAYLOAD_FILL RECOVERY=1 PERF=1 PERF_ARGS RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP. See docs/benchmarks.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -236,7 +236,8 @@ wait_quiet() {  # READY_OK PENDING_OK SECONDS
 # delivery window; the top symbols go to the log. It perturbs the CPU figures of those two.
 perf_start() {
   [ "${PERF:-0}" = 1 ] || return 0
-  perf record -F 2999 -p "$DAEMON_PID" -o "$WORK/perf-$1.data" >/dev/null 2>"$WORK/perf-$1.err" &
+  # shellcheck disable=SC2086  # PERF_ARGS: extra perf record flags, e.g. "--call-graph dwarf"
+  perf record -F 2999 ${PERF_ARGS:-} -p "$DAEMON_PID" -o "$WORK/perf-$1.data" >/dev/null 2>"$WORK/perf-$1.err" &
   PERF_PID=$!
   nap 0.5
 }
