@@ -72,11 +72,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  bool temp_dir = data_dir.empty();
-  if (temp_dir) {
+  // Declared first, so it is removed last: after the engine and the store have closed.
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      if (!path.empty()) std::filesystem::remove_all(path);
+    }
+  } temp_dir;
+  if (data_dir.empty()) {
     std::string tmpl = std::filesystem::temp_directory_path() / "ringcast-embed-XXXXXX";
     if (!mkdtemp(tmpl.data())) return std::perror("embed: mkdtemp"), 1;
-    data_dir = tmpl;
+    data_dir = temp_dir.path = tmpl;
   }
   // As the daemon does: a receiver that closes mid-request must not kill the process.
   signal(SIGPIPE, SIG_IGN);
@@ -211,7 +217,6 @@ int main(int argc, char** argv) {
   eng.reset();
   store->reset();
   if (receiver) receiver->stop();
-  if (temp_dir) std::filesystem::remove_all(data_dir);
 
   std::printf("summary: %zu deliveries, %s; signatures verified %d, rejected %d\n", ours.size(),
               all_delivered ? "all delivered" : "NOT all delivered", verified.load(),

@@ -33,7 +33,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kWait = seconds(15);  // bound on any one wait (generous for ASan on 2 cores)
+constexpr auto kWait = seconds(10);  // bound on any one wait (generous for ASan on 2 cores)
 
 // Engine callbacks run on a shard thread: wait for them on a future, bounded. The promise is
 // shared, so a callback that comes after a timeout is still safe.
