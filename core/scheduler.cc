@@ -406,7 +406,11 @@ Result<Endpoint> Scheduler::update_endpoint(const Endpoint& e, WallTime now, Mut
   n.updated_at = now;
   ep->cfg = n;
   ep->policy = p;
-  ep->tokens_init = false;  // a new rate limit starts with a full bucket
+  ep->tokens_init = false;       // a new rate limit starts with a full bucket
+  if (ep->rate_timer_ms != 0) {  // ... and does not wait for the old limit's next token
+    rate_timers_.erase({ep->rate_timer_ms, ep->cfg.id});
+    ep->rate_timer_ms = 0;
+  }
   m.endpoints.push_back(n);
   activate(*ep, now);
   return n;

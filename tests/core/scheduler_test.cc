@@ -783,6 +783,24 @@ TEST_F(SchedulerTest, RateLimitPacesSends) {
   EXPECT_EQ(poll().size(), 2u);  // refilled up to the burst
 }
 
+TEST_F(SchedulerTest, LiftingTheRateLimitReleasesTheQueueAtOnce) {
+  Endpoint e;
+  e.id = 9;
+  e.tenant = "acme";
+  e.policy = "xhub";
+  e.rate_limit = {1.0, 1};
+  e.max_in_flight = 100;
+  ASSERT_TRUE(s->create_endpoint(e, now, m).ok());
+  for (int i = 0; i < 5; ++i) submit("acme");
+  EXPECT_EQ(poll().size(), 1u);  // the burst; the next token is 1 s away
+  EXPECT_TRUE(poll().empty());
+  Endpoint patched = *s->find_endpoint(9);
+  patched.rate_limit = {};
+  ASSERT_TRUE(s->update_endpoint(patched, now, m).ok());
+  // No waiting for the old limit's timer: the rest goes out in the same millisecond.
+  EXPECT_EQ(poll().size(), 4u);
+}
+
 TEST_F(SchedulerTest, DeterministicForASeed) {
   auto run = [&](uint64_t seed) {
     PolicyRegistry r;
