@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "storage/codec.h"
@@ -349,19 +350,39 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     }
   }
 
-  for (const DeliveryPut& dp : m.deliveries) {
+  // A delivery written twice in one batch (created, then leased in the same turn) is stored
+  // once, in its last state; its index entries come from the put that created it.
+  std::vector<bool> superseded;
+  if (m.deliveries.size() > 1) {
+    std::unordered_map<DeliveryId, size_t> last;
+    last.reserve(m.deliveries.size());
+    for (size_t i = 0; i < m.deliveries.size(); ++i) last[m.deliveries[i].delivery.id] = i;
+    if (last.size() != m.deliveries.size()) {
+      superseded.assign(m.deliveries.size(), false);
+      for (size_t i = 0; i < m.deliveries.size(); ++i)
+        superseded[i] = last[m.deliveries[i].delivery.id] != i;
+    }
+  }
+  std::unordered_set<DeliveryId> new_in_batch;  // only filled when some put is superseded
+  for (size_t di = 0; di < m.deliveries.size(); ++di) {
+    const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
-    v.clear();
-    encode_delivery(d, v);
     const auto key = id_key(d.id);
-    if (is_terminal(d.status)) {
-      if (!dp.is_new) batch.Delete(cf(kCfActive), sl(key));
-      batch.Put(cf(kCfArchive), sl(key), sl(v));
-      batch.Put(cf(kCfExpiry),
-                sl(expiry_key(id_partition(d.id), get_stamp(), ExpiryKind::kDelivery, d.id)),
-                Slice());
+    if (!superseded.empty() && superseded[di]) {
+      if (dp.is_new) new_in_batch.insert(d.id);
     } else {
-      batch.Put(cf(kCfActive), sl(key), sl(v));
+      v.clear();
+      encode_delivery(d, v);
+      if (is_terminal(d.status)) {
+        // Nothing to delete when the active record was never written (new in this batch).
+        if (!dp.is_new && !new_in_batch.count(d.id)) batch.Delete(cf(kCfActive), sl(key));
+        batch.Put(cf(kCfArchive), sl(key), sl(v));
+        batch.Put(cf(kCfExpiry),
+                  sl(expiry_key(id_partition(d.id), get_stamp(), ExpiryKind::kDelivery, d.id)),
+                  Slice());
+      } else {
+        batch.Put(cf(kCfActive), sl(key), sl(v));
+      }
     }
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
