@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "net/signing.h"
+
 namespace ringcast::engine {
 
 storage::StoreOptions store_options(const Config& cfg) {
@@ -72,6 +74,20 @@ EngineOptions engine_options(const Config& cfg) {
     return std::move(*t);
   };
   return e;
+}
+
+NotifierOptions notifier_options(const Config& cfg) {
+  NotifierOptions n;
+  n.url = cfg.notifications.webhook_url;
+  if (!cfg.notifications.webhook_secret.empty()) {
+    n.secret = net::decode_secret(cfg.notifications.webhook_secret).value_or("");  // validated
+  }
+  n.transport = transport_options(cfg);
+  // A few connections to one host: a smaller receive ring and pool than a shard's.
+  n.transport.recv_buffers = 16;
+  n.transport.max_connections_per_host = n.max_in_flight;
+  n.transport.max_connections_total = n.max_in_flight;
+  return n;
 }
 
 net::api::RestApiOptions api_options(const Config& cfg) {

@@ -19,6 +19,7 @@
 
 #include "core/url.h"
 #include "engine/version.h"
+#include "net/signing.h"
 
 extern char** environ;
 
@@ -114,6 +115,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("signing.rotation_overlap", kDuration, signing.rotation_overlap),
 
       RC_KEY("notifications.webhook_url", kString, notifications.webhook_url),
+      RC_KEY("notifications.webhook_secret", kSecret, notifications.webhook_secret),
 
       RC_KEY("limits.max_header_bytes", kBytes, limits.max_header_bytes, 1024, 16.0 * 1024 * 1024),
       RC_KEY("limits.max_body_bytes", kBytes, limits.max_body_bytes, 1024, 1024.0 * 1024 * 1024),
@@ -970,6 +972,11 @@ void Config::validate() const {
     if (!url.ok())
       fail("", "notifications.webhook_url",
            std::string(url.error().reason_or_code()) + ": " + url.error().message);
+  }
+  if (!notifications.webhook_secret.empty()) {
+    auto key = net::decode_secret(notifications.webhook_secret);
+    if (!key || key->empty())
+      fail("", "notifications.webhook_secret", "a whsec_ secret must be valid, non-empty base64");
   }
   // limits
   if (limits.max_bulk_body_bytes < limits.max_body_bytes)

@@ -119,6 +119,9 @@ struct SigningConfig {
 
 struct NotificationsConfig {
   std::string webhook_url;  // operator notifications (SPEC R8.4) are POSTed here when set
+  // Signs those POSTs with the Standard Webhooks profile (SPEC R11.2) when set: "whsec_<base64>"
+  // or raw text, like an endpoint secret (secret; masked when printed).
+  std::string webhook_secret;
 };
 
 struct LimitsConfig {

@@ -94,7 +94,7 @@ Result<std::unique_ptr<Notifier>> Notifier::start(NotifierOptions options) {
   std::unique_ptr<Notifier> n(new Notifier(std::move(options)));
   std::promise<Result<void>> started;
   auto fut = started.get_future();
-  n->thread_ = std::thread(&Notifier::thread_main, n.get(), &started);
+  n->thread_ = std::thread(&Notifier::thread_main, n.get(), std::move(started));
   Result<void> r = fut.get();
   if (!r.ok()) {
     n->thread_.join();
@@ -142,21 +142,21 @@ NotifierStats Notifier::stats() const {
   return s;
 }
 
-void Notifier::thread_main(std::promise<Result<void>>* started) {
+void Notifier::thread_main(std::promise<Result<void>> started) {
   auto loop = net::Loop::create({});
   if (!loop.ok()) {
-    started->set_value(loop.error());
+    started.set_value(loop.error());
     return;
   }
   loop_ = std::move(*loop);
   loop_->refresh_now();
   auto transport = net::HttpTransport::create(*loop_, options_.transport, options_.resolver);
   if (!transport.ok()) {
-    started->set_value(transport.error());
+    started.set_value(transport.error());
     return;
   }
   transport_ = std::move(*transport);
-  started->set_value(ok());  // `started` is gone after this line
+  started.set_value(ok());
 
   bool draining = false;
   MonoTime drain_deadline;

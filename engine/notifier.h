@@ -78,7 +78,7 @@ class Notifier {
 
  private:
   explicit Notifier(NotifierOptions options);
-  void thread_main(std::promise<Result<void>>* started);
+  void thread_main(std::promise<Result<void>> started);
   void take_inbox();
   void launch_due();
   void launch(std::unique_ptr<Item> item);

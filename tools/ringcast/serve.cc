@@ -8,9 +8,36 @@
 #include "core/ip_address.h"
 #include "engine/build.h"
 #include "engine/engine_impl.h"
+#include "engine/notifier.h"
 #include "net/system_clock.h"
 
 namespace ringcast {
+
+namespace {
+
+// GET /metrics as the REST API answers it, plus the operator webhook's counters (the engine's
+// metrics_text() knows only its shards). Every other request goes to the API unchanged.
+class WithNotifierMetrics final : public net::HttpHandler {
+ public:
+  WithNotifierMetrics(net::HttpHandler& api, const engine::Notifier& notifier)
+      : api_(api), notifier_(notifier) {}
+  size_t max_body_bytes(const net::HttpRequest& head) override { return api_.max_body_bytes(head); }
+  void handle(net::HttpRequest&& request, net::Responder responder) override {
+    if (request.path() != "/metrics") return api_.handle(std::move(request), std::move(responder));
+    auto out = std::make_shared<net::Responder>(std::move(responder));
+    const engine::Notifier* n = &notifier_;
+    api_.handle(std::move(request), net::Responder::from_function([out, n](net::HttpResponse r) {
+                  if (r.status == 200) r.body += engine::render_notifier_metrics(n->metrics());
+                  out->send(std::move(r));
+                }));
+  }
+
+ private:
+  net::HttpHandler& api_;
+  const engine::Notifier& notifier_;
+};
+
+}  // namespace
 
 int run_serve(const Config& cfg) {
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
@@ -27,6 +54,20 @@ int run_serve(const Config& cfg) {
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "ringcast: %s\n", e.what());
     return 2;
+  }
+
+  // SPEC R8.4: operator notifications also go to notifications.webhook_url. The notifier is
+  // declared before the engine, so it outlives the shards that call on_notification.
+  std::unique_ptr<engine::Notifier> notifier;
+  if (!cfg.notifications.webhook_url.empty()) {
+    auto n = engine::Notifier::start(engine::notifier_options(cfg));
+    if (!n.ok()) {
+      std::fprintf(stderr, "ringcast: the notification webhook did not start: %s\n",
+                   n.error().message);
+      return 1;
+    }
+    notifier = std::move(*n);
+    eopts.on_notification = [n = notifier.get()](const Notification& note) { n->enqueue(note); };
   }
 
   std::atomic<engine::EngineImpl*> live_engine{nullptr};
@@ -49,7 +90,10 @@ int run_serve(const Config& cfg) {
   live_engine.store(eng.get(), std::memory_order_release);
 
   net::api::RestApi api(*eng, engine::api_options(cfg));
-  net::HttpServerThread server(api, engine::server_options(cfg));
+  std::unique_ptr<WithNotifierMetrics> with_metrics;
+  if (notifier) with_metrics = std::make_unique<WithNotifierMetrics>(api, *notifier);
+  net::HttpHandler& handler = with_metrics ? static_cast<net::HttpHandler&>(*with_metrics) : api;
+  net::HttpServerThread server(handler, engine::server_options(cfg));
   if (auto r = server.start(); !r.ok()) {
     std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
                  r.error().message);
@@ -86,6 +130,7 @@ int run_serve(const Config& cfg) {
   live_engine.store(nullptr, std::memory_order_release);
   eng->stop();  // finish or lease in-flight attempts (bounded), flush
   eng.reset();
+  if (notifier) notifier->stop();  // after the shards: sends what is due (bounded), drops the rest
   store->reset();
   std::fprintf(stderr, "ringcast: stopped\n");
   return 0;
