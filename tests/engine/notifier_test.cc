@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "engine/build.h"
+#include "engine/config.h"
 #include "net/signing.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -109,6 +111,32 @@ TEST(NotifierJson, MetricsNameEveryOutcome) {
   EXPECT_NE(text.find("ringcast_notifications_webhook_total{outcome=\"dropped\"} 1\n"),
             std::string::npos)
       << text;
+}
+
+TEST(NotifierConfig, TheSecretKeyHasAnEnvironmentOverrideIsMaskedAndIsDecoded) {
+  const std::string toml =
+      "[transport]\nallow_http = true\nallow_private = [\"127.0.0.0/8\"]\n"
+      "[notifications]\nwebhook_url = \"http://127.0.0.1:9/ops\"\n"
+      "webhook_secret = \"raw-file-secret\"\n";
+  Config file_only = load_config_from_string(toml, {});
+  EXPECT_EQ(file_only.notifications.webhook_secret, "raw-file-secret");
+  EXPECT_EQ(notifier_options(file_only).secret, "raw-file-secret");  // not whsec_: raw bytes
+
+  Config c = load_config_from_string(toml, {{"RINGCAST_NOTIFICATIONS_WEBHOOK_SECRET", kSecret}});
+  EXPECT_EQ(c.notifications.webhook_secret, kSecret);
+  EXPECT_EQ(c.to_toml(true).find(kSecret), std::string::npos) << "printed unmasked";
+  EXPECT_NE(c.to_toml(false).find(kSecret), std::string::npos);
+  NotifierOptions o = notifier_options(c);
+  EXPECT_EQ(o.url, "http://127.0.0.1:9/ops");
+  EXPECT_EQ(o.secret, *net::decode_secret(kSecret));
+  EXPECT_EQ(o.secret.size(), 32u);
+  // The shards' guard: the same allow-list and URL policy.
+  EXPECT_EQ(o.transport.allow_list.size(), 1u);
+  EXPECT_TRUE(o.transport.url_policy.allow_http);
+
+  EXPECT_THROW(load_config_from_string(
+                   toml, {{"RINGCAST_NOTIFICATIONS_WEBHOOK_SECRET", "whsec_%%%not-base64"}}),
+               ConfigError);
 }
 
 TEST(Notifier, PostsASignedNotificationTheSinkVerifies) {
