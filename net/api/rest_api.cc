@@ -12,6 +12,7 @@
 
 #include "net/api/json_views.h"
 #include "net/api/json_writer.h"
+#include "net/api/read_pool.h"
 
 namespace ringcast::net::api {
 
@@ -370,12 +371,27 @@ struct Call {
   HttpRequest& req;
   Responder& responder;
   std::vector<std::string>& segs;
+  ReadPool* reads;  // null: delivery-log reads run inline
 
   void answer(HttpResponse r) { responder.send(std::move(r)); }
   void answer(const Bad& b) {
     responder.send(HttpResponse::error(400, b.code, b.message, b.field));
   }
   size_t capacity() const { return req.body.capacity(); }
+
+  // A delivery-log read: it blocks on the store, so it runs on the read pool and answers from
+  // there. `work` must not touch the Call (it is gone by then); it captures what it needs.
+  void read(ReadPool::Work work) {
+    if (!reads) return answer(work());
+    switch (reads->submit(std::move(work), responder)) {
+      case ReadPool::Submit::kQueued:
+        return;
+      case ReadPool::Submit::kFull:
+        return answer(ReadPool::overloaded_response());
+      case ReadPool::Submit::kStopped:
+        return answer(ReadPool::stopped_response());
+    }
+  }
 };
 
 // -- endpoints --
@@ -865,20 +881,23 @@ void list_deliveries(Call& c, const std::string& tenant) {
       return c.answer(bad_request("unknown_field", "unknown query parameter " + k, k));
     }
   }
-  auto page = c.engine.list_deliveries(tenant, endpoint, status, limit, cursor);
-  if (!page) return c.answer(error_response(page.error()));
-  Writer w;
-  w.begin_object().key("deliveries").begin_array();
-  for (const auto& d : page->items) write_delivery(w, d);
-  w.end_array();
-  w.key("next_cursor");
-  if (page->next_cursor.empty()) {
-    w.null();
-  } else {
-    w.value(page->next_cursor);
-  }
-  w.end_object();
-  c.answer(ok_json(200, w));
+  c.read([&engine = c.engine, tenant, endpoint, status, limit,
+          cursor = std::move(cursor)]() -> HttpResponse {
+    auto page = engine.list_deliveries(tenant, endpoint, status, limit, cursor);
+    if (!page) return error_response(page.error());
+    Writer w;
+    w.begin_object().key("deliveries").begin_array();
+    for (const auto& d : page->items) write_delivery(w, d);
+    w.end_array();
+    w.key("next_cursor");
+    if (page->next_cursor.empty()) {
+      w.null();
+    } else {
+      w.value(page->next_cursor);
+    }
+    w.end_object();
+    return ok_json(200, w);
+  });
 }
 
 // A delivery with its attempts and, when the engine has it, its event (SPEC R10.2: type, body).
@@ -901,35 +920,38 @@ void write_delivery_full(Writer& w, Engine& engine, std::string_view tenant,
 }
 
 void recent_deliveries(Call& c, const std::string& tenant) {
-  auto recent = c.engine.recent_deliveries(tenant);
-  if (!recent) return c.answer(error_response(recent.error()));
-  Writer w;
-  w.begin_object().key("deliveries").begin_array();
-  for (const auto& d : *recent) {
-    auto detail = c.engine.get_delivery(tenant, d.id);
-    if (detail && detail->has_value()) {
-      write_delivery_full(w, c.engine, tenant, **detail);
-    } else {
-      DeliveryDetail bare;
-      bare.delivery = d;
-      write_delivery_full(w, c.engine, tenant, bare);
+  c.read([&engine = c.engine, tenant]() -> HttpResponse {
+    auto recent = engine.recent_deliveries(tenant);
+    if (!recent) return error_response(recent.error());
+    Writer w;
+    w.begin_object().key("deliveries").begin_array();
+    for (const auto& d : *recent) {
+      auto detail = engine.get_delivery(tenant, d.id);
+      if (detail && detail->has_value()) {
+        write_delivery_full(w, engine, tenant, **detail);
+      } else {
+        DeliveryDetail bare;
+        bare.delivery = d;
+        write_delivery_full(w, engine, tenant, bare);
+      }
     }
-  }
-  w.end_array().end_object();
-  c.answer(ok_json(200, w));
+    w.end_array().end_object();
+    return ok_json(200, w);
+  });
 }
 
 void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
   auto id = parse_u64(id_text_in);
   if (!id) return c.answer(not_found("delivery " + std::string(id_text_in)));
-  auto d = c.engine.get_delivery(tenant, *id);
-  if (!d) return c.answer(error_response(d.error()));
-  if (!d->has_value() || (*d)->tenant != tenant) {
-    return c.answer(not_found("delivery " + std::string(id_text_in)));
-  }
-  Writer w;
-  write_delivery_full(w, c.engine, tenant, **d);
-  c.answer(ok_json(200, w));
+  c.read(
+      [&engine = c.engine, tenant, id = *id, id_text = std::string(id_text_in)]() -> HttpResponse {
+        auto d = engine.get_delivery(tenant, id);
+        if (!d) return error_response(d.error());
+        if (!d->has_value() || (*d)->tenant != tenant) return not_found("delivery " + id_text);
+        Writer w;
+        write_delivery_full(w, engine, tenant, **d);
+        return ok_json(200, w);
+      });
 }
 
 void tenant_routes(Call& c) {
@@ -952,12 +974,14 @@ void tenant_routes(Call& c) {
     }
     if (segs.size() == 5) {
       if (m != "GET") return c.answer(method_not_allowed("GET"));
-      auto ev = c.engine.get_event(tenant, segs[4]);
-      if (!ev) return c.answer(error_response(ev.error()));
-      if (!ev->has_value()) return c.answer(not_found("event " + segs[4]));
-      Writer w;
-      write_event(w, **ev);
-      return c.answer(ok_json(200, w));
+      return c.read([&engine = c.engine, tenant, event_id = segs[4]]() -> HttpResponse {
+        auto ev = engine.get_event(tenant, event_id);
+        if (!ev) return error_response(ev.error());
+        if (!ev->has_value()) return not_found("event " + event_id);
+        Writer w;
+        write_event(w, **ev);
+        return ok_json(200, w);
+      });
     }
     return c.answer(not_found("route"));
   }
@@ -1015,13 +1039,15 @@ void tenant_routes(Call& c) {
   }
   if (what == "notifications" && segs.size() == 4) {
     if (m != "GET") return c.answer(method_not_allowed("GET"));
-    auto list = c.engine.notifications(tenant);
-    if (!list) return c.answer(error_response(list.error()));
-    Writer w;
-    w.begin_object().key("notifications").begin_array();
-    for (const auto& n : *list) write_notification(w, n);
-    w.end_array().end_object();
-    return c.answer(ok_json(200, w));
+    return c.read([&engine = c.engine, tenant]() -> HttpResponse {
+      auto list = engine.notifications(tenant);
+      if (!list) return error_response(list.error());
+      Writer w;
+      w.begin_object().key("notifications").begin_array();
+      for (const auto& n : *list) write_notification(w, n);
+      w.end_array().end_object();
+      return ok_json(200, w);
+    });
   }
   c.answer(not_found("route"));
 }
@@ -1033,9 +1059,24 @@ bool is_bulk_route(std::string_view path) {
 }  // namespace
 
 RestApi::RestApi(Engine& engine, RestApiOptions options)
-    : engine_(engine), options_(std::move(options)), parsers_(std::make_unique<Parsers>()) {}
+    : engine_(engine), options_(std::move(options)), parsers_(std::make_unique<Parsers>()) {
+  if (options_.read_threads > 0) {
+    reads_ = std::make_unique<ReadPool>(
+        ReadPoolOptions{options_.read_threads, options_.max_queued_reads});
+  }
+}
 
-RestApi::~RestApi() = default;
+RestApi::~RestApi() {
+  stop_reads();
+}
+
+void RestApi::stop_reads() {
+  if (reads_) reads_->stop();
+}
+
+size_t RestApi::queued_reads() const {
+  return reads_ ? reads_->queued() : 0;
+}
 
 size_t RestApi::max_body_bytes(const HttpRequest& head) {
   std::string_view path = head.path();
@@ -1083,7 +1124,7 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     r.headers.push_back({"WWW-Authenticate", "Bearer"});
     return responder.send(std::move(r));
   }
-  Call c{engine_, options_, *parsers_, request, responder, *segs};
+  Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get()};
   if (segs->size() >= 3 && (*segs)[1] == "tenants") return tenant_routes(c);
   if (segs->size() == 3 && (*segs)[1] == "events" && (*segs)[2] == "bulk") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));

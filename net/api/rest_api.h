@@ -22,7 +22,8 @@
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
 // 401 auth, 404 unknown route/tenant/endpoint/delivery, 405 wrong method, 409 conflict,
 // 413 body or bulk too large, 422 URL form errors (code = the SPEC R6 code: not_https, ...),
-// 429 engine limit, 503 engine unavailable.
+// 429 engine limit, 503 engine unavailable, read queue full ("overloaded", Retry-After: 1) or
+// shutting down.
 #pragma once
 
 #include <cstddef>
@@ -50,10 +51,19 @@ struct RestApiOptions {
   uint32_t max_event_types = 64;
   uint32_t default_list_limit = 50;
   uint32_t max_list_limit = 1000;
+  // Delivery-log reads (GET deliveries, deliveries/recent, deliveries/{id}, events/{id},
+  // notifications) block on the store, so they run on a read pool of this many threads, never
+  // on the HTTP loop; 0 runs them inline on the loop thread (embedding, sans-I/O tests).
+  uint32_t read_threads = 2;
+  uint32_t max_queued_reads = 64;  // waiting for a read thread; beyond: 503 + Retry-After: 1
 };
 
+class ReadPool;
+
 // handle() and max_body_bytes() run on the HTTP server's loop thread (one thread: the JSON
-// parsers are reused); engine callbacks may answer from any thread.
+// parsers are reused); engine callbacks and the read pool answer from their own threads.
+// The engine must outlive the read pool: call stop_reads() (or destroy the RestApi) before it
+// goes away.
 class RestApi final : public HttpHandler {
  public:
   RestApi(Engine& engine, RestApiOptions options);
@@ -64,12 +74,19 @@ class RestApi final : public HttpHandler {
   size_t max_body_bytes(const HttpRequest& head) override;
   void handle(HttpRequest&& request, Responder responder) override;
 
+  // Stops the read pool: queued reads are answered 503 shutting_down, running ones finish,
+  // later ones get 503. Idempotent; call from any thread but a read thread.
+  void stop_reads();
+  // Reads waiting for a read thread (running ones not counted); 0 when reads run inline.
+  size_t queued_reads() const;
+
   struct Parsers;  // simdjson state (kept out of this header)
 
  private:
   Engine& engine_;
   RestApiOptions options_;
   std::unique_ptr<Parsers> parsers_;
+  std::unique_ptr<ReadPool> reads_;  // null when options_.read_threads == 0
 };
 
 // "Bearer <token>" against `token`, in time independent of where they differ. An empty

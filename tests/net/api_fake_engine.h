@@ -1,8 +1,10 @@
 // A hand-written in-memory Engine for the REST adapter tests. Asynchronous calls complete on
 // a worker thread (like a shard thread would), never inline. Tenants exist once they have an
-// endpoint or are listed in `known_tenants`; everything else is kNotFound.
+// endpoint or are listed in `known_tenants`; everything else is kNotFound. Delivery-log reads
+// are synchronous (like the store reads they stand for) and can be held at a gate.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -46,6 +48,29 @@ class FakeEngine final : public Engine {
   std::map<EventSeq, Event> events_by_seq;
   std::vector<Notification> notes;
   bool is_ready = true;
+
+  // --- read gate: a slow store read. While closed, every delivery-log read waits in the engine
+  // (bounded: after 10 s it goes through anyway, so a broken test cannot hang). ---
+  void close_reads() {
+    std::lock_guard lock(gate_mu_);
+    gate_closed_ = true;
+  }
+  void open_reads() {
+    {
+      std::lock_guard lock(gate_mu_);
+      gate_closed_ = false;
+    }
+    gate_cv_.notify_all();
+  }
+  // Waits until at least `n` reads are held at the gate; false after `timeout`.
+  bool wait_held_reads(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock lock(gate_mu_);
+    return gate_cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
+  }
+  size_t reads_started() {
+    std::lock_guard lock(gate_mu_);
+    return reads_started_;
+  }
 
   // --- Engine ---
   void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) override {
@@ -201,6 +226,7 @@ class FakeEngine final : public Engine {
 
   Result<std::optional<DeliveryDetail>> get_delivery(std::string_view tenant,
                                                      DeliveryId id) override {
+    read_gate();
     std::lock_guard lock(mu_);
     if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     auto it = deliveries.find(id);
@@ -208,6 +234,7 @@ class FakeEngine final : public Engine {
     return std::optional<DeliveryDetail>(it->second);
   }
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant) override {
+    read_gate();
     std::lock_guard lock(mu_);
     if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     std::vector<Delivery> out;
@@ -219,6 +246,7 @@ class FakeEngine final : public Engine {
   Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
                                        std::optional<DeliveryStatus> status, size_t limit,
                                        std::string_view cursor) override {
+    read_gate();
     std::lock_guard lock(mu_);
     last_list = ListArgs{std::string(tenant), endpoint, status, limit, std::string(cursor)};
     if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
@@ -237,6 +265,7 @@ class FakeEngine final : public Engine {
   }
   Result<std::optional<Event>> get_event(std::string_view tenant,
                                          std::string_view event_id) override {
+    read_gate();
     std::lock_guard lock(mu_);
     if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     for (auto& [seq, e] : events_by_seq) {
@@ -245,12 +274,14 @@ class FakeEngine final : public Engine {
     return std::optional<Event>();
   }
   Result<std::optional<Event>> get_event_by_seq(std::string_view tenant, EventSeq seq) override {
+    read_gate();
     std::lock_guard lock(mu_);
     auto it = events_by_seq.find(seq);
     if (it == events_by_seq.end() || it->second.tenant != tenant) return std::optional<Event>();
     return std::optional<Event>(it->second);
   }
   Result<std::vector<Notification>> notifications(std::string_view tenant) override {
+    read_gate();
     std::lock_guard lock(mu_);
     if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     std::vector<Notification> out;
@@ -283,6 +314,16 @@ class FakeEngine final : public Engine {
   static Error unknown_tenant() { return make_error(Errc::kNotFound, "unknown tenant", "tenant"); }
   static Error unknown_endpoint() {
     return make_error(Errc::kNotFound, "unknown endpoint", "endpoint");
+  }
+
+  void read_gate() {
+    std::unique_lock lock(gate_mu_);
+    reads_started_++;
+    if (!gate_closed_) return;
+    held_++;
+    gate_cv_.notify_all();
+    gate_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !gate_closed_; });
+    held_--;
   }
 
   Endpoint* find(const std::string& tenant, EndpointId id) {
@@ -339,6 +380,11 @@ class FakeEngine final : public Engine {
   bool breaker_open_ = false;
   EndpointId next_id_ = (uint64_t{200} << 48) | 1;  // > 2^53: ids must travel as strings
   int rot_ = 0;
+  std::mutex gate_mu_;  // the read gate; never held together with mu_
+  std::condition_variable gate_cv_;
+  bool gate_closed_ = false;
+  size_t held_ = 0;
+  size_t reads_started_ = 0;
   std::thread worker_;  // last: starts after everything above exists
 };
 
