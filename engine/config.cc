@@ -74,6 +74,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("server.shutdown_grace", kDuration, server.shutdown_grace),
       RC_KEY("server.max_connections", kU32, server.max_connections, 1, 1'000'000),
       RC_KEY("server.idle_timeout", kDuration, server.idle_timeout),
+      RC_KEY("server.read_threads", kU32, server.read_threads, 1, 256),
 
       RC_KEY("storage.data_dir", kString, storage.data_dir),
       RC_KEY("storage.sync", kSync, storage.sync),

@@ -40,6 +40,7 @@ struct ServerConfig {
   Duration shutdown_grace = seconds(10);  // SIGTERM: bound on finishing what is in flight
   uint32_t max_connections = 1024;
   Duration idle_timeout = seconds(60);  // keep-alive connections with no request
+  uint32_t read_threads = 2;  // REST API delivery-log reads (RocksDB) run on these, off the loop
 };
 
 struct StorageConfig {

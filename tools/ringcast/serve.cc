@@ -89,7 +89,9 @@ int run_serve(const Config& cfg) {
   std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
   live_engine.store(eng.get(), std::memory_order_release);
 
-  net::api::RestApi api(*eng, engine::api_options(cfg));
+  net::api::RestApiOptions api_opts = engine::api_options(cfg);
+  api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
+  net::api::RestApi api(*eng, std::move(api_opts));
   std::unique_ptr<WithNotifierMetrics> with_metrics;
   if (notifier) with_metrics = std::make_unique<WithNotifierMetrics>(api, *notifier);
   net::HttpHandler& handler = with_metrics ? static_cast<net::HttpHandler&>(*with_metrics) : api;
@@ -127,6 +129,7 @@ int run_serve(const Config& cfg) {
   std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
+  api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
   live_engine.store(nullptr, std::memory_order_release);
   eng->stop();  // finish or lease in-flight attempts (bounded), flush
   eng.reset();
