@@ -1,6 +1,8 @@
 #include "engine/build.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "net/signing.h"
 
@@ -35,6 +37,11 @@ net::HttpTransportOptions transport_options(const Config& cfg) {
   t.default_rate = RateLimit{cfg.transport.host_rate_per_second, cfg.transport.host_burst};
   t.url_policy = url_policy(cfg);
   t.allow_list = cfg.transport.allow_private_cidrs;
+  if (t.allow_list.empty()) {  // a Config built in code, not through load_config()
+    for (const std::string& c : cfg.transport.allow_private) {
+      if (auto cidr = parse_cidr(c)) t.allow_list.push_back(*cidr);
+    }
+  }
   t.tls.extra_ca_file = cfg.transport.ca_file;
   t.dns.deadline = cfg.transport.dns_timeout;
   t.dns.ttl_max = cfg.transport.dns_cache_max_ttl;
@@ -44,7 +51,10 @@ net::HttpTransportOptions transport_options(const Config& cfg) {
 
 EngineOptions engine_options(const Config& cfg) {
   EngineOptions e;
-  e.shards = cfg.engine.shards;
+  // 0 (one per core) is resolved by load_config(); a Config built in code may still hold it.
+  e.shards = cfg.engine.shards ? cfg.engine.shards
+                               : std::clamp(std::thread::hardware_concurrency(), 1u, 256u);
+  e.payload_cache_bytes = static_cast<size_t>(cfg.engine.payload_cache_bytes);
   e.scheduler.fairness_cap = cfg.engine.fairness_cap;
   e.scheduler.default_max_in_flight = cfg.engine.max_in_flight;
   e.scheduler.subscription_postpone = cfg.engine.subscription_postpone;

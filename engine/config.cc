@@ -81,9 +81,11 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.sync_interval", kDuration, storage.sync_interval),
       RC_KEY("storage.retention", kDuration, storage.retention),
 
-      RC_KEY("engine.shards", kU32, engine.shards, 0, 1024),
+      RC_KEY("engine.shards", kU32, engine.shards, 0, 256),
       RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
       RC_KEY("engine.max_in_flight", kU32, engine.max_in_flight, 1, 1'000'000),
+      RC_KEY("engine.payload_cache", kBytes, engine.payload_cache_bytes, 0,
+             64.0 * 1024 * 1024 * 1024),
       RC_KEY("engine.subscription_postpone", kDuration, engine.subscription_postpone),
       RC_KEY("engine.breaker.window", kDuration, engine.breaker.window),
       RC_KEY("engine.breaker.min_deliveries", kU32, engine.breaker.min_deliveries, 1, 1'000'000),
@@ -123,10 +125,10 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_bulk_body_bytes", kBytes, limits.max_bulk_body_bytes, 1024,
              4.0 * 1024 * 1024 * 1024),
       RC_KEY("limits.max_bulk_events", kU32, limits.max_bulk_events, 1, 10'000'000),
-      RC_KEY("limits.max_id_bytes", kU32, limits.max_id_bytes, 1, 4096),
+      RC_KEY("limits.max_id_bytes", kU32, limits.max_id_bytes, 1, 256),  // header-safe ids
       RC_KEY("limits.max_tenant_bytes", kU32, limits.max_tenant_bytes, 1, 1024),
-      RC_KEY("limits.max_type_bytes", kU32, limits.max_type_bytes, 1, 1024),
-      RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 10'000),
+      RC_KEY("limits.max_type_bytes", kU32, limits.max_type_bytes, 1, 256),
+      RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 256),
       RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
   };
   return kKeys;
@@ -523,8 +525,9 @@ void apply_table(Config& cfg, const toml::table& table, const std::string& prefi
 }
 
 void apply_environment(Config& cfg, const Environment& env) {
+  // Besides the keys: the CLI's own variables.
   std::set<std::string> known = {"RINGCAST_API_TOKEN", "RINGCAST_CONFIG", "RINGCAST_SERVER",
-                                 "RINGCAST_TOKEN"};
+                                 "RINGCAST_TOKEN", "RINGCAST_TENANT"};
   for (const auto& k : config_keys()) {
     std::string name = env_name(k.path);
     known.insert(name);
@@ -574,7 +577,7 @@ void resolve(Config& cfg) {
     cfg.transport.allow_private_cidrs.push_back(*cidr);
   }
   if (cfg.engine.shards == 0) {
-    cfg.engine.shards = std::max(1u, std::thread::hardware_concurrency());
+    cfg.engine.shards = std::clamp(std::thread::hardware_concurrency(), 1u, 256u);
   }
   if (cfg.transport.user_agent.empty()) {
     cfg.transport.user_agent = std::string("ringcast/") + version_string();

@@ -65,6 +65,7 @@ struct EngineConfig {
   uint32_t shards = 0;          // 0 in the file = one per core; load_config() resolves it (>= 1)
   uint32_t fairness_cap = 50;   // SPEC R5.3: deliveries per endpoint per pass
   uint32_t max_in_flight = 16;  // per endpoint, unless the endpoint sets its own
+  uint64_t payload_cache_bytes = 32 << 20;    // recent events kept for the send path (all shards)
   Duration subscription_postpone = hours(1);  // SPEC R6 subscription_inactive
   BreakerSettings breaker;
 };
