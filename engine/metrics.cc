@@ -7,12 +7,12 @@
 namespace ringcast::engine {
 
 void Histogram::observe(Duration d) {
-  int64_t ms = to_ms(d);
+  // Buckets are upper bounds, inclusive (Prometheus `le`): 1.5 ms counts under 2 ms, not 1.
+  const int64_t us = std::chrono::duration_cast<microseconds>(d).count();
   size_t i = 0;
-  while (i < kLatencyBucketsMs.size() && ms > kLatencyBucketsMs[i]) ++i;
+  while (i < kLatencyBucketsMs.size() && us > kLatencyBucketsMs[i] * 1000) ++i;
   buckets[i].fetch_add(1, std::memory_order_relaxed);
   count.fetch_add(1, std::memory_order_relaxed);
-  int64_t us = std::chrono::duration_cast<microseconds>(d).count();
   sum_us.fetch_add(us > 0 ? static_cast<uint64_t>(us) : 0, std::memory_order_relaxed);
 }
 
@@ -70,10 +70,11 @@ class Writer {
     std::string hname = std::string(name) + "_bucket";
     for (size_t i = 0; i <= kLatencyBucketsMs.size(); ++i) {
       cumulative += sum_u([&](const ShardMetrics& s) -> const Counter& { return f(s).buckets[i]; });
-      std::string le = i < kLatencyBucketsMs.size()
-                           ? std::to_string(static_cast<double>(kLatencyBucketsMs[i]) / 1000.0)
-                           : "+Inf";
-      sample(hname.c_str(), "le=\"" + le + "\"", static_cast<double>(cumulative));
+      char le[32] = "+Inf";
+      if (i < kLatencyBucketsMs.size()) {
+        std::snprintf(le, sizeof le, "%g", static_cast<double>(kLatencyBucketsMs[i]) / 1000.0);
+      }
+      sample(hname.c_str(), std::string("le=\"") + le + "\"", static_cast<double>(cumulative));
     }
     sample((std::string(name) + "_sum").c_str(), "",
            static_cast<double>(

@@ -17,9 +17,12 @@ namespace ringcast::engine {
 using Counter = std::atomic<uint64_t>;
 using Gauge = std::atomic<int64_t>;
 
-// Latency buckets in milliseconds (upper bounds); the last bucket is +Inf.
-inline constexpr std::array<int64_t, 14> kLatencyBucketsMs = {
-    1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15000};
+// Latency buckets in milliseconds (upper bounds); the last bucket is +Inf. One exchange ends
+// within 15 s (the deadline); a delivery that needed retries can take hours to days (the
+// ladders of SPEC R3), so the buckets go on to a day.
+inline constexpr std::array<int64_t, 21> kLatencyBucketsMs = {
+    1,    2,     5,     10,    25,    50,     100,    250,     500,      1000,    2500,
+    5000, 10000, 15000, 30000, 60000, 300000, 900000, 3600000, 21600000, 86400000};
 
 struct Histogram {
   std::array<Counter, kLatencyBucketsMs.size() + 1> buckets{};
