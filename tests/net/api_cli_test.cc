@@ -226,6 +226,32 @@ TEST_F(CliTest, SendStreamsBatchesAndReportsPerLine) {
   EXPECT_THAT(r.out, ::testing::ContainsRegex("duplicates +10"));
 }
 
+TEST_F(CliTest, SendResendsLinesTheServerCouldNotTakeYet) {
+  {
+    std::lock_guard lock(engine_.mu());
+    engine_.unavailable_next = 3;  // lines 1-3 of the first request: 503 shutting_down
+  }
+  std::string text;
+  for (int i = 1; i <= 10; ++i) {
+    text += "{\"tenant\":\"acme\",\"id\":\"r" + std::to_string(i) +
+            "\",\"type\":\"t\",\"payload\":{\"n\":" + std::to_string(i) + "}}\n";
+  }
+  CliRun r = client({"send", write("retry.ndjson", text), "--json", "--quiet"});
+  EXPECT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  simdjson::dom::element el;
+  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
+  int64_t v = -1;
+  EXPECT_FALSE(el["accepted"].get(v));
+  EXPECT_EQ(v, 10);
+  EXPECT_FALSE(el["errors"].get(v));
+  EXPECT_EQ(v, 0);
+  EXPECT_FALSE(el["retries"].get(v));
+  EXPECT_GE(v, 1);
+  std::lock_guard lock(engine_.mu());
+  ASSERT_EQ(engine_.submitted.size(), 13u);  // the 3 refused lines came again, alone
+  for (size_t i = 10; i < 13; ++i) EXPECT_EQ(engine_.submitted[i].id, "r" + std::to_string(i - 9));
+}
+
 TEST_F(CliTest, SendStopsOnAWrongToken) {
   std::string path = write("one.ndjson", R"({"tenant":"acme","id":"x","type":"t","payload":{}})");
   CliRun r = run({"send", path, "--server", server_arg_, "--token", "bad", "--quiet"});

@@ -36,6 +36,7 @@ class FakeEngine final : public Engine {
   std::mutex& mu() { return mu_; }
   std::set<std::string> known_tenants = {"acme"};
   std::vector<EventInput> submitted;  // every event that reached submit / submit_batch
+  int unavailable_next = 0;           // the next N submissions of known tenants answer 503
   size_t batches = 0;
   struct ListArgs {
     std::string tenant;
@@ -335,6 +336,11 @@ class FakeEngine final : public Engine {
   Result<SubmitResult> submit_locked(const EventInput& e) {
     submitted.push_back(e);
     if (!known_tenants.count(e.tenant)) return unknown_tenant();
+    if (unavailable_next > 0) {  // as a stopping engine answers (per line in a bulk request)
+      --unavailable_next;
+      return make_error(Errc::kUnavailable, "the engine is shutting down", nullptr,
+                        "shutting_down");
+    }
     auto key = e.tenant + "\n" + e.id;
     auto it = events_.find(key);
     uint32_t n = 0;

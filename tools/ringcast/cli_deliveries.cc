@@ -146,7 +146,8 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
   list->add_option("--endpoint", args->endpoint, "only this endpoint id");
   list->add_option("--state", args->state, "pending | in_flight | delivered | failed | dead")
       ->check(CLI::IsMember({"pending", "in_flight", "delivered", "failed", "dead"}));
-  list->add_option("--limit", args->limit, "page size")->check(CLI::Range(1, 100000));
+  list->add_option("--limit", args->limit, "page size (the server allows up to 1000 by default)")
+      ->check(CLI::Range(1, 1000));
   list->add_option("--cursor", args->cursor, "continue after a previous page");
   list->callback([&g, args] { run_list(g, *args); });
 

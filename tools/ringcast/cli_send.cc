@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "tools/ringcast/cli_commands.h"
@@ -113,8 +114,10 @@ std::string error_text(simdjson::dom::element item) {
 }
 
 // Sends one batch until it is answered (or fatally not). Returns false on a fatal failure.
-bool send_batch(HttpClient& client, simdjson::dom::parser& parser, const Batch& b,
-                const SendArgs& args, Stats& st) {
+// Lines the server could not take right now (503: the daemon is stopping, 429) are sent
+// again, alone, with the same backoff as a refused batch.
+bool send_batch(HttpClient& client, simdjson::dom::parser& parser, Batch b, const SendArgs& args,
+                Stats& st) {
   for (int attempt = 0;; ++attempt) {
     HttpOutcome out = client.request("POST", "/v1/events/bulk", b.body, "application/x-ndjson");
     bool retryable = !out.ok || out.reply.status == 503 || out.reply.status == 429;
@@ -131,23 +134,46 @@ bool send_batch(HttpClient& client, simdjson::dom::parser& parser, const Batch& 
     simdjson::dom::element root;
     bool parsed = !parser.parse(r.body).get(root);
     if (r.status == 200 && parsed) {
-      st.accepted += static_cast<uint64_t>(jint(root, "accepted"));
-      st.duplicates += static_cast<uint64_t>(jint(root, "duplicates"));
-      st.conflicts += static_cast<uint64_t>(jint(root, "conflicts"));
-      st.errors += static_cast<uint64_t>(jint(root, "errors"));
+      Batch again;
+      std::vector<std::string_view> body_lines;  // b.body split, when a line is sent again
       simdjson::dom::array results;
       if (!root["results"].get(results)) {
         for (auto item : results) {
           int64_t status = jint(item, "status");
           if (status < 400) continue;
           int64_t line = jint(item, "line");
-          uint64_t input_line =
-              line >= 1 && static_cast<size_t>(line) <= b.lines.size() ? b.lines[line - 1] : 0;
+          const bool known = line >= 1 && static_cast<size_t>(line) <= b.lines.size();
+          if (known && (status == 503 || status == 429) && attempt < args.retries) {
+            if (body_lines.empty()) {
+              std::string_view rest = b.body;
+              while (!rest.empty()) {
+                size_t nl = rest.find('\n');
+                body_lines.push_back(rest.substr(0, nl));
+                rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+              }
+            }
+            if (static_cast<size_t>(line) <= body_lines.size()) {
+              again.body.append(body_lines[line - 1]).push_back('\n');
+              again.lines.push_back(b.lines[line - 1]);
+              continue;
+            }
+          }
+          uint64_t input_line = known ? b.lines[line - 1] : 0;
           st.sample(input_line, error_text(item), static_cast<size_t>(args.show_errors));
         }
       }
-      st.done += b.lines.size();
-      return true;
+      const uint64_t retried = again.lines.size();
+      const uint64_t errors = static_cast<uint64_t>(jint(root, "errors"));
+      st.accepted += static_cast<uint64_t>(jint(root, "accepted"));
+      st.duplicates += static_cast<uint64_t>(jint(root, "duplicates"));
+      st.conflicts += static_cast<uint64_t>(jint(root, "conflicts"));
+      st.errors += errors > retried ? errors - retried : 0;
+      st.done += b.lines.size() - retried;
+      if (retried == 0) return true;
+      st.retries++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100) * (1 << attempt));
+      b = std::move(again);
+      continue;
     }
     std::string msg = "server answered " + std::to_string(r.status);
     simdjson::dom::element err;
@@ -206,7 +232,7 @@ void run_send(GlobalOptions& g, const SendArgs& args) {
       simdjson::dom::parser parser;
       Batch b;
       while (queue.pop(b)) {
-        if (!send_batch(client, parser, b, args, st)) {
+        if (!send_batch(client, parser, std::move(b), args, st)) {
           failed = true;
           queue.close();
           return;
