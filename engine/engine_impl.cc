@@ -219,7 +219,9 @@ void EngineImpl::wake_all() {
 std::string EngineImpl::metrics_text() {
   std::vector<const ShardMetrics*> m;
   for (auto& s : shards_) m.push_back(&s->metrics());
-  return render_prometheus(m, static_cast<uint32_t>(shards_.size()));
+  std::string text = render_prometheus(m, static_cast<uint32_t>(shards_.size()));
+  if (options_.extra_metrics) text += options_.extra_metrics();
+  return text;
 }
 
 bool EngineImpl::ready() const {

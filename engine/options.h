@@ -46,6 +46,8 @@ struct EngineOptions {
   // the notification is durable (so a notification seen outside is never lost by a crash).
   // Must not block: hand the notification to another thread.
   std::function<void(const Notification&)> on_notification;
+  // More Prometheus text appended to metrics_text() (e.g. the operator webhook's counters).
+  std::function<std::string()> extra_metrics;
 };
 
 }  // namespace ringcast::engine

@@ -13,32 +13,6 @@
 
 namespace ringcast {
 
-namespace {
-
-// GET /metrics as the REST API answers it, plus the operator webhook's counters (the engine's
-// metrics_text() knows only its shards). Every other request goes to the API unchanged.
-class WithNotifierMetrics final : public net::HttpHandler {
- public:
-  WithNotifierMetrics(net::HttpHandler& api, const engine::Notifier& notifier)
-      : api_(api), notifier_(notifier) {}
-  size_t max_body_bytes(const net::HttpRequest& head) override { return api_.max_body_bytes(head); }
-  void handle(net::HttpRequest&& request, net::Responder responder) override {
-    if (request.path() != "/metrics") return api_.handle(std::move(request), std::move(responder));
-    auto out = std::make_shared<net::Responder>(std::move(responder));
-    const engine::Notifier* n = &notifier_;
-    api_.handle(std::move(request), net::Responder::from_function([out, n](net::HttpResponse r) {
-                  if (r.status == 200) r.body += engine::render_notifier_metrics(n->metrics());
-                  out->send(std::move(r));
-                }));
-  }
-
- private:
-  net::HttpHandler& api_;
-  const engine::Notifier& notifier_;
-};
-
-}  // namespace
-
 int run_serve(const Config& cfg) {
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;
@@ -68,6 +42,9 @@ int run_serve(const Config& cfg) {
     }
     notifier = std::move(*n);
     eopts.on_notification = [n = notifier.get()](const Notification& note) { n->enqueue(note); };
+    eopts.extra_metrics = [n = notifier.get()] {
+      return engine::render_notifier_metrics(n->metrics());
+    };
   }
 
   std::atomic<engine::EngineImpl*> live_engine{nullptr};
@@ -92,10 +69,7 @@ int run_serve(const Config& cfg) {
   net::api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
   net::api::RestApi api(*eng, std::move(api_opts));
-  std::unique_ptr<WithNotifierMetrics> with_metrics;
-  if (notifier) with_metrics = std::make_unique<WithNotifierMetrics>(api, *notifier);
-  net::HttpHandler& handler = with_metrics ? static_cast<net::HttpHandler&>(*with_metrics) : api;
-  net::HttpServerThread server(handler, engine::server_options(cfg));
+  net::HttpServerThread server(api, engine::server_options(cfg));
   if (auto r = server.start(); !r.ok()) {
     std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
                  r.error().message);
