@@ -162,6 +162,12 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
             [](M s) -> const Counter& { return s.store_batches; });
   w.counter("ringcast_store_errors_total", "Failed store writes.",
             [](M s) -> const Counter& { return s.store_errors; });
+  w.counter("ringcast_payload_cache_hits_total",
+            "Sends whose event payload came from memory (engine.payload_cache).",
+            [](M s) -> const Counter& { return s.payload_cache_hits; });
+  w.counter("ringcast_payload_cache_misses_total",
+            "Sends whose event payload was read back from the store.",
+            [](M s) -> const Counter& { return s.payload_cache_misses; });
   w.gauge("ringcast_deliveries_pending", "Deliveries waiting for their next attempt.",
           [](M s) -> const Gauge& { return s.pending; });
   w.gauge("ringcast_deliveries_ready", "Deliveries due and queued per endpoint.",

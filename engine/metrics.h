@@ -49,6 +49,7 @@ struct ShardMetrics {
   Histogram delivery_latency;  // created → delivered
   // store
   Counter store_batches{0}, store_records{0}, store_errors{0};
+  Counter payload_cache_hits{0}, payload_cache_misses{0};  // event payloads for sends
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};
   Gauge tenants{0}, endpoints{0}, intake_waiting_durable{0};

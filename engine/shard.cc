@@ -190,6 +190,7 @@ void Shard::turn() {
     transport_->send(slot);
   }
   to_send_.clear();
+  turn_loaded_.clear();
   flush_durable_acks();
   refresh_gauges();
 }
@@ -263,14 +264,22 @@ void Shard::prepare_send(const SendCommand& cmd) {
 
   const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
   std::shared_ptr<const Event> ev = payloads_.find(cmd.event);
+  (ev ? metrics_.payload_cache_hits : metrics_.payload_cache_misses)
+      .fetch_add(1, std::memory_order_relaxed);
   if (!ev) {
     if (const Event* fresh = turn_event(cmd.event)) {
       // Accepted in this very turn: not in the store until commit(), sent right after it.
       ev = std::make_shared<const Event>(*fresh);
+      payloads_.put(ev);
+    } else if (auto it = turn_loaded_.find(cmd.event); it != turn_loaded_.end()) {
+      ev = it->second;
     } else if (auto loaded = store_.load_event(cmd.event); loaded.ok() && loaded->has_value()) {
+      // Read back for this turn only: the cache admits events at intake, so draining a backlog
+      // larger than the cache does not evict the events the next turns need (a scan through
+      // an LRU/FIFO cache would miss every time).
       ev = std::make_shared<const Event>(std::move(**loaded));
+      turn_loaded_.emplace(cmd.event, ev);
     }
-    if (ev) payloads_.put(ev);
   }
   if (ep) {
     req.url = ep->url;

@@ -117,6 +117,8 @@ class Shard final : public IdAllocator {
   // deliveries: they join the cache once written.
   PayloadCache payloads_;
   std::vector<size_t> cache_after_commit_;  // indexes into mutations_.events
+  // Events read back from the store this turn (one event fanned out to many endpoints).
+  std::unordered_map<EventSeq, std::shared_ptr<const Event>> turn_loaded_;
 
   struct Ack {
     uint64_t seq;

@@ -1,0 +1,66 @@
+// The shard's payload cache: a byte budget, oldest-first eviction, no double admission.
+#include "engine/payload_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ringcast::engine {
+namespace {
+
+std::shared_ptr<const Event> event(EventSeq seq, size_t payload_bytes) {
+  auto e = std::make_shared<Event>();
+  e->seq = seq;
+  e->tenant = "t";
+  e->id = "e" + std::to_string(seq);
+  e->type = "x";
+  e->payload.assign(payload_bytes, 'p');
+  return e;
+}
+
+TEST(PayloadCache, KeepsTheNewestWithinItsBudget) {
+  const size_t one = PayloadCache::cost(*event(1, 1000));
+  PayloadCache c(3 * one);
+  for (EventSeq s = 1; s <= 5; ++s) c.put(event(s, 1000));
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_LE(c.bytes(), 3 * one);
+  EXPECT_EQ(c.find(1), nullptr);
+  EXPECT_EQ(c.find(2), nullptr);
+  for (EventSeq s = 3; s <= 5; ++s) {
+    auto e = c.find(s);
+    ASSERT_NE(e, nullptr) << s;
+    EXPECT_EQ(e->seq, s);
+    EXPECT_EQ(e->payload.size(), 1000u);
+  }
+  EXPECT_EQ(c.hits(), 3u);
+  EXPECT_EQ(c.misses(), 2u);
+}
+
+TEST(PayloadCache, AdmitsAnEventOnceAndRefusesOneLargerThanTheBudget) {
+  const size_t one = PayloadCache::cost(*event(1, 100));
+  PayloadCache c(2 * one);
+  c.put(event(1, 100));
+  c.put(event(1, 100));  // again: no second entry, no second charge
+  EXPECT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.bytes(), one);
+  c.put(event(2, 10 * one));  // cannot fit at all: nothing is evicted for it
+  EXPECT_EQ(c.find(2), nullptr);
+  EXPECT_NE(c.find(1), nullptr);
+  // A larger event evicts as many old ones as it needs.
+  c.put(event(3, 100));
+  c.put(event(4, one + 50));
+  EXPECT_EQ(c.find(1), nullptr);
+  EXPECT_EQ(c.find(3), nullptr);
+  EXPECT_NE(c.find(4), nullptr);
+  EXPECT_LE(c.bytes(), 2 * one);
+}
+
+TEST(PayloadCache, AZeroBudgetKeepsNothing) {
+  PayloadCache c(0);
+  c.put(event(1, 10));
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_EQ(c.find(1), nullptr);
+}
+
+}  // namespace
+}  // namespace ringcast::engine
