@@ -69,9 +69,8 @@ Classification classify_response(const TransportResult& r, WallTime now) {
 
 }  // namespace
 
-bool is_pre_send_code(ErrorCode code) {
+bool is_config_refusal(ErrorCode code) {
   switch (code.kind) {
-    case K::kDnsFailed:
     case K::kPrivateAddress:
     case K::kNotHttps:
     case K::kPortNotAllowed:
@@ -80,6 +79,16 @@ bool is_pre_send_code(ErrorCode code) {
     case K::kInvalidUrl:
     case K::kUrlTooLong:
     case K::kUrlTooShort:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_pre_send_code(ErrorCode code) {
+  if (is_config_refusal(code)) return true;
+  switch (code.kind) {
+    case K::kDnsFailed:
     case K::kTlsCert:
     case K::kTlsHandshake:  // the handshake precedes every request byte
       return true;

@@ -39,4 +39,8 @@ Classification classify(const TransportResult& r, WallTime now);
 // True for transport codes that are decided before any byte can reach the receiver.
 bool is_pre_send_code(ErrorCode code);
 
+// True for the SPEC R6 refusals our own configuration decides (URL form, address guard):
+// nothing was sent, and sending again would be refused the same way.
+bool is_config_refusal(ErrorCode code);
+
 }  // namespace ringcast

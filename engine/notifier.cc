@@ -9,28 +9,6 @@
 #include "net/loop.h"
 
 namespace ringcast::engine {
-namespace {
-
-// SPEC R6 refusals decided by our own configuration (URL form, address guard): nothing was
-// sent and a retry would be refused the same way.
-bool refused_by_config(ErrorCode c) {
-  using K = ErrorCode::Kind;
-  switch (c.kind) {
-    case K::kPrivateAddress:
-    case K::kNotHttps:
-    case K::kPortNotAllowed:
-    case K::kUserinfoNotAllowed:
-    case K::kFragmentNotAllowed:
-    case K::kInvalidUrl:
-    case K::kUrlTooLong:
-    case K::kUrlTooShort:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
 
 struct Notifier::Item {
   uint64_t order = 0;  // arrival order: the oldest is dropped first when the queue is full
@@ -269,7 +247,7 @@ void Notifier::completed(Op* op) {
   // such path), a refused URL or private address (our own configuration refuses it; a retry
   // cannot change that), or the ladder is used up.
   const size_t pause_index = item->attempts - 1u;
-  if (c.outcome == Outcome::kRejected || refused_by_config(c.code) ||
+  if (c.outcome == Outcome::kRejected || is_config_refusal(c.code) ||
       pause_index >= options_.retry_ladder.size()) {
     held_.fetch_sub(1, std::memory_order_relaxed);
     metrics_.failed.fetch_add(1, std::memory_order_relaxed);

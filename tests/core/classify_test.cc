@@ -234,5 +234,19 @@ TEST(Classify, PreSendCodes) {
   EXPECT_FALSE(is_pre_send_code(ErrorCode::none()));
 }
 
+TEST(Classify, ConfigRefusalsAreTheUrlAndGuardCodesOnly) {
+  for (K k : {K::kPrivateAddress, K::kNotHttps, K::kPortNotAllowed, K::kUserinfoNotAllowed,
+              K::kFragmentNotAllowed, K::kInvalidUrl, K::kUrlTooLong, K::kUrlTooShort}) {
+    EXPECT_TRUE(is_config_refusal(ErrorCode::of(k))) << static_cast<int>(k);
+    EXPECT_TRUE(is_pre_send_code(ErrorCode::of(k))) << static_cast<int>(k);
+  }
+  // Decided before sending, but not by our configuration: another try may succeed.
+  for (K k : {K::kDnsFailed, K::kTlsCert, K::kTlsHandshake, K::kTimeout}) {
+    EXPECT_FALSE(is_config_refusal(ErrorCode::of(k))) << static_cast<int>(k);
+  }
+  EXPECT_FALSE(is_config_refusal(ErrorCode::http(503)));
+  EXPECT_FALSE(is_config_refusal(ErrorCode::none()));
+}
+
 }  // namespace
 }  // namespace ringcast
