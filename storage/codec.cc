@@ -64,15 +64,20 @@ std::string idempotency_key(std::string_view tenant, std::string_view event_id) 
 }
 
 // ---- event ------------------------------------------------------------------------------------
-void encode_event(const Event& e, std::string& out) {
-  out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
+void encode_event_head(const Event& e, std::string& out) {
   put_u8(out, kValueVersion);
   put_fixed64(out, static_cast<uint64_t>(e.created_at.ns()));
   put_fixed64(out, e.payload_hash);
   put_bytes(out, e.tenant);
   put_bytes(out, e.id);
   put_bytes(out, e.type);
-  put_bytes(out, e.payload);
+  put_varint(out, e.payload.size());  // put_bytes' length prefix; the bytes follow
+}
+
+void encode_event(const Event& e, std::string& out) {
+  out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
+  encode_event_head(e, out);
+  out.append(e.payload);
 }
 
 Result<Event> decode_event(EventSeq seq, std::string_view v) {

@@ -339,8 +339,12 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         ev = &copy_hash_only;
       }
       v.clear();
-      encode_event(*ev, v);
-      batch.Put(cf(kCfEvents), sl(id_key(e.seq)), sl(v));
+      encode_event_head(*ev, v);
+      const auto key = id_key(e.seq);
+      const Slice key_part = sl(key);
+      const Slice value_parts[2] = {sl(v), sl(ev->payload)};
+      batch.Put(cf(kCfEvents), rocksdb::SliceParts(&key_part, 1),
+                rocksdb::SliceParts(value_parts, 2));
       if (exists[ei]) continue;  // a rewrite of the same event: keep its key and its count
       auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
       v.clear();
