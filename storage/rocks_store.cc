@@ -3,6 +3,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/perf_level.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -18,6 +19,17 @@ namespace ringcast::storage {
 namespace {
 
 using rocksdb::Slice;
+
+// RocksDB counts perf_context statistics on every operation by default (kEnableCount): a
+// thread-local access per key comparison, through __tls_get_addr since RocksDB is a shared
+// library. Nothing reads them here, so each thread that drives the store turns them off once.
+void no_perf_counters() {
+  thread_local const bool done = [] {
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+    return true;
+  }();
+  (void)done;
+}
 
 Slice sl(std::string_view s) {
   return Slice(s.data(), s.size());
@@ -300,6 +312,7 @@ Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
 }
 
 Result<uint64_t> RocksStore::write(const Mutations& m) {
+  no_perf_counters();
   if (m.empty()) return db_->GetLatestSequenceNumber();
   // Sized up front: growing a batch of 1,000 payloads by doubling copies it ~twice and
   // faults in fresh pages on every turn.
@@ -443,6 +456,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
 
 Result<std::optional<EventKeyRecord>> RocksStore::find_event_key(std::string_view tenant,
                                                                  std::string_view event_id) {
+  no_perf_counters();
   rocksdb::PinnableSlice v;
   auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfIdempotency),
                     sl(idempotency_key(tenant, event_id)), &v);
@@ -454,6 +468,7 @@ Result<std::optional<EventKeyRecord>> RocksStore::find_event_key(std::string_vie
 }
 
 Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
+  no_perf_counters();
   rocksdb::PinnableSlice v;
   auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfEvents), sl(id_key(seq)), &v);
   if (s.IsNotFound()) return std::optional<Event>();
