@@ -119,10 +119,14 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.end_object();
 }
 
-void write_delivery(JsonWriter& w, const Delivery& d) {
+void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
   w.begin_object();
   w.field("id", id_text(d.id));
   w.field("event_seq", id_text(d.event));
+  if (event) {
+    w.field("event_id", event->id);
+    w.field("event_type", event->type);
+  }
   w.field("endpoint", id_text(d.endpoint));
   w.field("status", delivery_status_name(d.status));
   w.field("attempts", static_cast<unsigned>(d.attempts));

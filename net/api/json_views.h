@@ -19,7 +19,8 @@ std::string id_text(uint64_t id);  // decimal
 std::string secret_text(const Secret& s);
 
 void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret);
-void write_delivery(JsonWriter& w, const Delivery& d);
+// With `event`: also "event_id" and "event_type" (the producer's id and the type, R10.2).
+void write_delivery(JsonWriter& w, const Delivery& d, const Event* event = nullptr);
 void write_attempt(JsonWriter& w, const Attempt& a);
 void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d);
 void write_event(JsonWriter& w, const Event& e);  // the payload verbatim

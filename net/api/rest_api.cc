@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "net/api/json_views.h"
@@ -885,9 +886,18 @@ void list_deliveries(Call& c, const std::string& tenant) {
           cursor = std::move(cursor)]() -> HttpResponse {
     auto page = engine.list_deliveries(tenant, endpoint, status, limit, cursor);
     if (!page) return error_response(page.error());
+    // Each item names its event (producer id and type); a page often shares events (fan-out).
+    std::unordered_map<EventSeq, std::optional<Event>> events;
     Writer w;
     w.begin_object().key("deliveries").begin_array();
-    for (const auto& d : page->items) write_delivery(w, d);
+    for (const auto& d : page->items) {
+      auto it = events.find(d.event);
+      if (it == events.end()) {
+        auto ev = engine.get_event_by_seq(tenant, d.event);
+        it = events.emplace(d.event, ev.ok() ? std::move(*ev) : std::nullopt).first;
+      }
+      write_delivery(w, d, it->second ? &*it->second : nullptr);
+    }
     w.end_array();
     w.key("next_cursor");
     if (page->next_cursor.empty()) {

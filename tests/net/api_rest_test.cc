@@ -556,8 +556,11 @@ TEST_F(RestApiDeliveriesTest, ListPassesFiltersAndPages) {
   auto el = parse(parser_, r.body);
   simdjson::dom::array items;
   ASSERT_FALSE(el["deliveries"].get(items));
-  EXPECT_EQ(items.size(), 1u);
+  ASSERT_EQ(items.size(), 1u);
   EXPECT_EQ(str(el, "next_cursor"), "next-page");
+  // Each item names its event: the producer's id and the type (R10.2).
+  EXPECT_EQ(str(items.at(0), "event_id"), "evt-9");
+  EXPECT_EQ(str(items.at(0), "event_type"), "payment.status_changed");
   {
     std::lock_guard lock(engine_.mu());
     EXPECT_EQ(engine_.last_list.endpoint, 77u);
