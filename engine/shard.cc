@@ -15,12 +15,6 @@ namespace ringcast::engine {
 
 namespace {
 
-std::string hex_id(const char* prefix, uint64_t id) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%s%016" PRIx64, prefix, id);
-  return buf;
-}
-
 Error unknown_tenant() {
   return make_error(Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant",
                     "unknown_tenant");
@@ -590,12 +584,15 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
   Event ev;
   ev.seq = next_id(partition_of(tenant));
   ev.tenant = tenant;
-  ev.id = hex_id("test_", ev.seq);
+  // Ids in the API's form (decimal strings), so the receiver can match them to what the
+  // operator sees: the test event's id is also its webhook message id.
+  ev.id = "test_" + std::to_string(ev.seq);
   ev.type = "ringcast.test";
   char buf[160];
   std::snprintf(buf, sizeof buf,
-                "{\"type\":\"ringcast.test\",\"endpoint_id\":\"%s\",\"sent_at_ms\":%" PRId64 "}",
-                hex_id("ep_", id).c_str(), now.ms());
+                "{\"type\":\"ringcast.test\",\"endpoint_id\":\"%" PRIu64
+                "\",\"sent_at_ms\":%" PRId64 "}",
+                id, now.ms());
   ev.payload = buf;
   ev.created_at = now;
   ev.payload_hash = payload_hash(ev.payload);

@@ -401,6 +401,10 @@ TEST_F(EngineApiTest, PausedEndpointGetsNoDeliveries) {
   auto to_paused = rec_.to("/paused");
   ASSERT_EQ(to_paused.size(), 1u);
   EXPECT_NE(to_paused[0].body.find("ringcast.test"), std::string::npos);
+  // The body names the endpoint by the id the API uses.
+  EXPECT_NE(to_paused[0].body.find("\"endpoint_id\":\"" + std::to_string(paused.id) + "\""),
+            std::string::npos)
+      << to_paused[0].body;
 
   // After resume, new events reach it again.
   auto res = await<Endpoint>(
