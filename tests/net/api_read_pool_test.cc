@@ -60,46 +60,7 @@ class ReadPoolApiTest : public ::testing::Test {
     api_.reset();
   }
 
-  void seed() {
-    std::lock_guard lock(engine_.mu());
-    Event ev;
-    ev.seq = (uint64_t{9} << 48) | 5;
-    ev.tenant = "acme";
-    ev.id = "evt-9";
-    ev.type = "payment.status_changed";
-    ev.payload = R"({"status": "paid"})";
-    ev.created_at = WallTime::from_ms(1'767'225'600'123);
-    engine_.events_by_seq[ev.seq] = ev;
-    for (uint64_t i = 1; i <= 3; ++i) {
-      DeliveryDetail d;
-      d.tenant = "acme";
-      d.delivery.id = (uint64_t{9} << 48) | i;
-      d.delivery.event = ev.seq;
-      d.delivery.endpoint = 77;
-      d.delivery.status = i == 3 ? DeliveryStatus::kPending : DeliveryStatus::kDelivered;
-      d.delivery.attempts = 1;
-      d.delivery.created_at = ev.created_at;
-      Attempt a;
-      a.number = 1;
-      a.outcome = Outcome::kSuccess;
-      a.http_status = 200;
-      a.request_written = true;
-      a.started_at = ev.created_at;
-      a.duration = milliseconds(12);
-      a.response_prefix = "ok";
-      d.attempts.push_back(a);
-      engine_.deliveries[d.delivery.id] = d;
-    }
-    Notification n;
-    n.seq = 1;
-    n.tenant = "acme";
-    n.endpoint = 77;
-    n.kind = "endpoint_disabled";
-    n.reason = ErrorCode::of(ErrorCode::Kind::kGone);
-    n.message = "endpoint answered 410 Gone";
-    n.at = ev.created_at;
-    engine_.notes.push_back(n);
-  }
+  void seed() { engine_.seed_delivery_log(); }
 
   std::unique_ptr<TestClient> client() { return std::make_unique<TestClient>(server_->port()); }
 

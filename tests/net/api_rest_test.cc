@@ -500,52 +500,7 @@ class RestApiDeliveriesTest : public RestApiTest {
  protected:
   void SetUp() override {
     RestApiTest::SetUp();
-    std::lock_guard lock(engine_.mu());
-    Event ev;
-    ev.seq = (uint64_t{9} << 48) | 5;
-    ev.tenant = "acme";
-    ev.id = "evt-9";
-    ev.type = "payment.status_changed";
-    ev.payload = R"({"status": "paid"})";
-    ev.created_at = WallTime::from_ms(1'767'225'600'123);
-    engine_.events_by_seq[ev.seq] = ev;
-    for (uint64_t i = 1; i <= 3; ++i) {
-      DeliveryDetail d;
-      d.tenant = "acme";
-      d.delivery.id = (uint64_t{9} << 48) | i;
-      d.delivery.event = ev.seq;
-      d.delivery.endpoint = 77;
-      d.delivery.status = i == 3 ? DeliveryStatus::kPending : DeliveryStatus::kDelivered;
-      d.delivery.attempts = 2;
-      d.delivery.created_at = ev.created_at;
-      Attempt a;
-      a.number = 1;
-      a.ladder = Ladder::kFast;
-      a.outcome = Outcome::kRetryable;
-      a.code = ErrorCode::http(503);
-      a.http_status = 503;
-      a.request_written = true;
-      a.started_at = ev.created_at;
-      a.duration = milliseconds(12);
-      a.response_prefix = "busy \xff\xfe \"quoted\"\n\x01";  // not UTF-8, control bytes
-      d.attempts.push_back(a);
-      a.number = 2;
-      a.outcome = Outcome::kSuccess;
-      a.code = ErrorCode::none();
-      a.http_status = 200;
-      a.response_prefix = "ok";
-      d.attempts.push_back(a);
-      engine_.deliveries[d.delivery.id] = d;
-    }
-    Notification n;
-    n.seq = 1;
-    n.tenant = "acme";
-    n.endpoint = 77;
-    n.kind = "endpoint_disabled";
-    n.reason = ErrorCode::of(ErrorCode::Kind::kGone);
-    n.message = "endpoint answered 410 Gone";
-    n.at = ev.created_at;
-    engine_.notes.push_back(n);
+    engine_.seed_delivery_log();
   }
 };
 
