@@ -46,6 +46,9 @@ struct EngineOptions {
   // the notification is durable (so a notification seen outside is never lost by a crash).
   // Must not block: hand the notification to another thread.
   std::function<void(const Notification&)> on_notification;
+  // Embedders: called on the shard thread once a delivery reached a terminal state (delivered,
+  // failed, dead) and that state is durable. Must not block.
+  std::function<void(const Delivery&)> on_delivery_done;
   // More Prometheus text appended to metrics_text() (e.g. the operator webhook's counters).
   std::function<std::string()> extra_metrics;
 };

@@ -203,6 +203,12 @@ void Shard::commit() {
       std::abort();
     }
     last_written_seq_ = *seq;
+    if (options_.on_delivery_done) {  // every way a delivery ends: result, 410, delete, ceiling
+      for (const DeliveryPut& p : mutations_.deliveries) {
+        if (!is_terminal(p.delivery.status)) continue;
+        turn_acks_.push_back([this, d = p.delivery] { options_.on_delivery_done(d); });
+      }
+    }
     if (options_.on_notification && !mutations_.notifications.empty()) {
       for (Notification& n : mutations_.notifications) {
         turn_acks_.push_back([this, n = std::move(n)] { options_.on_notification(n); });

@@ -15,11 +15,13 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -119,6 +121,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Hear of every delivery that finished (delivered, failed, dead), once that is durable. It
+  // runs on a shard thread: only hand the delivery over, never block there.
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;
+  std::vector<Delivery> finished;
+  eopts.on_delivery_done = [&](const Delivery& d) {
+    std::lock_guard<std::mutex> lock(finished_mu);
+    finished.push_back(d);
+    finished_cv.notify_all();
+  };
+
   // 2. The store. Intake answers once an event is durable (R12.5); the store's sync thread
   // says when, and the hook wakes the shards at once instead of at their next poll.
   std::atomic<engine::EngineImpl*> live{nullptr};
@@ -176,23 +189,18 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "embed: resubmitting evt_1 was not a duplicate\n"), 1;
   std::printf("evt_1 again: %s of event %" PRIu64 "\n", kind_name(again->kind), again->event);
 
-  // 6. Wait for delivery. The API has no per-delivery callback: the delivery log is the
-  // source of truth, so poll it (bounded) until every delivery of our events is terminal.
+  // 6. Wait for delivery: the on_delivery_done hook above reports each finished one.
   std::vector<Delivery> ours;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    auto recent = api.recent_deliveries(tenant);  // the 25 latest (R10.2)
-    if (!recent.ok()) return fail("recent_deliveries", recent.error());
-    ours.clear();
-    for (const Delivery& d : *recent)
-      if (std::find(events.begin(), events.end(), d.event) != events.end()) ours.push_back(d);
-    bool done = ours.size() >= events.size() && std::all_of(ours.begin(), ours.end(), [](auto& d) {
-                  return is_terminal(d.status);
-                });
-    if (done) break;
-    if (std::chrono::steady_clock::now() > deadline)
+  {
+    std::unique_lock<std::mutex> lock(finished_mu);
+    auto all_in = [&] {
+      ours.clear();
+      for (const Delivery& d : finished)
+        if (std::find(events.begin(), events.end(), d.event) != events.end()) ours.push_back(d);
+      return ours.size() >= events.size();
+    };
+    if (!finished_cv.wait_for(lock, std::chrono::seconds(30), all_in))
       return std::fprintf(stderr, "embed: deliveries not finished after 30 s\n"), 1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
   // 7. The delivery log: each delivery with its attempts (R10).

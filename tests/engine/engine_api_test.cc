@@ -113,7 +113,13 @@ class EngineApiTest : public ::testing::Test {
     auto store = storage::RocksStore::open(sopts);
     ASSERT_TRUE(store.ok()) << store.error().message;
     store_ = std::move(*store);
-    auto eng = engine::EngineImpl::start(engine::engine_options(cfg), *store_);
+    engine::EngineOptions eopts = engine::engine_options(cfg);
+    eopts.on_delivery_done = [this](const Delivery& d) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done_.push_back(d);
+      done_cv_.notify_all();
+    };
+    auto eng = engine::EngineImpl::start(std::move(eopts), *store_);
     ASSERT_TRUE(eng.ok()) << eng.error().message;
     engine_ = std::move(*eng);
     live_.store(engine_.get(), std::memory_order_release);
@@ -161,7 +167,17 @@ class EngineApiTest : public ::testing::Test {
     return items;
   }
 
+  // Deliveries the engine reported finished (EngineOptions::on_delivery_done), in order.
+  std::vector<Delivery> wait_done(size_t n) {
+    std::unique_lock<std::mutex> lock(done_mu_);
+    done_cv_.wait_for(lock, kWait, [&] { return done_.size() >= n; });
+    return done_;
+  }
+
   static constexpr const char* kTenant = "acme";
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::vector<Delivery> done_;
   test::TempDir dir_{"ringcast-engine-api"};
   Recorder rec_;
   examples::LoopbackReceiver receiver_{
@@ -493,6 +509,33 @@ TEST_F(EngineApiTest, RestartRecoversEndpointsAndDeliveries) {
   auto conflict = submit("r1", "payment.succeeded", R"({"r":9})");
   ASSERT_FALSE(conflict.ok());
   EXPECT_EQ(conflict.error().code, Errc::kConflict);
+}
+
+TEST_F(EngineApiTest, EmbedderHearsOfEveryFinishedDeliveryOnceItIsDurable) {
+  rec_.set_status("/gone", 410);
+  Endpoint ok = create_ok("/fine");
+  Endpoint gone = create_ok("/gone");
+  auto r = submit("evt_done", "order.created", R"({"n":1})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->deliveries, 2u);
+  auto done = wait_done(2);
+  ASSERT_EQ(done.size(), 2u);
+  std::map<EndpointId, Delivery> by_endpoint;
+  for (const Delivery& d : done) by_endpoint[d.endpoint] = d;
+  ASSERT_EQ(by_endpoint.count(ok.id), 1u);
+  ASSERT_EQ(by_endpoint.count(gone.id), 1u);
+  EXPECT_EQ(by_endpoint[ok.id].status, DeliveryStatus::kDelivered);
+  EXPECT_EQ(by_endpoint[gone.id].status, DeliveryStatus::kDead);  // 410: R8, no retry
+  for (const Delivery& d : done) {
+    EXPECT_EQ(d.event, r->event);
+    // Reported only once durable: the delivery log already has the same final state.
+    auto detail = api().get_delivery(kTenant, d.id);
+    ASSERT_TRUE(detail.ok() && detail->has_value());
+    EXPECT_EQ((*detail)->delivery.status, d.status);
+  }
+  // Nothing is reported twice, and nothing that has not finished.
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(wait_done(2).size(), 2u);
 }
 
 }  // namespace
