@@ -30,6 +30,7 @@
 #include "core/engine.h"
 #include "engine/build.h"
 #include "engine/config.h"
+#include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "examples/loopback_receiver.h"
 #include "net/signing.h"
@@ -132,22 +133,13 @@ int main(int argc, char** argv) {
     finished_cv.notify_all();
   };
 
-  // 2. The store. Intake answers once an event is durable (R12.5); the store's sync thread
-  // says when, and the hook wakes the shards at once instead of at their next poll.
-  std::atomic<engine::EngineImpl*> live{nullptr};
-  storage::StoreOptions sopts = engine::store_options(cfg);
-  sopts.on_durable = [&live](uint64_t) {
-    if (auto* e = live.load(std::memory_order_acquire)) e->wake_all();
-  };
-  auto store = storage::RocksStore::open(sopts);
-  if (!store.ok()) return fail("open store", store.error());
-
-  // 3. The engine: starts its shard threads and recovers what the store holds.
-  auto started = engine::EngineImpl::start(std::move(eopts), **store);
-  if (!started.ok()) return fail("start engine", started.error());
-  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
-  live.store(eng.get(), std::memory_order_release);
-  Engine& api = *eng;  // from here on, only the public interface
+  // 2 + 3. The store and the engine on it. Intake answers once an event is durable (R12.5):
+  // Embedded wires the store's durability hook to wake the shards at once. Starting the
+  // engine starts its shard threads and recovers what the store holds.
+  auto opened = engine::Embedded::open(engine::store_options(cfg), std::move(eopts));
+  if (!opened.ok()) return fail("open store and engine", opened.error());
+  std::unique_ptr<engine::Embedded> core = std::move(*opened);
+  Engine& api = core->engine();  // from here on, only the public interface
 
   // 4. An endpoint for a tenant: payment events only (an exact type or a `prefix.*`).
   const std::string tenant = "acme";
@@ -220,10 +212,7 @@ int main(int argc, char** argv) {
 
   // 8. Stop: no new intake, in-flight attempts finish or stay leased (bounded), flush. Then
   // close the store; the engine must not outlive it.
-  live.store(nullptr, std::memory_order_release);
-  eng->stop();
-  eng.reset();
-  store->reset();
+  core->close();
   if (receiver) receiver->stop();
 
   std::printf("summary: %zu deliveries, %s; signatures verified %d, rejected %d\n", ours.size(),

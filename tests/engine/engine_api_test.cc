@@ -19,6 +19,7 @@
 #include "core/engine.h"
 #include "engine/build.h"
 #include "engine/config.h"
+#include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "examples/loopback_receiver.h"
 #include "net/signing.h"
@@ -106,33 +107,22 @@ class EngineApiTest : public ::testing::Test {
     fast.breaker = false;
     cfg.policies["fast"] = fast;
     cfg.validate();
-    storage::StoreOptions sopts = engine::store_options(cfg);
-    sopts.on_durable = [this](uint64_t) {
-      if (auto* e = live_.load(std::memory_order_acquire)) e->wake_all();
-    };
-    auto store = storage::RocksStore::open(sopts);
-    ASSERT_TRUE(store.ok()) << store.error().message;
-    store_ = std::move(*store);
     engine::EngineOptions eopts = engine::engine_options(cfg);
     eopts.on_delivery_done = [this](const Delivery& d) {
       std::lock_guard<std::mutex> lock(done_mu_);
       done_.push_back(d);
       done_cv_.notify_all();
     };
-    auto eng = engine::EngineImpl::start(std::move(eopts), *store_);
-    ASSERT_TRUE(eng.ok()) << eng.error().message;
-    engine_ = std::move(*eng);
-    live_.store(engine_.get(), std::memory_order_release);
+    auto opened = engine::Embedded::open(engine::store_options(cfg), std::move(eopts));
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    core_ = std::move(*opened);
   }
   void close() {
-    live_.store(nullptr, std::memory_order_release);
-    if (engine_) engine_->stop();
-    engine_.reset();
-    store_.reset();
+    core_.reset();  // stops the engine, then closes the store
   }
   static Duration ms(int64_t n) { return milliseconds(n); }
 
-  Engine& api() { return *engine_; }
+  Engine& api() { return core_->engine(); }
   std::string url(const std::string& path) const { return receiver_.url(path); }
 
   Result<Endpoint> create(EndpointSpec spec) {
@@ -182,9 +172,7 @@ class EngineApiTest : public ::testing::Test {
   Recorder rec_;
   examples::LoopbackReceiver receiver_{
       [this](const ReceivedRequest& r) { return rec_.on_request(r); }};
-  std::atomic<engine::EngineImpl*> live_{nullptr};
-  std::unique_ptr<storage::RocksStore> store_;
-  std::unique_ptr<engine::EngineImpl> engine_;  // last: destroyed first
+  std::unique_ptr<engine::Embedded> core_;  // last: destroyed first
 };
 
 TEST_F(EngineApiTest, EndpointRoundTripAndValidation) {

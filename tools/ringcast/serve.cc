@@ -7,6 +7,7 @@
 
 #include "core/ip_address.h"
 #include "engine/build.h"
+#include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "engine/notifier.h"
 #include "net/system_clock.h"
@@ -47,24 +48,18 @@ int run_serve(const Config& cfg) {
     };
   }
 
-  std::atomic<engine::EngineImpl*> live_engine{nullptr};
+  // The store and the engine on it: intake acknowledgements wait for the store's durable
+  // sequence, whose hook wakes the shards.
   storage::StoreOptions sopts = engine::store_options(cfg);
-  sopts.on_durable = [&live_engine](uint64_t) {
-    if (auto* e = live_engine.load(std::memory_order_acquire)) e->wake_all();
-  };
-  auto store = storage::RocksStore::open(sopts);
-  if (!store.ok()) {
-    std::fprintf(stderr, "ringcast: cannot open the store at %s: %s\n", sopts.path.c_str(),
-                 store.error().message);
+  const std::string data_dir = sopts.path;
+  auto opened = engine::Embedded::open(std::move(sopts), std::move(eopts));
+  if (!opened.ok()) {
+    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s\n", data_dir.c_str(),
+                 opened.error().message);
     return 1;
   }
-  auto started = engine::EngineImpl::start(std::move(eopts), **store);
-  if (!started.ok()) {
-    std::fprintf(stderr, "ringcast: the engine did not start: %s\n", started.error().message);
-    return 1;
-  }
-  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
-  live_engine.store(eng.get(), std::memory_order_release);
+  std::unique_ptr<engine::Embedded> core = std::move(*opened);
+  engine::EngineImpl* eng = &core->engine();
 
   net::api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
@@ -73,8 +68,7 @@ int run_serve(const Config& cfg) {
   if (auto r = server.start(); !r.ok()) {
     std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
                  r.error().message);
-    live_engine.store(nullptr);
-    eng->stop();
+    core->stop();
     return 1;
   }
   std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
@@ -85,7 +79,7 @@ int run_serve(const Config& cfg) {
   // Retention runs here, off the shards' hot path, once an hour and at start.
   net::SystemClock clock;
   auto retention = [&] {
-    auto r = (*store)->run_retention(clock.wall_now());
+    auto r = core->store().run_retention(clock.wall_now());
     if (!r.ok()) std::fprintf(stderr, "ringcast: retention: %s\n", r.error().message);
   };
   retention();
@@ -104,11 +98,9 @@ int run_serve(const Config& cfg) {
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
-  live_engine.store(nullptr, std::memory_order_release);
-  eng->stop();  // finish or lease in-flight attempts (bounded), flush
-  eng.reset();
+  core->stop();      // finish or lease in-flight attempts (bounded), flush
   if (notifier) notifier->stop();  // after the shards: sends what is due (bounded), drops the rest
-  store->reset();
+  core->close();
   std::fprintf(stderr, "ringcast: stopped\n");
   return 0;
 }
