@@ -1,5 +1,8 @@
 #include "tests/e2e/json.h"
 
+#include <simdjson.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 
@@ -10,227 +13,74 @@ const Json& null_json() {
   static const Json kNull;
   return kNull;
 }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 }  // namespace
 
+// Builds the tree from simdjson's DOM (the parser the daemon's API uses too).
 class JsonParser {
  public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
-
-  bool value(Json& out, int depth) {
-    if (depth > 64) return false;
-    ws();
-    if (p_ >= s_.size()) return false;
-    char c = s_[p_];
-    if (c == '{') return object(out, depth);
-    if (c == '[') return array(out, depth);
-    if (c == '"') {
-      out.type_ = Json::Type::kString;
-      return string(out.text_);
-    }
-    if (lit("true")) {
-      out.type_ = Json::Type::kBool;
-      out.bool_ = true;
-      return true;
-    }
-    if (lit("false")) {
-      out.type_ = Json::Type::kBool;
-      return true;
-    }
-    if (lit("null")) {
-      out.type_ = Json::Type::kNull;
-      return true;
-    }
-    return number(out);
-  }
-
-  bool at_end() {
-    ws();
-    return p_ == s_.size();
-  }
-
- private:
-  void ws() {
-    while (p_ < s_.size() &&
-           (s_[p_] == ' ' || s_[p_] == '\t' || s_[p_] == '\n' || s_[p_] == '\r')) {
-      ++p_;
-    }
-  }
-  bool lit(std::string_view w) {
-    if (s_.substr(p_, w.size()) != w) return false;
-    p_ += w.size();
-    return true;
-  }
-  bool number(Json& out) {
-    size_t start = p_;
-    if (p_ < s_.size() && s_[p_] == '-') ++p_;
-    bool digits = false;
-    while (p_ < s_.size() && ((s_[p_] >= '0' && s_[p_] <= '9') || s_[p_] == '.' || s_[p_] == 'e' ||
-                              s_[p_] == 'E' || s_[p_] == '+' || s_[p_] == '-')) {
-      digits |= s_[p_] >= '0' && s_[p_] <= '9';
-      ++p_;
-    }
-    if (!digits) return false;
-    out.type_ = Json::Type::kNumber;
-    out.text_ = std::string(s_.substr(start, p_ - start));
-    return true;
-  }
-  bool hex4(uint32_t& v) {
-    if (p_ + 4 > s_.size()) return false;
-    v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char h = s_[p_++];
-      v <<= 4;
-      if (h >= '0' && h <= '9') {
-        v |= static_cast<uint32_t>(h - '0');
-      } else if (h >= 'a' && h <= 'f') {
-        v |= static_cast<uint32_t>(h - 'a' + 10);
-      } else if (h >= 'A' && h <= 'F') {
-        v |= static_cast<uint32_t>(h - 'A' + 10);
-      } else {
-        return false;
-      }
-    }
-    return true;
-  }
-  bool string(std::string& out) {
-    ++p_;  // opening quote
-    while (p_ < s_.size()) {
-      char c = s_[p_++];
-      if (c == '"') return true;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (p_ >= s_.size()) return false;
-      char e = s_[p_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out += e;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(p_, 2) == "\\u") {
-            p_ += 2;
-            uint32_t lo = 0;
-            if (!hex4(lo)) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
+  static void from(simdjson::dom::element e, Json& out) {
+    using T = simdjson::dom::element_type;
+    switch (e.type()) {
+      case T::ARRAY: {
+        simdjson::dom::array arr;
+        if (e.get_array().get(arr)) return;  // cannot fail: the type says it is one
+        out.type_ = Json::Type::kArray;
+        for (simdjson::dom::element v : arr) {
+          out.values_.emplace_back();
+          from(v, out.values_.back());
         }
-        default:
-          return false;
+        return;
       }
-    }
-    return false;
-  }
-  bool array(Json& out, int depth) {
-    out.type_ = Json::Type::kArray;
-    ++p_;
-    ws();
-    if (p_ < s_.size() && s_[p_] == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      Json v;
-      if (!value(v, depth + 1)) return false;
-      out.values_.push_back(std::move(v));
-      ws();
-      if (p_ >= s_.size()) return false;
-      if (s_[p_] == ',') {
-        ++p_;
-        continue;
+      case T::OBJECT: {
+        simdjson::dom::object obj;
+        if (e.get_object().get(obj)) return;
+        out.type_ = Json::Type::kObject;
+        for (simdjson::dom::key_value_pair f : obj) {
+          out.keys_.emplace_back(f.key);
+          out.values_.emplace_back();
+          from(f.value, out.values_.back());
+        }
+        return;
       }
-      if (s_[p_] == ']') {
-        ++p_;
-        return true;
+      case T::INT64:
+        out.type_ = Json::Type::kNumber;
+        out.text_ = std::to_string(e.get_int64().value_unsafe());
+        return;
+      case T::UINT64:
+        out.type_ = Json::Type::kNumber;
+        out.text_ = std::to_string(e.get_uint64().value_unsafe());
+        return;
+      case T::DOUBLE: {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.17g", e.get_double().value_unsafe());
+        out.type_ = Json::Type::kNumber;
+        out.text_ = buf;
+        return;
       }
-      return false;
-    }
-  }
-  bool object(Json& out, int depth) {
-    out.type_ = Json::Type::kObject;
-    ++p_;
-    ws();
-    if (p_ < s_.size() && s_[p_] == '}') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      ws();
-      if (p_ >= s_.size() || s_[p_] != '"') return false;
-      std::string key;
-      if (!string(key)) return false;
-      ws();
-      if (p_ >= s_.size() || s_[p_] != ':') return false;
-      ++p_;
-      Json v;
-      if (!value(v, depth + 1)) return false;
-      out.keys_.push_back(std::move(key));
-      out.values_.push_back(std::move(v));
-      ws();
-      if (p_ >= s_.size()) return false;
-      if (s_[p_] == ',') {
-        ++p_;
-        continue;
-      }
-      if (s_[p_] == '}') {
-        ++p_;
-        return true;
-      }
-      return false;
+      case T::STRING:
+        out.type_ = Json::Type::kString;
+        out.text_ = std::string(e.get_string().value_unsafe());
+        return;
+      case T::BOOL:
+        out.type_ = Json::Type::kBool;
+        out.bool_ = e.get_bool().value_unsafe();
+        return;
+      case T::NULL_VALUE:
+        out.type_ = Json::Type::kNull;
+        return;
     }
   }
-
-  std::string_view s_;
-  size_t p_ = 0;
 };
 
 Json Json::parse(std::string_view text) {
-  JsonParser p(text);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
   Json out;
-  if (!p.value(out, 0) || !p.at_end()) {
-    Json bad;
-    bad.type_ = Type::kInvalid;
-    return bad;
+  if (parser.parse(text.data(), text.size()).get(root)) {
+    out.type_ = Type::kInvalid;
+    return out;
   }
+  JsonParser::from(root, out);
   return out;
 }
 

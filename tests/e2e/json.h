@@ -1,4 +1,5 @@
-// A small JSON reader for the end-to-end tests: enough to look into the daemon's API answers.
+// A JSON tree for the end-to-end tests (parsed with simdjson): enough to look into the daemon's
+// API answers.
 // Invariant: parse() never throws; a lookup that misses returns a shared null value, so chains
 // like j["delivery"]["status"].str() are safe on any input.
 #pragma once
