@@ -368,9 +368,13 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   }
 
   // A delivery written twice in one batch (created, then leased in the same turn) is stored
-  // once, in its last state; its index entries come from the put that created it.
+  // once, in its last state; its index entries come from the put that created it. Only a
+  // batch that creates deliveries is looked at: elsewhere a repeat is rare, and harmless (the
+  // batch applies in order, the last put wins), so the hot delivery path builds no map.
   std::vector<bool> superseded;
-  if (m.deliveries.size() > 1) {
+  const bool creates = std::any_of(m.deliveries.begin(), m.deliveries.end(),
+                                   [](const DeliveryPut& dp) { return dp.is_new; });
+  if (creates && m.deliveries.size() > 1) {
     std::unordered_map<DeliveryId, size_t> last;
     last.reserve(m.deliveries.size());
     for (size_t i = 0; i < m.deliveries.size(); ++i) last[m.deliveries[i].delivery.id] = i;
