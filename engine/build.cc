@@ -36,11 +36,10 @@ net::HttpTransportOptions transport_options(const Config& cfg) {
   t.response.body_drain_max = cfg.transport.max_response_drain_bytes;
   t.default_rate = RateLimit{cfg.transport.host_rate_per_second, cfg.transport.host_burst};
   t.url_policy = url_policy(cfg);
-  t.allow_list = cfg.transport.allow_private_cidrs;
-  if (t.allow_list.empty()) {  // a Config built in code, not through load_config()
-    for (const std::string& c : cfg.transport.allow_private) {
-      if (auto cidr = parse_cidr(c)) t.allow_list.push_back(*cidr);
-    }
+  // From the text (validate() refuses what does not parse), so that a Config built in code
+  // needs only allow_private, like a TOML file.
+  for (const std::string& c : cfg.transport.allow_private) {
+    if (auto cidr = parse_cidr(c)) t.allow_list.push_back(*cidr);
   }
   t.tls.extra_ca_file = cfg.transport.ca_file;
   t.dns.deadline = cfg.transport.dns_timeout;

@@ -112,7 +112,6 @@ int main(int argc, char** argv) {
   cfg.transport.allow_http = true;  // the demo receiver speaks plain HTTP (R6 not_https)
   // Loopback is a private address (R6 private_address); allow exactly that range.
   cfg.transport.allow_private = {"127.0.0.0/8"};
-  cfg.transport.allow_private_cidrs = {*parse_cidr("127.0.0.0/8")};
   engine::EngineOptions eopts;
   try {
     cfg.validate();

@@ -97,7 +97,6 @@ class EngineApiTest : public ::testing::Test {
     cfg.storage.data_dir = dir_.path();
     cfg.transport.allow_http = true;
     cfg.transport.allow_private = {"127.0.0.0/8"};
-    cfg.transport.allow_private_cidrs = {*parse_cidr("127.0.0.0/8")};
     // Retries every 200 ms for ~12 s, so a retried delivery fits in a test; off the tenant
     // breaker so that its 503s cannot hold other deliveries (R4).
     PolicyConfig fast;
