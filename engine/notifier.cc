@@ -1,5 +1,7 @@
 #include "engine/notifier.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -121,6 +123,7 @@ NotifierStats Notifier::stats() const {
 }
 
 void Notifier::thread_main(std::promise<Result<void>> started) {
+  ::pthread_setname_np(::pthread_self(), "rc-notifier");
   auto loop = net::Loop::create({});
   if (!loop.ok()) {
     started.set_value(loop.error());

@@ -1,5 +1,7 @@
 #include "engine/shard.h"
 
+#include <pthread.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -105,6 +107,8 @@ uint64_t Shard::next_id(Partition p) {
 }
 
 void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started) {
+  const std::string name = "rc-shard-" + std::to_string(index_);  // top -H, perf, gdb
+  ::pthread_setname_np(::pthread_self(), name.c_str());
   auto loop = net::Loop::create({});
   if (!loop.ok()) {
     started.set_value(loop.error());

@@ -1,5 +1,7 @@
 #include "net/http_server.h"
 
+#include <pthread.h>
+
 #include <arpa/inet.h>
 #include <llhttp.h>
 #include <netinet/in.h>
@@ -985,6 +987,7 @@ Result<void> HttpServerThread::start() {
   // The loop is created and driven on the server thread: the ring and everything it completes
   // belong to that thread alone.
   thread_ = std::thread([this, started = std::move(started)]() mutable {
+    ::pthread_setname_np(::pthread_self(), "rc-http");
     auto loop = Loop::create(loop_options_);
     if (!loop) {
       started.set_value(loop.error());

@@ -1,7 +1,10 @@
 #include "net/api/read_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <exception>
+#include <string>
 #include <utility>
 
 namespace ringcast::net::api {
@@ -9,7 +12,13 @@ namespace ringcast::net::api {
 ReadPool::ReadPool(ReadPoolOptions options) : options_(options) {
   uint32_t n = std::max<uint32_t>(1, options_.threads);
   workers_.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) workers_.emplace_back([this] { run(); });
+  for (uint32_t i = 0; i < n; ++i) {
+    workers_.emplace_back([this, i] {
+      const std::string name = "rc-read-" + std::to_string(i);
+      ::pthread_setname_np(::pthread_self(), name.c_str());
+      run();
+    });
+  }
 }
 
 ReadPool::~ReadPool() {
