@@ -268,6 +268,36 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
 }
 
 // ---- idempotency key --------------------------------------------------------------------------
+void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out) {
+  out.push_back(static_cast<char>(kValueVersion));
+  put_varint(out, n);
+  uint64_t prev = 0;
+  for (size_t i = 0; i < n; ++i) {
+    put_varint(out, sorted_ids[i] - prev);
+    prev = sorted_ids[i];
+  }
+}
+
+Result<std::vector<uint64_t>> decode_id_group(Partition p, std::string_view in) {
+  Reader r(in);
+  if (r.u8() != kValueVersion) return corrupt("id group: version");
+  const uint64_t n = r.varint();
+  // Every id takes at least one byte: a count beyond that is corrupt (and bounds the reserve).
+  if (!r.ok() || n == 0 || n > r.remaining()) return corrupt("id group: count");
+  std::vector<uint64_t> ids;
+  ids.reserve(n);
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t d = r.varint();
+    if (!r.ok() || (i > 0 && d == 0) || d > ~prev) return corrupt("id group: order");
+    prev += d;
+    if (id_partition(prev) != p) return corrupt("id group: partition");
+    ids.push_back(prev);
+  }
+  if (!r.done()) return corrupt("id group: trailing bytes");
+  return ids;
+}
+
 void encode_event_key(const EventKeyRecord& k, std::string& out) {
   put_u8(out, kValueVersion);
   put_varint(out, k.seq);

@@ -218,8 +218,18 @@ inline FixedKey<kNotificationKeyBytes> notification_key(uint64_t th, uint64_t se
   return k;
 }
 
-enum class ExpiryKind : uint8_t { kEvent = 1, kDelivery = 2, kNotification = 3 };
-// expiry: partition | stamp ms | kind | id. Value: tenant hash for notifications, else empty.
+// kEvent, kDelivery: one id per entry (the key's id). kEventGroup, kDeliveryGroup: the ids of
+// one write() in one partition, in one entry (one memtable insert per batch instead of one per
+// record); the key's id is a per-store counter and the value the sorted ids (encode_id_group).
+enum class ExpiryKind : uint8_t {
+  kEvent = 1,
+  kDelivery = 2,
+  kNotification = 3,
+  kEventGroup = 4,
+  kDeliveryGroup = 5,
+};
+// expiry: partition | stamp ms | kind | id. Value: tenant hash for notifications, the id group
+// for the group kinds, else empty.
 inline FixedKey<kExpiryKeyBytes> expiry_key(Partition p, uint64_t stamp_ms, ExpiryKind kind,
                                             uint64_t id) {
   FixedKey<kExpiryKeyBytes> k;
@@ -264,6 +274,10 @@ void encode_tenant(const Tenant& t, std::string& out);
 Result<Tenant> decode_tenant(std::string_view key, std::string_view v);
 
 void encode_event_key(const EventKeyRecord& r, std::string& out);
+// A sorted, non-empty list of ids of one partition: version, count, first id, then deltas.
+void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out);
+// Checks the order and that every id is in partition p.
+Result<std::vector<uint64_t>> decode_id_group(Partition p, std::string_view in);
 Result<EventKeyRecord> decode_event_key(std::string_view v);
 
 void encode_notification(const Notification& n, std::string& out);

@@ -1,5 +1,7 @@
 #include "storage/rocks_store.h"
 
+#include <pthread.h>
+
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -163,7 +165,12 @@ Result<void> RocksStore::open_db() {
   }
 
   durable_.store(db_->GetLatestSequenceNumber(), std::memory_order_release);
-  if (options_.sync == SyncPolicy::kInterval) sync_thread_ = std::thread([this] { sync_loop(); });
+  next_expiry_group_.store(db_->GetLatestSequenceNumber() + 1, std::memory_order_relaxed);
+  if (options_.sync == SyncPolicy::kInterval)
+    sync_thread_ = std::thread([this] {
+      ::pthread_setname_np(::pthread_self(), "rc-wal-sync");
+      sync_loop();
+    });
   return ok();
 }
 
@@ -329,6 +336,21 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     return static_cast<uint64_t>(stamp);
   };
 
+  // Ids that get an expiry entry (R10.1), grouped per partition at the end of the batch.
+  std::vector<uint64_t> expiring_events, expiring_deliveries;
+  auto put_expiry_groups = [&](std::vector<uint64_t>& ids, ExpiryKind kind) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (size_t lo = 0, hi = 0; lo < ids.size(); lo = hi) {
+      const Partition p = id_partition(ids[lo]);
+      while (hi < ids.size() && id_partition(ids[hi]) == p) ++hi;
+      v.clear();
+      encode_id_group(ids.data() + lo, hi - lo, v);
+      const uint64_t group = next_expiry_group_.fetch_add(1, std::memory_order_relaxed);
+      batch.Put(cf(kCfExpiry), sl(expiry_key(p, get_stamp(), kind, group)), sl(v));
+    }
+  };
+
   // SPEC R12.5: the idempotency key is derived here from each new event, in the same batch.
   if (!m.events.empty()) {
     std::vector<bool> exists;
@@ -363,7 +385,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
       v.clear();
       encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, v);
       batch.Put(cf(kCfIdempotency), sl(idempotency_key(e.tenant, e.id)), sl(v));
-      batch.Put(cf(kCfExpiry), sl(expiry_key(p, get_stamp(), ExpiryKind::kEvent, e.seq)), Slice());
+      expiring_events.push_back(e.seq);
     }
   }
 
@@ -398,9 +420,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         // Nothing to delete when the active record was never written (new in this batch).
         if (!dp.is_new && !new_in_batch.count(d.id)) batch.Delete(cf(kCfActive), sl(key));
         batch.Put(cf(kCfArchive), sl(key), sl(v));
-        batch.Put(cf(kCfExpiry),
-                  sl(expiry_key(id_partition(d.id), get_stamp(), ExpiryKind::kDelivery, d.id)),
-                  Slice());
+        expiring_deliveries.push_back(d.id);
       } else {
         batch.Put(cf(kCfActive), sl(key), sl(v));
       }
@@ -453,6 +473,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
               sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),
               sl(thv));
   }
+  put_expiry_groups(expiring_events, ExpiryKind::kEventGroup);
+  put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
   return commit(batch, false);
 }
 
@@ -881,13 +903,14 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       rocksdb::WriteBatch batch;
       std::vector<DeliveryId> dids;
       std::vector<std::pair<EventSeq, bool>> events;  // (event, its own expiry entry)
-      size_t n = 0;
-      for (; it->Valid() && n < kRetentionChunk; it->Next(), ++n) {
+      size_t n = 0, ids = 0;  // entries and the ids they name (a group names many)
+      for (; it->Valid() && ids < kRetentionChunk; it->Next(), ++n) {
         const Slice k = it->key();
         if (k.size() != kExpiryKeyBytes) return make_error(Errc::kCorruption, "expiry: bad key");
         batch.Delete(cf(kCfExpiry), k);
         const auto kind = static_cast<ExpiryKind>(k.data()[10]);
         const uint64_t id = get_be64(k.data() + 11);
+        ++ids;
         switch (kind) {
           case ExpiryKind::kDelivery:
             dids.push_back(id);
@@ -895,6 +918,20 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
           case ExpiryKind::kEvent:
             events.emplace_back(id, true);
             break;
+          case ExpiryKind::kDeliveryGroup:
+          case ExpiryKind::kEventGroup: {
+            auto group = decode_id_group(p, sv(it->value()));
+            if (!group) return group.error();
+            ids += group->size() - 1;
+            for (uint64_t gid : *group) {
+              if (kind == ExpiryKind::kDeliveryGroup) {
+                dids.push_back(gid);
+              } else {
+                events.emplace_back(gid, true);
+              }
+            }
+            break;
+          }
           case ExpiryKind::kNotification: {
             if (it->value().size() != 8)
               return make_error(Errc::kCorruption, "expiry: bad notification entry");
@@ -910,6 +947,7 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       }
       if (!it->status().ok()) return to_error(it->status());
       if (n == 0) break;
+      const bool more = it->Valid();
       st.expiry_entries += n;
 
       // Terminal deliveries (only the archive holds them) with attempts and index entries.
@@ -1004,7 +1042,7 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       if (eb.Count() > 0) {
         if (auto r = commit(eb, false); !r) return r.error();
       }
-      if (n < kRetentionChunk) break;
+      if (!more) break;
     }
     retention_done_ms_[p] = std::max(retention_done_ms_[p], done_ms);
   }

@@ -138,6 +138,9 @@ class RocksStore final : public Store {
   std::atomic<uint64_t> durable_{0};
   std::atomic<bool> failed_{false};  // a WAL sync failed: writes are refused from then on
   std::atomic<int64_t> last_stamp_ms_{0};
+  // Key ids of grouped expiry entries: starts above the store's sequence at open, so no id is
+  // used twice, also across restarts (each group is a Put: the sequence passes every id used).
+  std::atomic<uint64_t> next_expiry_group_{1};
 
   // kInterval sync thread.
   std::mutex sync_mu_;

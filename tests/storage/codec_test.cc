@@ -188,6 +188,34 @@ TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
   fuzz(v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
 }
 
+TEST(StorageCodec, IdGroupRoundTripAndCorruption) {
+  const Partition p = 7;
+  const std::vector<uint64_t> ids = {make_id(p, 1), make_id(p, 2), make_id(p, 300),
+                                     make_id(p, (uint64_t{1} << 48) - 1)};
+  std::string v;
+  encode_id_group(ids.data(), ids.size(), v);
+  auto back = decode_id_group(p, v);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, ids);
+  // Dense ids cost about one byte each after the first.
+  EXPECT_LE(v.size(), 2u + 8u + 2u + 3u + 8u);
+
+  EXPECT_FALSE(decode_id_group(8, v).ok());  // another partition's ids
+  std::string trailing = v + "x";
+  EXPECT_FALSE(decode_id_group(p, trailing).ok());
+  for (size_t cut = 0; cut < v.size(); ++cut) {
+    EXPECT_FALSE(decode_id_group(p, v.substr(0, cut)).ok()) << "cut at " << cut;
+  }
+  const std::vector<uint64_t> dup = {make_id(p, 5), make_id(p, 5)};
+  std::string d;
+  encode_id_group(dup.data(), dup.size(), d);
+  EXPECT_FALSE(decode_id_group(p, d).ok());  // not strictly increasing
+  std::string huge;
+  huge.push_back(1);
+  put_varint(huge, uint64_t{1} << 40);  // a count the value cannot hold
+  EXPECT_FALSE(decode_id_group(p, huge).ok());
+}
+
 TEST(StorageCodec, KeysSortByPartitionThenNewestFirst) {
   // Index keys: a newer delivery (higher id) sorts first within a tenant.
   const uint64_t th = tenant_hash("acme");
