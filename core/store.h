@@ -89,6 +89,21 @@ class Store {
 
   virtual Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                                std::string_view event_id) = 0;
+  // The same for many keys at once (a bulk intake batch): one answer per key, in order.
+  struct EventKeyRef {
+    std::string_view tenant, event_id;
+  };
+  virtual Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
+      const std::vector<EventKeyRef>& keys) {
+    std::vector<std::optional<EventKeyRecord>> out;
+    out.reserve(keys.size());
+    for (const EventKeyRef& k : keys) {
+      auto r = find_event_key(k.tenant, k.event_id);
+      if (!r.ok()) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
   virtual Result<std::optional<Event>> load_event(EventSeq seq) = 0;
   virtual Result<std::optional<Event>> find_event(std::string_view tenant,
                                                   std::string_view event_id) = 0;
@@ -99,8 +114,8 @@ class Store {
                                                           size_t limit) = 0;
   virtual Result<DeliveryPage> list_deliveries(std::string_view tenant,
                                                std::optional<EndpointId> endpoint,
-                                               std::optional<DeliveryStatus> status,
-                                               size_t limit, std::string_view cursor) = 0;
+                                               std::optional<DeliveryStatus> status, size_t limit,
+                                               std::string_view cursor) = 0;
   virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                                size_t limit) = 0;
 

@@ -110,51 +110,50 @@ void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
 
 void EngineImpl::submit_batch(std::vector<EventInput> events,
                               std::function<void(std::vector<Result<SubmitResult>>)> done) {
-  // Split by shard, one post per shard; the last shard to finish answers in input order.
+  // Split by shard, one post per shard; the last shard to answer answers in input order.
   struct Gather {
     std::mutex mu;
-    std::vector<std::optional<Result<SubmitResult>>> results;
-    size_t remaining = 0;
+    std::vector<Result<SubmitResult>> results;
+    size_t shards_left = 0;
     std::function<void(std::vector<Result<SubmitResult>>)> done;
   };
+  if (events.empty()) return done({});
   auto g = std::make_shared<Gather>();
-  g->results.resize(events.size());
-  g->remaining = events.size();
+  g->results.resize(events.size(), Result<SubmitResult>(SubmitResult{}));
   g->done = std::move(done);
-  if (events.empty()) return g->done({});
-  auto finish_one = [g](size_t i, Result<SubmitResult> r) {
+  std::vector<std::vector<size_t>> index(shards_.size());
+  std::vector<std::vector<EventInput>> per_shard(shards_.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    size_t s = partition_of(events[i].tenant) % shards_.size();
+    index[s].push_back(i);
+    per_shard[s].push_back(std::move(events[i]));
+  }
+  for (const auto& ix : index) g->shards_left += ix.empty() ? 0 : 1;
+  auto finish = [g](const std::vector<size_t>& ix, std::vector<Result<SubmitResult>> rs) {
     bool last;
     {
       std::lock_guard<std::mutex> lock(g->mu);
-      g->results[i] = std::move(r);
-      last = --g->remaining == 0;
+      for (size_t k = 0; k < ix.size(); ++k) g->results[ix[k]] = std::move(rs[k]);
+      last = --g->shards_left == 0;
     }
-    if (!last) return;
-    std::vector<Result<SubmitResult>> out;
-    out.reserve(g->results.size());
-    for (auto& r : g->results) out.push_back(std::move(*r));
-    g->done(std::move(out));
+    if (last) g->done(std::move(g->results));
   };
-  std::vector<std::vector<std::pair<size_t, EventInput>>> per_shard(shards_.size());
-  for (size_t i = 0; i < events.size(); ++i) {
-    size_t s = partition_of(events[i].tenant) % shards_.size();
-    per_shard[s].emplace_back(i, std::move(events[i]));
-  }
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (per_shard[s].empty()) continue;
+    if (index[s].empty()) continue;
     if (!shards_[s]->running()) {
-      for (auto& [i, ev] : per_shard[s])
-        finish_one(i, make_error(Errc::kUnavailable, "the engine is not running", nullptr,
-                                 "shutting_down"));
+      std::vector<Result<SubmitResult>> rs(
+          index[s].size(),
+          make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down"));
+      finish(index[s], std::move(rs));
       continue;
     }
-    shards_[s]->post([batch = std::move(per_shard[s]), finish_one](Shard& shard) mutable {
-      for (auto& [i, ev] : batch) {
-        size_t idx = i;
-        shard.submit(std::move(ev),
-                     [finish_one, idx](Result<SubmitResult> r) { finish_one(idx, std::move(r)); });
-      }
-    });
+    shards_[s]->post(
+        [evs = std::move(per_shard[s]), ix = std::move(index[s]), finish](Shard& shard) mutable {
+          shard.submit_batch(std::move(evs),
+                             [ix = std::move(ix), finish](std::vector<Result<SubmitResult>> rs) {
+                               finish(ix, std::move(rs));
+                             });
+        });
   }
 }
 

@@ -416,38 +416,45 @@ void Shard::refresh_gauges() {
 
 // ---- intake ----------------------------------------------------------------------------------
 
-void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
-  if (draining_) return done(shutting_down());
+Result<void> Shard::check_event_input(const EventInput& in) {
+  if (draining_) return shutting_down();
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
-    return done(unknown_tenant());
+    return unknown_tenant();
   }
   if (!valid_event_id(in.id)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
-    return done(make_error(Errc::kInvalidArgument,
-                           "event id must be 1-256 printable ASCII characters without spaces", "id",
-                           "invalid_event_id"));
+    return make_error(Errc::kInvalidArgument,
+                      "event id must be 1-256 printable ASCII characters without spaces", "id",
+                      "invalid_event_id");
   }
+  return ok();
+}
+
+Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>* stored) {
   uint64_t hash = payload_hash(in.payload);
-  auto answer = [&](const EventKeyRecord& rec) {
+  auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
     if (rec.payload_hash != hash) {
       metrics_.events_conflict.fetch_add(1, std::memory_order_relaxed);
-      return done(make_error(Errc::kConflict,
-                             "an event with this id was accepted with another payload", "id",
-                             "conflict"));
+      return make_error(Errc::kConflict, "an event with this id was accepted with another payload",
+                        "id", "conflict");
     }
     metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
-    SubmitResult r{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries};
-    // The original may not be durable yet: answer once everything written so far is.
-    after_durable([done = std::move(done), r] { done(r); });
+    return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries};
   };
   std::string key = in.tenant;
   key.push_back('\0');
   key += in.id;
+  // This turn's events first: the store does not have them yet.
   if (auto it = turn_events_.find(key); it != turn_events_.end()) return answer(it->second);
-  auto found = store_.find_event_key(in.tenant, in.id);
-  if (!found.ok()) return done(found.error());
-  if (found->has_value()) return answer(**found);
+  std::optional<EventKeyRecord> looked_up;
+  if (!stored) {
+    auto found = store_.find_event_key(in.tenant, in.id);
+    if (!found.ok()) return found.error();
+    looked_up = std::move(*found);
+    stored = &looked_up;
+  }
+  if (stored->has_value()) return answer(**stored);
 
   WallTime now = loop_->wall_now();
   Event ev;
@@ -464,8 +471,44 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
   turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n});
   metrics_.events_accepted.fetch_add(1, std::memory_order_relaxed);
   metrics_.deliveries_created.fetch_add(n, std::memory_order_relaxed);
-  SubmitResult r{SubmitResult::Kind::kAccepted, seq, n};
-  after_durable([done = std::move(done), r] { done(r); });
+  return SubmitResult{SubmitResult::Kind::kAccepted, seq, n};
+}
+
+void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
+  if (auto c = check_event_input(in); !c.ok()) return done(c.error());
+  Result<SubmitResult> r = take_in(in, nullptr);
+  if (!r.ok()) return done(r.error());  // refusals are final at once
+  // Accepted, or a duplicate whose original may not be durable yet: answer once everything
+  // written so far is.
+  after_durable([done = std::move(done), r = *r] { done(r); });
+}
+
+void Shard::submit_batch(std::vector<EventInput> events,
+                         std::function<void(std::vector<Result<SubmitResult>>)> done) {
+  std::vector<Result<SubmitResult>> results(events.size(), Result<SubmitResult>(SubmitResult{}));
+  // One MultiGet for the keys of every well-formed event instead of a lookup each.
+  std::vector<size_t> valid;
+  std::vector<Store::EventKeyRef> refs;
+  valid.reserve(events.size());
+  refs.reserve(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (auto c = check_event_input(events[i]); !c.ok()) {
+      results[i] = c.error();
+      continue;
+    }
+    valid.push_back(i);
+    refs.push_back({events[i].tenant, events[i].id});
+  }
+  auto stored = store_.find_event_keys(refs);
+  for (size_t k = 0; k < valid.size(); ++k) {
+    const size_t i = valid[k];
+    results[i] =
+        stored.ok() ? take_in(events[i], &(*stored)[k]) : Result<SubmitResult>(stored.error());
+  }
+  // One answer for the batch, once this turn's commit is durable.
+  after_durable([done = std::move(done), results = std::move(results)]() mutable {
+    done(std::move(results));
+  });
 }
 
 // ---- endpoints -------------------------------------------------------------------------------

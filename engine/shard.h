@@ -49,6 +49,9 @@ class Shard final : public IdAllocator {
 
   // ---- shard-thread API (call from inside post()) -------------------------------------------
   void submit(EventInput in, std::function<void(Result<SubmitResult>)> done);
+  // Many events, one answer (in input order) once they are durable; one key lookup for all.
+  void submit_batch(std::vector<EventInput> events,
+                    std::function<void(std::vector<Result<SubmitResult>>)> done);
   void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done);
   void list_endpoints(const std::string& tenant, Callback<std::vector<Endpoint>> done);
   void get_endpoint(const std::string& tenant, EndpointId id, Callback<Endpoint> done);
@@ -81,6 +84,10 @@ class Shard final : public IdAllocator {
   void flush_durable_acks();
   // Runs `fire` once everything written so far is durable (after this turn's commit).
   void after_durable(std::function<void()> fire);
+  Result<void> check_event_input(const EventInput& in);
+  // Takes one checked event in (fan-out into this turn's mutations). `stored`: the store's
+  // record for its key when the caller looked it up already; null: looked up here.
+  Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>* stored);
   void prepare_send(const SendCommand& cmd);
   void on_send_complete(SendSlot* slot);
   // An event accepted in this turn (still in mutations_), or nullptr.

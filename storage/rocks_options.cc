@@ -22,7 +22,13 @@ rocksdb::ColumnFamilyOptions column_family_options(Cf c, const StoreOptions& o,
   if (point) t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   t.block_size = large ? 16 * 1024 : 4 * 1024;
   cfo.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  // L0 and the base level hold the newest data and are rewritten soonest: compressing them
+  // costs the flush and the first compaction CPU for bytes that are rewritten soon after.
   cfo.compression = rocksdb::kLZ4Compression;
+  cfo.compression_per_level = {rocksdb::kNoCompression, rocksdb::kNoCompression,
+                               rocksdb::kLZ4Compression, rocksdb::kLZ4Compression,
+                               rocksdb::kLZ4Compression, rocksdb::kLZ4Compression,
+                               rocksdb::kLZ4Compression};
   cfo.bottommost_compression = rocksdb::kZSTD;
   cfo.level_compaction_dynamic_level_bytes = true;
   cfo.write_buffer_size =

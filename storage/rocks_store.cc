@@ -493,6 +493,32 @@ Result<std::optional<EventKeyRecord>> RocksStore::find_event_key(std::string_vie
   return std::optional<EventKeyRecord>(*r);
 }
 
+Result<std::vector<std::optional<EventKeyRecord>>> RocksStore::find_event_keys(
+    const std::vector<EventKeyRef>& refs) {
+  no_perf_counters();
+  const size_t n = refs.size();
+  std::vector<std::optional<EventKeyRecord>> out(n);
+  if (n == 0) return out;
+  std::vector<std::string> keys(n);
+  std::vector<Slice> slices(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = idempotency_key(refs[i].tenant, refs[i].event_id);
+    slices[i] = sl(keys[i]);
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> st(n);
+  db_->MultiGet(rocksdb::ReadOptions(), cf(kCfIdempotency), n, slices.data(), values.data(),
+                st.data());
+  for (size_t i = 0; i < n; ++i) {
+    if (st[i].IsNotFound()) continue;
+    if (!st[i].ok()) return to_error(st[i]);
+    auto rec = decode_event_key(sv(values[i]));
+    if (!rec) return rec.error();
+    out[i] = *rec;
+  }
+  return out;
+}
+
 Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
   no_perf_counters();
   rocksdb::PinnableSlice v;

@@ -80,6 +80,9 @@ class RocksStore final : public Store {
 
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view event_id) override;
+  // One MultiGet.
+  Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
+      const std::vector<EventKeyRef>& keys) override;
   Result<std::optional<Event>> load_event(EventSeq seq) override;
   Result<std::optional<Event>> find_event(std::string_view tenant,
                                           std::string_view event_id) override;

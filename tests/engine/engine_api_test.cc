@@ -341,6 +341,47 @@ TEST_F(EngineApiTest, IdempotentIntake) {
   EXPECT_EQ((*ev)->payload, R"({"n":1})");
 }
 
+TEST_F(EngineApiTest, BatchIntakeAnswersEachEventLikeOneByOne) {
+  Endpoint ep = create_ok("/hook");
+  auto stored = submit("old", "t", R"({"n":0})");  // in the store before the batch
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  std::vector<EventInput> batch = {
+      {kTenant, "a", "t", R"({"n":1})"},    // new
+      {kTenant, "a", "t", R"({"n":1})"},    // repeat within the batch: duplicate of the first
+      {kTenant, "a", "t", R"({"n":9})"},    // same id, other payload: conflict
+      {kTenant, "old", "t", R"({"n":0})"},  // duplicate of a stored event
+      {kTenant, "old", "t", R"({"n":5})"},  // conflict with a stored event
+      {"nobody", "b", "t", "{}"},           // unknown tenant
+      {kTenant, "has space", "t", "{}"},    // bad id
+      {kTenant, "c", "t", R"({"n":3})"},    // new
+  };
+  auto rs =
+      await<std::vector<Result<SubmitResult>>>([&](auto done) { api().submit_batch(batch, done); });
+  ASSERT_TRUE(rs.ok());
+  ASSERT_EQ(rs->size(), batch.size());
+  const auto& r = *rs;
+  ASSERT_TRUE(r[0].ok() && r[1].ok() && r[3].ok() && r[7].ok());
+  EXPECT_EQ(r[0]->kind, SubmitResult::Kind::kAccepted);
+  EXPECT_EQ(r[1]->kind, SubmitResult::Kind::kDuplicate);
+  EXPECT_EQ(r[1]->event, r[0]->event);
+  ASSERT_FALSE(r[2].ok());
+  EXPECT_EQ(r[2].error().code, Errc::kConflict);
+  EXPECT_EQ(r[3]->kind, SubmitResult::Kind::kDuplicate);
+  EXPECT_EQ(r[3]->event, stored->event);
+  ASSERT_FALSE(r[4].ok());
+  EXPECT_EQ(r[4].error().code, Errc::kConflict);
+  ASSERT_FALSE(r[5].ok());
+  EXPECT_EQ(r[5].error().code, Errc::kNotFound);
+  ASSERT_FALSE(r[6].ok());
+  EXPECT_EQ(r[6].error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(r[7]->kind, SubmitResult::Kind::kAccepted);
+  EXPECT_NE(r[7]->event, r[0]->event);
+  // Three events, three deliveries: the repeats created nothing.
+  EXPECT_EQ(wait_terminal(ep.id, 3).size(), 3u);
+  auto reqs = rec_.wait_for(3);
+  EXPECT_EQ(reqs.size(), 3u);
+}
+
 TEST_F(EngineApiTest, FanOutByEventTypeFilter) {
   Endpoint exact = create_ok("/exact", {"payment.succeeded"});
   Endpoint wild = create_ok("/wild", {"payment.*"});
