@@ -238,6 +238,7 @@ void Notifier::completed(Op* op) {
   if (c.outcome == Outcome::kSuccess) {
     held_.fetch_sub(1, std::memory_order_relaxed);
     metrics_.delivered.fetch_add(1, std::memory_order_relaxed);
+    if (options_.on_finished) options_.on_finished(owned->item->note);
     return;
   }
   std::string code = c.code.is_none() ? std::string("unknown") : c.code.str();
@@ -256,6 +257,7 @@ void Notifier::completed(Op* op) {
     metrics_.failed.fetch_add(1, std::memory_order_relaxed);
     std::fprintf(stderr, "ringcast: notification %s to the operator webhook failed: %s\n",
                  notification_message_id(item->note).c_str(), code.c_str());
+    if (options_.on_finished) options_.on_finished(item->note);
     return;
   }
   Duration pause = options_.retry_ladder[pause_index];

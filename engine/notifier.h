@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,10 @@ struct NotifierOptions {
                                         minutes(10)};
   Duration stop_drain = seconds(2);  // stop(): due work gets this long, the rest is dropped
   Resolver* resolver = nullptr;      // tests: injected DNS; nullptr = the transport's own
+  // Called on the notifier's thread when a notification is done with: POSTed (2xx) or given up
+  // (refused, ladder used up). Not for one dropped (stop, a full queue): a store outbox sends
+  // those again after a restart.
+  std::function<void(const Notification&)> on_finished;
 };
 
 struct NotifierStats {

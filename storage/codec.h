@@ -247,6 +247,16 @@ inline FixedKey<kHwmKeyBytes> hwm_key(Partition p, uint64_t id) {
   be64_at(k.data + 3, id);
   return k;
 }
+// meta: 'o' | notification seq: the notification still has to reach the operator webhook
+// (value: its tenant hash, fixed64). Written with the notification, deleted once it was POSTed
+// or given up (StoreOptions::notification_outbox).
+inline constexpr size_t kOutboxKeyBytes = 9;
+inline FixedKey<kOutboxKeyBytes> outbox_key(uint64_t seq) {
+  FixedKey<kOutboxKeyBytes> k;
+  k.data[0] = 'o';
+  be64_at(k.data + 1, seq);
+  return k;
+}
 // tenants: partition | name
 std::string tenant_key(std::string_view tenant);
 // idempotency: partition | varint(len tenant) | tenant | event id

@@ -25,7 +25,7 @@ rocksdb::ColumnFamilyOptions column_family_options(Cf c, const StoreOptions& o,
   // L0 and the base level hold the newest data and are rewritten soonest: compressing them
   // costs the flush and the first compaction CPU for bytes that are rewritten soon after.
   cfo.compression = rocksdb::kLZ4Compression;
-  cfo.compression_per_level = {rocksdb::kNoCompression, rocksdb::kNoCompression,
+  cfo.compression_per_level = {rocksdb::kNoCompression,  rocksdb::kNoCompression,
                                rocksdb::kLZ4Compression, rocksdb::kLZ4Compression,
                                rocksdb::kLZ4Compression, rocksdb::kLZ4Compression,
                                rocksdb::kLZ4Compression};

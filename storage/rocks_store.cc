@@ -12,6 +12,7 @@
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "storage/codec.h"
 #include "storage/rocks_options.h"
@@ -164,6 +165,7 @@ Result<void> RocksStore::open_db() {
     return make_error(Errc::kCorruption, "the store has an unsupported schema version");
   }
 
+  if (auto r = load_outbox(); !r) return r;
   durable_.store(db_->GetLatestSequenceNumber(), std::memory_order_release);
   next_expiry_group_.store(db_->GetLatestSequenceNumber() + 1, std::memory_order_relaxed);
   if (options_.sync == SyncPolicy::kInterval)
@@ -283,6 +285,57 @@ int64_t RocksStore::stamp_ms() {
   while (now > prev && !last_stamp_ms_.compare_exchange_weak(prev, now)) {
   }
   return std::max(now, prev);
+}
+
+Result<void> RocksStore::load_outbox() {
+  rocksdb::WriteBatch gone;
+  const char lo[1] = {'o'}, hi[1] = {'p'};
+  Slice upper(hi, 1);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfMeta)));
+  for (it->Seek(Slice(lo, 1)); it->Valid(); it->Next()) {
+    const Slice k = it->key();
+    if (k.size() != kOutboxKeyBytes || it->value().size() != 8)
+      return make_error(Errc::kCorruption, "outbox: bad entry");
+    if (!options_.notification_outbox) {  // nobody sends them any more
+      gone.Delete(cf(kCfMeta), k);
+      continue;
+    }
+    const uint64_t seq = get_be64(k.data() + 1);
+    Reader r(sv(it->value()));
+    const uint64_t th = r.fixed64();
+    const auto nk = notification_key(th, seq);
+    rocksdb::PinnableSlice v;
+    auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfNotifications), sl(nk), &v);
+    if (s.IsNotFound()) {  // retention removed it
+      gone.Delete(cf(kCfMeta), k);
+      continue;
+    }
+    if (!s.ok()) return to_error(s);
+    auto n = decode_notification(nk.view(), sv(v));
+    if (!n) return n.error();
+    outbox_at_open_.push_back(std::move(*n));
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  if (gone.Count() > 0) {
+    auto s = db_->Write(rocksdb::WriteOptions(), &gone);
+    if (!s.ok()) return to_error(s);
+  }
+  return ok();
+}
+
+std::vector<Notification> RocksStore::take_outbox() {
+  std::lock_guard lock(outbox_mu_);
+  return std::exchange(outbox_at_open_, {});
+}
+
+Result<void> RocksStore::outbox_done(uint64_t notification_seq) {
+  rocksdb::WriteBatch batch;
+  batch.Delete(cf(kCfMeta), sl(outbox_key(notification_seq)));
+  auto r = commit(batch, false);
+  if (!r) return r.error();
+  return ok();
 }
 
 // ---- writes -----------------------------------------------------------------------------------
@@ -469,6 +522,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     batch.Put(cf(kCfNotifications), sl(notification_key(th, n.seq)), sl(v));
     std::string thv;
     put_fixed64(thv, th);
+    if (options_.notification_outbox) batch.Put(cf(kCfMeta), sl(outbox_key(n.seq)), sl(thv));
     batch.Put(cf(kCfExpiry),
               sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),
               sl(thv));

@@ -46,6 +46,10 @@ struct StoreOptions {
   // Flush memtables when the store is closed, so that the next start replays no WAL (a start
   // after a crash still replays up to max_total_wal_bytes).
   bool flush_on_close = true;
+  // Every notification written also gets an outbox entry until outbox_done() (the operator
+  // webhook is configured): a restart sends again what a crash or a stop left unsent. When
+  // false, open() deletes the entries left by an earlier run.
+  bool notification_outbox = false;
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
@@ -101,6 +105,12 @@ class RocksStore final : public Store {
   // fsynced before the visitor sees the delivery, so a second restart finds it kPending.
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
 
+  // The notifications whose outbox entry was there when the store opened (oldest first),
+  // handed out once; entries whose notification retention removed are deleted at open.
+  std::vector<Notification> take_outbox();
+  // The notification reached the operator webhook or was given up: its entry goes.
+  Result<void> outbox_done(uint64_t notification_seq);
+
   // Blocks until durable_seq() >= seq or `timeout` passes; true when durable.
   bool wait_durable(uint64_t seq, Duration timeout);
 
@@ -121,6 +131,7 @@ class RocksStore final : public Store {
  private:
   explicit RocksStore(const StoreOptions& options);
   Result<void> open_db();
+  Result<void> load_outbox();
   // Writes a batch under the store's sync policy; force_sync fsyncs regardless (recovery).
   Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync);
   void sync_loop();
@@ -155,6 +166,9 @@ class RocksStore final : public Store {
   std::mutex durable_mu_;
   std::condition_variable durable_cv_;
   std::atomic<int> waiters_{0};
+
+  std::vector<Notification> outbox_at_open_;
+  std::mutex outbox_mu_;
 
   // run_retention(): per partition, the stamp below which everything was processed.
   std::mutex retention_mu_;

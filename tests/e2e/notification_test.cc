@@ -3,7 +3,8 @@
 // (R11.2) with notifications.webhook_secret (given through its RINGCAST_* variable); an endpoint
 // auto-disabled by exhaustion (R8.1) produces a notification that the GET route lists and the
 // webhook receives as ntf_<seq>, and /metrics counts it. Without the allow-list the operator URL
-// on loopback is refused like an endpoint's (R6 private_address): nothing reaches it.
+// on loopback is refused like an endpoint's (R6 private_address): nothing reaches it. A
+// notification the daemon had not POSTed when it was killed is POSTed after the restart.
 #include <gtest/gtest.h>
 
 #include "tests/e2e/daemon.h"
@@ -91,6 +92,47 @@ TEST(E2eNotification, AnAutoDisabledEndpointNotifiesTheOperatorWebhook) {
   EXPECT_EQ(webhook_metric(d, "failed"), 0);
   EXPECT_EQ(webhook_metric(d, "dropped"), 0);
   auto st = d.terminate();
+  EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
+}
+
+TEST(E2eNotification, ANotificationNotPostedBeforeACrashIsPostedAfterTheRestart) {
+  TempDir ops_dir("e2e-ntf-crash-ops");
+  // The first POST gets a 503; the notifier would retry 1 s later, but the daemon dies first.
+  SinkProcess ops = SinkProcess::start({"--quiet", "--secret", kOpsSecret, "--verify", "standard",
+                                        "--fault", "/ops=status=503;limit=1"},
+                                       ops_dir.path());
+  Daemon d(with_webhook(ops.base_url() + "/ops", /*allow_private=*/true));
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-ntf-crash");
+  SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/down=status=500"}, dir.path());
+  const std::string t = "ntf-crash";
+  std::string ep = make_endpoint(d, t, sink.base_url() + "/down");
+  ASSERT_FALSE(ep.empty());
+  ASSERT_EQ(submit_event(d, t, "c-1", "a.b", "{\"v\":1}").status, 202);
+  ASSERT_TRUE(wait_until([&] { return !sink_ids_with_status(ops, "503").empty(); }, scaled(10s)))
+      << test::read_file(ops.ids_file) << "\n"
+      << d.output();
+  d.kill9();
+  const std::string id = sink_ids_with_status(ops, "503").at(0);
+  ASSERT_TRUE(sink_ids_with_status(ops, "200").empty()) << "the retry came before the kill";
+
+  // The restart finds it in the outbox and POSTs it again, with the same webhook-id.
+  ASSERT_NO_THROW(d.start());
+  ASSERT_TRUE(wait_until([&] { return !sink_ids_with_status(ops, "200").empty(); }, scaled(10s)))
+      << test::read_file(ops.ids_file) << "\n"
+      << d.output();
+  EXPECT_EQ(sink_ids_with_status(ops, "200"), std::vector<std::string>{id});
+  EXPECT_EQ(ops.stats_value("bad_signatures"), 0) << ops.stats_json();
+  EXPECT_EQ(webhook_metric(d, "delivered"), 1);
+
+  // Once delivered it leaves the outbox: another restart sends nothing more.
+  auto st = d.terminate();
+  EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
+  ASSERT_NO_THROW(d.start());
+  EXPECT_FALSE(wait_until([&] { return sink_lines_for(ops, id) > 2; }, scaled(1500ms)))
+      << test::read_file(ops.ids_file);
+  EXPECT_EQ(webhook_metric(d, "delivered"), 0);
+  st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -34,8 +35,17 @@ int run_serve(const Config& cfg) {
   // SPEC R8.4: operator notifications also go to notifications.webhook_url. The notifier is
   // declared before the engine, so it outlives the shards that call on_notification.
   std::unique_ptr<engine::Notifier> notifier;
+  // The store, once open, for the notifier's outbox marks (null before open and after stop).
+  std::atomic<storage::RocksStore*> outbox_store{nullptr};
   if (!cfg.notifications.webhook_url.empty()) {
-    auto n = engine::Notifier::start(engine::notifier_options(cfg));
+    engine::NotifierOptions nopts = engine::notifier_options(cfg);
+    nopts.on_finished = [&outbox_store](const Notification& note) {
+      storage::RocksStore* store = outbox_store.load(std::memory_order_acquire);
+      if (!store) return;  // stays in the outbox: sent again after the next start
+      if (auto r = store->outbox_done(note.seq); !r.ok())
+        std::fprintf(stderr, "ringcast: notification outbox: %s\n", r.error().message);
+    };
+    auto n = engine::Notifier::start(std::move(nopts));
     if (!n.ok()) {
       std::fprintf(stderr, "ringcast: the notification webhook did not start: %s\n",
                    n.error().message);
@@ -51,6 +61,7 @@ int run_serve(const Config& cfg) {
   // The store and the engine on it: intake acknowledgements wait for the store's durable
   // sequence, whose hook wakes the shards.
   storage::StoreOptions sopts = engine::store_options(cfg);
+  sopts.notification_outbox = notifier != nullptr;
   const std::string data_dir = sopts.path;
   auto opened = engine::Embedded::open(std::move(sopts), std::move(eopts));
   if (!opened.ok()) {
@@ -60,6 +71,20 @@ int run_serve(const Config& cfg) {
   }
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
   engine::EngineImpl* eng = &core->engine();
+  if (notifier) {
+    // What an earlier run stored but did not get to the operator webhook (a crash, a stop with
+    // the receiver down): sent now, with the same webhook-id.
+    outbox_store.store(&core->store(), std::memory_order_release);
+    for (const Notification& n : core->store().take_outbox()) notifier->enqueue(n);
+  }
+  // The engine stops before the notifier (the shards hand it notifications), the notifier
+  // before the store closes (it marks the outbox).
+  auto shut_down = [&] {
+    core->stop();
+    if (notifier) notifier->stop();
+    outbox_store.store(nullptr, std::memory_order_release);
+    core->close();
+  };
 
   net::api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
@@ -68,7 +93,7 @@ int run_serve(const Config& cfg) {
   if (auto r = server.start(); !r.ok()) {
     std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
                  r.error().message);
-    core->stop();
+    shut_down();
     return 1;
   }
   std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
@@ -98,9 +123,8 @@ int run_serve(const Config& cfg) {
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
-  core->stop();      // finish or lease in-flight attempts (bounded), flush
-  if (notifier) notifier->stop();  // after the shards: sends what is due (bounded), drops the rest
-  core->close();
+  shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
+                     // is due (bounded) and leaves the rest in the outbox
   std::fprintf(stderr, "ringcast: stopped\n");
   return 0;
 }
