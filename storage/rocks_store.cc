@@ -340,31 +340,22 @@ Result<void> RocksStore::outbox_done(uint64_t notification_seq) {
 
 // ---- writes -----------------------------------------------------------------------------------
 
-// The owning shard checks find_event_key() before intake (race-free: one shard per partition).
+// The owning shard looks the keys up before intake (race-free: one shard per partition).
 // This is the second line (R12.5: never a silent overwrite): an idempotency key that already
 // names another event refuses the whole batch. One MultiGet; misses are answered by the Bloom
 // filters.
 Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
                                               std::vector<bool>& exists) {
-  const size_t n = events.size();
-  std::vector<std::string> keys(n);
-  std::vector<Slice> slices(n);
-  for (size_t i = 0; i < n; ++i) {
-    keys[i] = idempotency_key(events[i].tenant, events[i].id);
-    slices[i] = sl(keys[i]);
-  }
-  std::vector<rocksdb::PinnableSlice> values(n);
-  std::vector<rocksdb::Status> st(n);
-  db_->MultiGet(rocksdb::ReadOptions(), cf(kCfIdempotency), n, slices.data(), values.data(),
-                st.data());
-  exists.assign(n, false);
-  for (size_t i = 0; i < n; ++i) {
-    if (st[i].IsNotFound()) continue;
+  std::vector<EventKeyRef> refs;
+  refs.reserve(events.size());
+  for (const Event& e : events) refs.push_back({e.tenant, e.id});
+  auto found = find_event_keys(refs);
+  if (!found) return found.error();
+  exists.assign(events.size(), false);
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!(*found)[i]) continue;
     exists[i] = true;
-    if (!st[i].ok()) return to_error(st[i]);
-    auto rec = decode_event_key(sv(values[i]));
-    if (!rec) return rec.error();
-    if (rec->seq != events[i].seq)
+    if ((*found)[i]->seq != events[i].seq)
       return make_error(Errc::kConflict, "an event with this id already exists for the tenant",
                         "id", "conflict");
   }

@@ -157,6 +157,82 @@ TEST_F(CliTest, EndpointsCreateListGetPauseTestRotateDelete) {
   EXPECT_THAT(r.err, HasSubstr("field: url"));
 }
 
+TEST_F(CliTest, EndpointsUpdateSendsOnlyTheGivenFields) {
+  CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
+                     "https://hooks.example.com/a", "-e", "payment.*", "--rate", "5", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  simdjson::dom::element el;
+  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
+  std::string_view id_view;
+  ASSERT_FALSE(el["id"].get(id_view));
+  const std::string id(id_view);
+
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--url", "https://hooks.example.com/b",
+              "--max-in-flight", "7"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, HasSubstr("updated endpoint " + id));
+  EXPECT_THAT(r.out, HasSubstr("https://hooks.example.com/b"));
+  EXPECT_THAT(r.out, HasSubstr("payment.*"));  // untouched
+  EXPECT_THAT(r.out, HasSubstr("5/s burst"));  // untouched
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--all-events", "--rate", "0",
+              "--burst", "0", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
+  simdjson::dom::array types;
+  ASSERT_FALSE(el["event_types"].get(types)) << r.out;
+  EXPECT_EQ(types.size(), 0u);
+  EXPECT_EQ(el["max_in_flight"].get_int64().value(), 7);
+  EXPECT_THAT(r.out, HasSubstr(R"("url":"https://hooks.example.com/b")"));
+
+  r = client({"endpoints", "update", "--tenant", "acme", id});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("nothing to update"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--all-events", "-e", "x"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cannot be combined"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--url", "http://hooks.example.com/"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("not_https"));
+}
+
+TEST_F(CliTest, TenantBreakerSubscriptionAndNotifications) {
+  engine_.open_breaker();
+  CliRun r = client({"tenant", "breaker", "--tenant", "acme"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, HasSubstr("open"));
+  EXPECT_THAT(r.out, HasSubstr("9 failed of 10"));
+  r = client({"tenant", "breaker-reset", "--tenant", "acme"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("reset"));
+  EXPECT_THAT(r.out, HasSubstr("closed"));
+  r = client({"tenant", "breaker", "--tenant", "acme", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("state":"closed")"));
+
+  r = client({"tenant", "subscription", "--tenant", "acme", "--active", "false"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("inactive"));
+  EXPECT_EQ(engine_.subscription("acme"), std::optional<bool>(false));
+  r = client({"tenant", "subscription", "--tenant", "acme", "--active", "true"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_EQ(engine_.subscription("acme"), std::optional<bool>(true));
+  r = client({"tenant", "subscription", "--tenant", "acme", "--active", "maybe"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("active"));
+
+  r = client({"tenant", "notifications", "--tenant", "acme"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no notifications for tenant acme"));
+  engine_.seed_delivery_log();
+  r = client({"tenant", "notifications", "--tenant", "acme"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("endpoint_disabled"));
+  EXPECT_THAT(r.out, HasSubstr("endpoint answered 410 Gone"));
+  r = client({"tenant", "breaker", "--tenant", "ghost"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("404"));
+}
+
 TEST_F(CliTest, WrongTokenAndUnreachableServerAreClearErrors) {
   CliRun r =
       run({"endpoints", "list", "--tenant", "acme", "--server", server_arg_, "--token", "nope"});

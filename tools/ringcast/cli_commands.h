@@ -11,5 +11,6 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g);  // endpoints list|
 void add_delivery_commands(CLI::App& app, GlobalOptions& g);  // deliveries list|recent|get
 void add_send_command(CLI::App& app, GlobalOptions& g);       // send (NDJSON bulk intake)
 void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|print
+void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|subscription|...
 
 }  // namespace ringcast::cli

@@ -1,4 +1,4 @@
-// `ringcast endpoints list|create|get|pause|resume|enable|delete|test|rotate`.
+// `ringcast endpoints list|create|update|get|pause|resume|enable|delete|test|rotate`.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -20,6 +20,7 @@ struct EndpointArgs {
   double rate = -1;
   int64_t burst = -1;
   int64_t max_in_flight = -1;
+  bool all_events = false;  // update: drop the event-type filter
 };
 
 std::string base(const EndpointArgs& a) {
@@ -94,10 +95,12 @@ void run_list(GlobalOptions& g, EndpointArgs& a) {
   }
 }
 
-void run_create(GlobalOptions& g, EndpointArgs& a) {
+// The JSON body of a create (POST) or an update (PATCH): only the fields given.
+std::string endpoint_body(const EndpointArgs& a) {
   net::api::JsonWriter w;
-  w.begin_object().field("url", a.url);
-  if (!a.event_types.empty()) {
+  w.begin_object();
+  if (!a.url.empty()) w.field("url", a.url);
+  if (!a.event_types.empty() || a.all_events) {
     w.key("event_types").begin_array();
     for (const auto& t : a.event_types) w.value(t);
     w.end_array();
@@ -113,11 +116,31 @@ void run_create(GlobalOptions& g, EndpointArgs& a) {
   }
   if (a.max_in_flight >= 0) w.field("max_in_flight", a.max_in_flight);
   w.end_object();
+  return w.take();
+}
+
+void run_create(GlobalOptions& g, EndpointArgs& a) {
   auto client = make_client(g);
   simdjson::dom::parser p;
-  JsonReply r = call_json(*client, p, "POST", base(a), w.str());
+  JsonReply r = call_json(*client, p, "POST", base(a), endpoint_body(a));
   if (g.json) return print_json(r.body);
   std::printf("created endpoint %s\n\n", jstr(r.root, "id").c_str());
+  print_endpoint(r.root);
+}
+
+void run_update(GlobalOptions& g, EndpointArgs& a) {
+  if (a.all_events && !a.event_types.empty())
+    throw CliError("--all-events and --event-type cannot be combined");
+  std::string body = endpoint_body(a);
+  if (body == "{}")
+    throw CliError(
+        "nothing to update: give --url, --event-type, --all-events, --policy, --signature, "
+        "--rate, --burst or --max-in-flight");
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "PATCH", base(a) + "/" + url_escape(a.id), body);
+  if (g.json) return print_json(r.body);
+  std::printf("updated endpoint %s\n\n", jstr(r.root, "id").c_str());
   print_endpoint(r.root);
 }
 
@@ -180,6 +203,23 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   create->add_option("--max-in-flight", args->max_in_flight, "concurrent requests to it")
       ->check(CLI::NonNegativeNumber);
   create->callback([&g, args] { run_create(g, *args); });
+
+  CLI::App* update = ep->add_subcommand("update", "change an endpoint (only the options given)");
+  tenant(update);
+  id(update);
+  update->add_option("--url", args->url, "receiver URL");
+  update->add_option("--event-type,-e", args->event_types,
+                     "event type filter, repeatable (replaces the current one)");
+  update->add_flag("--all-events", args->all_events, "drop the event-type filter");
+  update->add_option("--policy", args->policy, "smengo | xhub | a [policies.<name>] from config");
+  update->add_option("--signature", args->signature, "standard | xhub | smengo")
+      ->check(CLI::IsMember({"standard", "xhub", "smengo"}));
+  update->add_option("--rate", args->rate, "rate limit, requests per second (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  update->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
+  update->add_option("--max-in-flight", args->max_in_flight, "concurrent requests (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  update->callback([&g, args] { run_update(g, *args); });
 
   struct Action {
     const char* name;
