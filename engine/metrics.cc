@@ -160,7 +160,8 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
               [](M s) -> const Histogram& { return s.delivery_latency; });
   w.counter("ringcast_store_batches_total", "Write batches committed (one per loop turn).",
             [](M s) -> const Counter& { return s.store_batches; });
-  w.counter("ringcast_store_errors_total", "Failed store writes.",
+  w.counter("ringcast_store_errors_total",
+            "Store reads that failed (I/O error, corrupt record); a failed write aborts.",
             [](M s) -> const Counter& { return s.store_errors; });
   w.counter("ringcast_payload_cache_hits_total",
             "Sends whose event payload came from memory (engine.payload_cache).",

@@ -277,7 +277,11 @@ void Shard::prepare_send(const SendCommand& cmd) {
       payloads_.put(ev);
     } else if (auto it = turn_loaded_.find(cmd.event); it != turn_loaded_.end()) {
       ev = it->second;
-    } else if (auto loaded = store_.load_event(cmd.event); loaded.ok() && loaded->has_value()) {
+    } else if (auto loaded = store_.load_event(cmd.event); !loaded.ok()) {
+      // An I/O error or a corrupt record: the attempt is recorded internal_error below and the
+      // scheduler retries it like any failed attempt.
+      metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+    } else if (loaded->has_value()) {
       // Read back for this turn only: the cache admits events at intake, so draining a backlog
       // larger than the cache does not evict the events the next turns need (a scan through
       // an LRU/FIFO cache would miss every time).
@@ -450,7 +454,10 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   std::optional<EventKeyRecord> looked_up;
   if (!stored) {
     auto found = store_.find_event_key(in.tenant, in.id);
-    if (!found.ok()) return found.error();
+    if (!found.ok()) {
+      metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+      return found.error();
+    }
     looked_up = std::move(*found);
     stored = &looked_up;
   }
@@ -500,6 +507,7 @@ void Shard::submit_batch(std::vector<EventInput> events,
     refs.push_back({events[i].tenant, events[i].id});
   }
   auto stored = store_.find_event_keys(refs);
+  if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
   for (size_t k = 0; k < valid.size(); ++k) {
     const size_t i = valid[k];
     results[i] =

@@ -58,14 +58,23 @@ Result<uint64_t> MemoryStore::write(const Mutations& m) {
   return ++commit_seq_;
 }
 
+bool MemoryStore::read_fails() {
+  int n = fail_reads_.load();
+  while (n > 0 && !fail_reads_.compare_exchange_weak(n, n - 1)) {
+  }
+  return n > 0;
+}
+
 Result<std::optional<EventKeyRecord>> MemoryStore::find_event_key(std::string_view tenant,
                                                                   std::string_view event_id) {
+  if (read_fails()) return make_error(Errc::kIo, "injected read failure");
   auto it = keys_.find({std::string(tenant), std::string(event_id)});
   if (it == keys_.end()) return std::optional<EventKeyRecord>();
   return std::optional<EventKeyRecord>(it->second);
 }
 
 Result<std::optional<Event>> MemoryStore::load_event(EventSeq seq) {
+  if (read_fails()) return make_error(Errc::kIo, "injected read failure");
   auto it = events_.find(seq);
   if (it == events_.end()) return std::optional<Event>();
   return std::optional<Event>(it->second);

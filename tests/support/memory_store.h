@@ -4,6 +4,7 @@
 // recovery gets a `lease_expired` attempt and comes back kPending. Single-threaded.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -36,6 +37,8 @@ class MemoryStore final : public Store {
   // ---- test helpers ----
   // The next `n` writes fail with kIo (and change nothing).
   void fail_next_writes(int n) { fail_writes_ = n; }
+  // The next `n` event reads (find_event_key, load_event) fail with kIo.
+  void fail_next_reads(int n) { fail_reads_.store(n); }  // any thread
   const std::map<DeliveryId, Delivery>& deliveries() const { return deliveries_; }
   const std::vector<Attempt>& attempts_of(DeliveryId id) const;
   const std::map<EndpointId, Endpoint>& endpoints() const { return endpoints_; }
@@ -56,6 +59,8 @@ class MemoryStore final : public Store {
   std::vector<Notification> notifications_;
   uint64_t commit_seq_ = 0;
   int fail_writes_ = 0;
+  std::atomic<int> fail_reads_{0};
+  bool read_fails();
 };
 
 }  // namespace ringcast

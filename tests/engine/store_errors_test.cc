@@ -1,0 +1,147 @@
+// The engine on an in-memory store whose event reads can be made to fail (tests/support
+// MemoryStore): a failed read is counted in ringcast_store_errors_total; at intake it is the
+// answer (nothing is half-accepted: the same events go through afterwards), on the delivery
+// path the attempt is recorded internal_error and retried, and the event is still delivered.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/build.h"
+#include "engine/config.h"
+#include "engine/engine_impl.h"
+#include "examples/loopback_receiver.h"
+#include "tests/support/memory_store.h"
+
+namespace ringcast {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kWait = seconds(10);
+
+template <class T, class Call>
+Result<T> await(Call call) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto future = promise->get_future();
+  call([promise](Result<T> r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(kWait) != std::future_status::ready)
+    return make_error(Errc::kInternal, "no answer from the engine within the wait bound");
+  return future.get();
+}
+
+// The value of an unlabelled counter in the engine's Prometheus text; -1 if absent.
+int64_t counter(engine::EngineImpl& e, const std::string& name) {
+  const std::string text = e.metrics_text();
+  const std::string key = "\n" + name + " ";
+  size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + key.size()));
+}
+
+bool wait_until(const std::function<bool()>& pred) {
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
+  std::atomic<int> received{0};
+  std::vector<std::string> ids;
+  std::mutex ids_mu;
+  examples::LoopbackReceiver receiver([&](const examples::ReceivedRequest& r) {
+    std::lock_guard lock(ids_mu);
+    ids.push_back(r.header("webhook-id"));
+    received.fetch_add(1);
+    return 200;
+  });
+
+  Config cfg;
+  cfg.engine.shards = 1;
+  cfg.transport.allow_http = true;
+  cfg.transport.allow_private = {"127.0.0.0/8"};
+  PolicyConfig fast;
+  fast.name = "fast";
+  fast.ladder = std::vector<Duration>(10, milliseconds(100));
+  fast.jitter = 0.0;
+  fast.breaker = false;
+  cfg.policies["fast"] = fast;
+  cfg.validate();
+  engine::EngineOptions eopts = engine::engine_options(cfg);
+  eopts.payload_cache_bytes = 0;  // every send reads its event from the store
+  MemoryStore store;
+  auto started = engine::EngineImpl::start(std::move(eopts), store);
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
+
+  EndpointSpec spec;
+  spec.url = receiver.url("/hook");
+  spec.policy = "fast";
+  spec.rate_limit = RateLimit{1.0, 1};  // the second event waits ~1 s for its send
+  auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
+  ASSERT_TRUE(ep.ok()) << ep.error().message;
+  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 0);
+
+  // Intake: the idempotency lookup fails, the event is refused with the store's error.
+  store.fail_next_reads(1);
+  auto one = await<SubmitResult>([&](auto done) { eng->submit({"acme", "e1", "t", "{}"}, done); });
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.error().code, Errc::kIo);
+  store.fail_next_reads(1);
+  auto batch = await<std::vector<Result<SubmitResult>>>([&](auto done) {
+    eng->submit_batch({{"acme", "e1", "t", "{}"}, {"acme", "e2", "t", "{\"n\":2}"}},
+                      [done](std::vector<Result<SubmitResult>> rs) { done(std::move(rs)); });
+  });
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->size(), 2u);
+  EXPECT_FALSE((*batch)[0].ok());
+  EXPECT_FALSE((*batch)[1].ok());
+  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 2);
+
+  // Nothing was half-taken: the same events are new now.
+  one = await<SubmitResult>([&](auto done) { eng->submit({"acme", "e1", "t", "{}"}, done); });
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(one->kind, SubmitResult::Kind::kAccepted);
+  ASSERT_TRUE(wait_until([&] { return received.load() >= 1; }));
+  // e2's send waits ~1 s for the rate limit, then reads its event: that read fails once.
+  auto two = await<SubmitResult>([&](auto done) {
+    eng->submit({"acme", "e2", "t", "{\"n\":2}"}, done);
+  });
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  EXPECT_EQ(two->kind, SubmitResult::Kind::kAccepted);
+  ASSERT_EQ(received.load(), 1) << "e2 was sent before the rate limit allowed it";
+  store.fail_next_reads(1);
+  ASSERT_TRUE(wait_until([&] { return received.load() >= 2; }));
+  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 3);
+  eng->stop();
+  eng.reset();
+
+  {
+    std::lock_guard lock(ids_mu);
+    EXPECT_EQ(ids, (std::vector<std::string>{"e1", "e2"}));
+  }
+  // e2's delivery: one attempt that never left (internal_error), then the delivered one.
+  size_t checked = 0;
+  for (const auto& [id, d] : store.deliveries()) {
+    if (d.event != two->event) continue;
+    ++checked;
+    EXPECT_EQ(d.status, DeliveryStatus::kDelivered);
+    const auto& attempts = store.attempts_of(id);
+    ASSERT_EQ(attempts.size(), 2u);
+    EXPECT_EQ(attempts[0].code.str(), "internal_error");
+    EXPECT_EQ(attempts[1].outcome, Outcome::kSuccess);
+  }
+  EXPECT_EQ(checked, 1u);
+}
+
+}  // namespace
+}  // namespace ringcast
