@@ -24,6 +24,7 @@
 #include "examples/loopback_receiver.h"
 #include "net/signing.h"
 #include "storage/rocks_store.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast {
@@ -34,19 +35,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kWait = seconds(10);  // bound on any one wait (generous for ASan on 2 cores)
-
-// Engine callbacks run on a shard thread: wait for them on a future, bounded. The promise is
-// shared, so a callback that comes after a timeout is still safe.
-template <class T, class Call>
-Result<T> await(Call call) {
-  auto promise = std::make_shared<std::promise<Result<T>>>();
-  auto future = promise->get_future();
-  call([promise](Result<T> r) { promise->set_value(std::move(r)); });
-  if (future.wait_for(kWait) != std::future_status::ready)
-    return make_error(Errc::kInternal, "no answer from the engine within the wait bound");
-  return future.get();
-}
+constexpr auto kWait = test::kEngineWait;
+using test::await;
 
 // What the receiver got, and the status it answers with per path (200 unless set).
 class Recorder {
@@ -92,19 +82,8 @@ class EngineApiTest : public ::testing::Test {
   }
 
   void open() {
-    Config cfg;
-    cfg.engine.shards = 2;
+    Config cfg = test::loopback_config(2, 60, ms(200));  // retries every 200 ms for ~12 s
     cfg.storage.data_dir = dir_.path();
-    cfg.transport.allow_http = true;
-    cfg.transport.allow_private = {"127.0.0.0/8"};
-    // Retries every 200 ms for ~12 s, so a retried delivery fits in a test; off the tenant
-    // breaker so that its 503s cannot hold other deliveries (R4).
-    PolicyConfig fast;
-    fast.name = "fast";
-    fast.ladder = std::vector<Duration>(60, ms(200));
-    fast.jitter = 0.0;
-    fast.breaker = false;
-    cfg.policies["fast"] = fast;
     cfg.validate();
     engine::EngineOptions eopts = engine::engine_options(cfg);
     eopts.on_delivery_done = [this](const Delivery& d) {

@@ -16,6 +16,7 @@
 #include "engine/config.h"
 #include "engine/engine_impl.h"
 #include "examples/loopback_receiver.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/support/memory_store.h"
 
 namespace ringcast {
@@ -24,17 +25,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr auto kWait = seconds(10);
-
-template <class T, class Call>
-Result<T> await(Call call) {
-  auto promise = std::make_shared<std::promise<Result<T>>>();
-  auto future = promise->get_future();
-  call([promise](Result<T> r) { promise->set_value(std::move(r)); });
-  if (future.wait_for(kWait) != std::future_status::ready)
-    return make_error(Errc::kInternal, "no answer from the engine within the wait bound");
-  return future.get();
-}
+constexpr auto kWait = test::kEngineWait;
+using test::await;
 
 // The value of an unlabelled counter in the engine's Prometheus text; -1 if absent.
 int64_t counter(engine::EngineImpl& e, const std::string& name) {
@@ -65,16 +57,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
     return 200;
   });
 
-  Config cfg;
-  cfg.engine.shards = 1;
-  cfg.transport.allow_http = true;
-  cfg.transport.allow_private = {"127.0.0.0/8"};
-  PolicyConfig fast;
-  fast.name = "fast";
-  fast.ladder = std::vector<Duration>(10, milliseconds(100));
-  fast.jitter = 0.0;
-  fast.breaker = false;
-  cfg.policies["fast"] = fast;
+  Config cfg = test::loopback_config(1, 10, milliseconds(100));
   cfg.validate();
   engine::EngineOptions eopts = engine::engine_options(cfg);
   eopts.payload_cache_bytes = 0;  // every send reads its event from the store
