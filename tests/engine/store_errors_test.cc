@@ -69,7 +69,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   EndpointSpec spec;
   spec.url = receiver.url("/hook");
   spec.policy = "fast";
-  spec.rate_limit = RateLimit{1.0, 1};  // the second event waits ~1 s for its send
+  spec.rate_limit = RateLimit{0.5, 1};  // the second event waits ~2 s for its send
   auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
   ASSERT_TRUE(ep.ok()) << ep.error().message;
   EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 0);
@@ -95,7 +95,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   ASSERT_TRUE(one.ok()) << one.error().message;
   EXPECT_EQ(one->kind, SubmitResult::Kind::kAccepted);
   ASSERT_TRUE(wait_until([&] { return received.load() >= 1; }));
-  // e2's send waits ~1 s for the rate limit, then reads its event: that read fails once.
+  // e2's send waits ~2 s for the rate limit, then reads its event: that read fails once.
   auto two = await<SubmitResult>([&](auto done) {
     eng->submit({"acme", "e2", "t", "{\"n\":2}"}, done);
   });
