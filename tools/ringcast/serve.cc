@@ -27,9 +27,9 @@ int run_serve(const Config& cfg) {
   engine::EngineOptions eopts;
   try {
     eopts = engine::engine_options(cfg);
-  } catch (const ConfigError& e) {
+  } catch (const ConfigError& e) {  // Config::validate() checks every policy first: defensive
     std::fprintf(stderr, "ringcast: %s\n", e.what());
-    return 2;
+    return 1;  // a bad config, like every other one (exit code 2 is `send`'s rejected lines)
   }
 
   // SPEC R8.4: operator notifications also go to notifications.webhook_url. The notifier is
