@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -435,7 +436,7 @@ Result<void> Shard::check_event_input(const EventInput& in) {
   return ok();
 }
 
-Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>* stored) {
+Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>& stored) {
   uint64_t hash = payload_hash(in.payload);
   auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
     if (rec.payload_hash != hash) {
@@ -451,17 +452,7 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   key += in.id;
   // This turn's events first: the store does not have them yet.
   if (auto it = turn_events_.find(key); it != turn_events_.end()) return answer(it->second);
-  std::optional<EventKeyRecord> looked_up;
-  if (!stored) {
-    auto found = store_.find_event_key(in.tenant, in.id);
-    if (!found.ok()) {
-      metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
-      return found.error();
-    }
-    looked_up = std::move(*found);
-    stored = &looked_up;
-  }
-  if (stored->has_value()) return answer(**stored);
+  if (stored) return answer(*stored);
 
   WallTime now = loop_->wall_now();
   Event ev;
@@ -482,12 +473,11 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
 }
 
 void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
-  if (auto c = check_event_input(in); !c.ok()) return done(c.error());
-  Result<SubmitResult> r = take_in(in, nullptr);
-  if (!r.ok()) return done(r.error());  // refusals are final at once
-  // Accepted, or a duplicate whose original may not be durable yet: answer once everything
-  // written so far is.
-  after_durable([done = std::move(done), r = *r] { done(r); });
+  std::vector<EventInput> one;
+  one.push_back(std::move(in));
+  submit_batch(std::move(one), [done = std::move(done)](std::vector<Result<SubmitResult>> rs) {
+    done(std::move(rs[0]));
+  });
 }
 
 void Shard::submit_batch(std::vector<EventInput> events,
@@ -511,9 +501,12 @@ void Shard::submit_batch(std::vector<EventInput> events,
   for (size_t k = 0; k < valid.size(); ++k) {
     const size_t i = valid[k];
     results[i] =
-        stored.ok() ? take_in(events[i], &(*stored)[k]) : Result<SubmitResult>(stored.error());
+        stored.ok() ? take_in(events[i], (*stored)[k]) : Result<SubmitResult>(stored.error());
   }
-  // One answer for the batch, once this turn's commit is durable.
+  // Refusals only: final at once. Otherwise one answer for the batch once this turn's commit is
+  // durable (a duplicate's original may not be durable yet either).
+  if (std::none_of(results.begin(), results.end(), [](const auto& r) { return r.ok(); }))
+    return done(std::move(results));
   after_durable([done = std::move(done), results = std::move(results)]() mutable {
     done(std::move(results));
   });

@@ -50,6 +50,7 @@ class Shard final : public IdAllocator {
   // ---- shard-thread API (call from inside post()) -------------------------------------------
   void submit(EventInput in, std::function<void(Result<SubmitResult>)> done);
   // Many events, one answer (in input order) once they are durable; one key lookup for all.
+  // submit() is a batch of one.
   void submit_batch(std::vector<EventInput> events,
                     std::function<void(std::vector<Result<SubmitResult>>)> done);
   void create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done);
@@ -85,9 +86,9 @@ class Shard final : public IdAllocator {
   // Runs `fire` once everything written so far is durable (after this turn's commit).
   void after_durable(std::function<void()> fire);
   Result<void> check_event_input(const EventInput& in);
-  // Takes one checked event in (fan-out into this turn's mutations). `stored`: the store's
-  // record for its key when the caller looked it up already; null: looked up here.
-  Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>* stored);
+  // Takes one checked event in (fan-out into this turn's mutations), or answers it as a
+  // duplicate or conflict of this turn's events or of `stored`, the store's record for its key.
+  Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>& stored);
   void prepare_send(const SendCommand& cmd);
   void on_send_complete(SendSlot* slot);
   // An event accepted in this turn (still in mutations_), or nullptr.
