@@ -87,6 +87,12 @@ JsonReply call_json(HttpClient& client, simdjson::dom::parser& parser, std::stri
   return r;
 }
 
+void add_tenant_option(CLI::App* sub, std::string& tenant) {
+  sub->add_option("--tenant,-t", tenant, "tenant (also RINGCAST_TENANT)")
+      ->envname("RINGCAST_TENANT")
+      ->required();
+}
+
 std::string url_escape(std::string_view s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;

@@ -66,6 +66,9 @@ struct JsonReply {
 JsonReply call_json(HttpClient& client, simdjson::dom::parser& parser, std::string_view method,
                     std::string_view target, std::string_view body = {});
 
+// The required `-t/--tenant` option of a subcommand (also RINGCAST_TENANT).
+void add_tenant_option(CLI::App* sub, std::string& tenant);
+
 // Path segment / query value escaping for URLs the CLI builds.
 std::string url_escape(std::string_view s);
 

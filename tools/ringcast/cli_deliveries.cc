@@ -135,11 +135,7 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
   CLI::App* dv = app.add_subcommand("deliveries", "read the delivery log");
   dv->require_subcommand(1);
   auto args = std::make_shared<DeliveryArgs>();
-  auto tenant = [args](CLI::App* sub) {
-    sub->add_option("--tenant,-t", args->tenant, "tenant (also RINGCAST_TENANT)")
-        ->envname("RINGCAST_TENANT")
-        ->required();
-  };
+  auto tenant = [args](CLI::App* sub) { add_tenant_option(sub, args->tenant); };
 
   CLI::App* list = dv->add_subcommand("list", "list deliveries, newest first");
   tenant(list);

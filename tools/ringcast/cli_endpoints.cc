@@ -176,11 +176,7 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   CLI::App* ep = app.add_subcommand("endpoints", "manage a tenant's webhook endpoints");
   ep->require_subcommand(1);
   auto args = std::make_shared<EndpointArgs>();
-  auto tenant = [&g, args](CLI::App* sub) {
-    sub->add_option("--tenant,-t", args->tenant, "tenant (also RINGCAST_TENANT)")
-        ->envname("RINGCAST_TENANT")
-        ->required();
-  };
+  auto tenant = [args](CLI::App* sub) { add_tenant_option(sub, args->tenant); };
   auto id = [args](CLI::App* sub) { sub->add_option("id", args->id, "endpoint id")->required(); };
 
   CLI::App* list = ep->add_subcommand("list", "list the tenant's endpoints");

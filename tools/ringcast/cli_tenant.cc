@@ -79,11 +79,7 @@ void add_tenant_commands(CLI::App& app, GlobalOptions& g) {
   CLI::App* tn = app.add_subcommand("tenant", "a tenant's breaker, subscription, notifications");
   tn->require_subcommand(1);
   auto args = std::make_shared<TenantArgs>();
-  auto tenant = [args](CLI::App* sub) {
-    sub->add_option("--tenant,-t", args->tenant, "tenant (also RINGCAST_TENANT)")
-        ->envname("RINGCAST_TENANT")
-        ->required();
-  };
+  auto tenant = [args](CLI::App* sub) { add_tenant_option(sub, args->tenant); };
 
   CLI::App* breaker = tn->add_subcommand("breaker", "show the tenant's circuit breaker");
   tenant(breaker);
