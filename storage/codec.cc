@@ -96,6 +96,45 @@ Result<Event> decode_event(EventSeq seq, std::string_view v) {
   return e;
 }
 
+void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out) {
+  put_u8(out, kEventInLog);
+  put_fixed64(out, static_cast<uint64_t>(e.created_at.ns()));
+  put_fixed64(out, e.payload_hash);
+  put_bytes(out, e.tenant);
+  put_bytes(out, e.id);
+  put_bytes(out, e.type);
+  put_varint(out, ref.segment);
+  put_varint(out, ref.offset);
+  put_varint(out, ref.size);
+}
+
+Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
+  if (v.empty() || static_cast<uint8_t>(v[0]) != kEventInLog) {
+    auto e = decode_event(seq, v);
+    if (!e) return e.error();
+    return StoredEvent{std::move(*e), std::nullopt};
+  }
+  Reader r(v);
+  r.u8();
+  StoredEvent s;
+  Event& e = s.event;
+  e.seq = seq;
+  e.created_at = WallTime::from_ns(static_cast<int64_t>(r.fixed64()));
+  e.payload_hash = r.fixed64();
+  e.tenant = r.bytes();
+  e.id = r.bytes();
+  e.type = r.bytes();
+  PayloadRef ref;
+  ref.segment = r.varint();
+  ref.offset = r.varint();
+  const uint64_t size = r.varint();
+  if (!r.done() || size > std::numeric_limits<uint32_t>::max())
+    return corrupt("event: truncated or trailing bytes");
+  ref.size = static_cast<uint32_t>(size);
+  s.ref = ref;
+  return s;
+}
+
 // ---- delivery ---------------------------------------------------------------------------------
 void encode_delivery(const Delivery& d, std::string& out) {
   const int64_t created = d.created_at.ns();

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/result.h"
 #include "core/store.h"
 #include "core/types.h"
+#include "storage/payload_log.h"
 
 namespace ringcast::storage {
 
@@ -268,6 +270,17 @@ void encode_event(const Event& e, std::string& out);  // e.payload_hash must be 
 // payload as a second slice, so 1 KB is not copied once more on the way into a batch.
 void encode_event_head(const Event& e, std::string& out);
 Result<Event> decode_event(EventSeq seq, std::string_view v);
+// The event value the store writes: the head of encode_event and a PayloadRef into the payload
+// log instead of the bytes (its own version tag, kEventInLog). decode_stored_event reads both
+// forms: `ref` is set when the payload is still to be read from the log (and checked against
+// event.payload_hash), empty when the value held the bytes (a store written before the log).
+inline constexpr uint8_t kEventInLog = 2;
+void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out);
+struct StoredEvent {
+  Event event;
+  std::optional<PayloadRef> ref;
+};
+Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v);
 
 void encode_delivery(const Delivery& d, std::string& out);
 // Allocation-free: recovery decodes a million of these.

@@ -1,9 +1,11 @@
 #include "storage/rocks_store.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/perf_level.h>
 #include <rocksdb/write_batch.h>
@@ -15,6 +17,7 @@
 #include <utility>
 
 #include "storage/codec.h"
+#include "storage/payload_log.h"
 #include "storage/rocks_options.h"
 #include "storage/status.h"
 
@@ -86,6 +89,20 @@ Error io_error(const char* what) {
   return make_error(Errc::kIo, what);
 }
 
+// Syncs the payload log before RocksDB writes a memtable to an SST file, so that a reference
+// that becomes durable that way never points at bytes that are not (payload_log.h).
+class PayloadSyncListener final : public rocksdb::EventListener {
+ public:
+  PayloadSyncListener(PayloadLog* log, std::atomic<bool>* failed) : log_(log), failed_(failed) {}
+  void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    if (!log_->sync()) failed_->store(true);
+  }
+
+ private:
+  PayloadLog* log_;
+  std::atomic<bool>* failed_;
+};
+
 constexpr size_t kRecoveryChunk = 4096;
 constexpr size_t kRetentionChunk = 512;
 constexpr size_t kFetchChunk = 64;
@@ -118,7 +135,16 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const StoreOptions& options
 
 Result<void> RocksStore::open_db() {
   cache_ = rocksdb::NewLRUCache(options_.block_cache_bytes);
-  const rocksdb::DBOptions dbo = db_options(options_);
+  // The payload log first: the flush listener needs it from the first flush on (a restart
+  // after a crash may flush while it replays the WAL).
+  if (options_.create_if_missing && ::mkdir(options_.path.c_str(), 0755) != 0 && errno != EEXIST)
+    return io_error("cannot create the store directory");
+  auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes, 0);
+  if (!log) return log.error();
+  payloads_ = std::move(*log);
+  flush_listener_ = std::make_shared<PayloadSyncListener>(payloads_.get(), &failed_);
+  rocksdb::DBOptions dbo = db_options(options_);
+  dbo.listeners.push_back(flush_listener_);
   // Open the column families that exist, then create the missing ones in one call: RocksDB
   // rewrites and re-verifies its OPTIONS file per creation call, and 12 separate creations
   // made a fresh store's first open cost ~10x more (visible in every test).
@@ -165,6 +191,14 @@ Result<void> RocksStore::open_db() {
     return make_error(Errc::kCorruption, "the store has an unsupported schema version");
   }
 
+  {
+    // Segments of earlier runs hold events whose expiry stamps are at most the newest stamp in
+    // the expiry index (or now, whichever is later: the clock may have stepped back).
+    auto newest = newest_expiry_stamp();
+    if (!newest) return newest.error();
+    payloads_->raise_stamps(std::max<uint64_t>(*newest, static_cast<uint64_t>(stamp_ms())));
+  }
+  if (auto r = drop_torn_events(); !r) return r;
   if (auto r = load_outbox(); !r) return r;
   durable_.store(db_->GetLatestSequenceNumber(), std::memory_order_release);
   next_expiry_group_.store(db_->GetLatestSequenceNumber() + 1, std::memory_order_relaxed);
@@ -193,7 +227,8 @@ RocksStore::~RocksStore() {
       db_->Flush(fo, all).PermitUncheckedError();  // best effort: the WAL has everything
     }
     uint64_t seq = db_->GetLatestSequenceNumber();
-    if (options_.sync != SyncPolicy::kNone && db_->SyncWAL().ok()) advance_durable(seq);
+    if (options_.sync != SyncPolicy::kNone && payloads_->sync() && db_->SyncWAL().ok())
+      advance_durable(seq);
     for (auto* h : handles_) {
       if (h) db_->DestroyColumnFamilyHandle(h);
     }
@@ -245,7 +280,8 @@ void RocksStore::sync_loop() {
     lk.unlock();
     last_sync = SteadyClock::now();
     const uint64_t seq = db_->GetLatestSequenceNumber();
-    rocksdb::Status s = db_->SyncWAL();
+    // Payloads first: every batch up to seq appended its payloads before its WAL write.
+    rocksdb::Status s = payloads_->sync() ? db_->SyncWAL() : rocksdb::Status::IOError("payloads");
     if (s.ok()) {
       advance_durable(seq);
       if (options_.on_durable) options_.on_durable(seq);
@@ -261,6 +297,9 @@ Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync)
     return io_error("the store stopped accepting writes after a WAL sync failure");
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync == SyncPolicy::kAlways || force_sync;
+  if (wo.sync) {
+    if (auto r = payloads_->sync(); !r) return r.error();
+  }
   rocksdb::Status s = db_->Write(wo, &batch);
   if (!s.ok()) return to_error(s);
   // An upper bound of this batch's own sequence: waiting for it is always safe.
@@ -369,7 +408,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   // faults in fresh pages on every turn.
   size_t estimate = 64 + 160 * m.deliveries.size() + 96 * m.attempts.size() +
                     256 * (m.endpoints.size() + m.tenants.size() + m.notifications.size());
-  for (const Event& e : m.events) estimate += e.payload.size() + e.id.size() * 2 + 160;
+  for (const Event& e : m.events) estimate += e.id.size() * 2 + e.type.size() + 160;
   for (const Attempt& a : m.attempts) estimate += a.response_prefix.size();
   rocksdb::WriteBatch batch(estimate);
   std::string v;
@@ -399,6 +438,14 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   if (!m.events.empty()) {
     std::vector<bool> exists;
     if (auto r = check_new_event_keys(m.events, exists); !r) return r.error();
+    // The payloads go to the payload log (one pwritev) before the batch that names them.
+    std::vector<PayloadRef> refs;
+    {
+      std::vector<std::string_view> bodies;
+      bodies.reserve(m.events.size());
+      for (const Event& e : m.events) bodies.emplace_back(e.payload);
+      if (auto r = payloads_->append(bodies, get_stamp(), refs); !r) return r.error();
+    }
     std::vector<EventSeq> fanout;  // event of each new delivery, to count them per event
     for (const auto& dp : m.deliveries) {
       if (dp.is_new) fanout.push_back(dp.delivery.event);
@@ -418,12 +465,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         ev = &copy_hash_only;
       }
       v.clear();
-      encode_event_head(*ev, v);
-      const auto key = id_key(e.seq);
-      const Slice key_part = sl(key);
-      const Slice value_parts[2] = {sl(v), sl(ev->payload)};
-      batch.Put(cf(kCfEvents), rocksdb::SliceParts(&key_part, 1),
-                rocksdb::SliceParts(value_parts, 2));
+      encode_event_logged(*ev, refs[ei], v);
+      batch.Put(cf(kCfEvents), sl(id_key(e.seq)), sl(v));
       if (exists[ei]) continue;  // a rewrite of the same event: keep its key and its count
       auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
       v.clear();
@@ -564,15 +607,32 @@ Result<std::vector<std::optional<EventKeyRecord>>> RocksStore::find_event_keys(
   return out;
 }
 
-Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
+Result<std::optional<StoredEvent>> RocksStore::load_event_head(EventSeq seq) {
   no_perf_counters();
   rocksdb::PinnableSlice v;
   auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfEvents), sl(id_key(seq)), &v);
-  if (s.IsNotFound()) return std::optional<Event>();
+  if (s.IsNotFound()) return std::optional<StoredEvent>();
   if (!s.ok()) return to_error(s);
-  auto r = decode_event(seq, sv(v));
+  auto r = decode_stored_event(seq, sv(v));
   if (!r) return r.error();
-  return std::optional<Event>(std::move(*r));
+  return std::optional<StoredEvent>(std::move(*r));
+}
+
+Result<void> RocksStore::read_payload(const StoredEvent& s, Event& out) {
+  if (!s.ref) return ok();  // the value held the bytes (checked by decode_event)
+  if (auto r = payloads_->read(*s.ref, out.payload); !r) return r;
+  if (payload_hash(out.payload) != out.payload_hash)
+    return make_error(Errc::kCorruption, "event: payload hash mismatch in the payload log", nullptr,
+                      "corrupt_record");
+  return ok();
+}
+
+Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
+  auto h = load_event_head(seq);
+  if (!h) return h.error();
+  if (!*h) return std::optional<Event>();
+  if (auto r = read_payload(**h, (*h)->event); !r) return r.error();
+  return std::optional<Event>(std::move((*h)->event));
 }
 
 Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
@@ -1038,10 +1098,10 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
         if (!sts[i].ok()) return to_error(sts[i]);
         auto d = decode_delivery(dids[i], sv(values[i]));
         if (!d) return d.error();
-        auto ev = load_event(d->event);
+        auto ev = load_event_head(d->event);
         if (!ev) return ev.error();
         if (*ev) {  // the tenant (its hash) names the index entries
-          const uint64_t th = tenant_hash((*ev)->tenant);
+          const uint64_t th = tenant_hash((*ev)->event.tenant);
           batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, d->id)));
           batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d->endpoint, d->id)));
         }
@@ -1072,21 +1132,34 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
         if (!edit->status().ok()) return to_error(edit->status());
         const bool has_deliveries = edit->Valid() && starts_with(edit->key(), ek.view());
         if (has_deliveries) {
-          // Still referenced (a non-terminal delivery can live for weeks): look again later.
+          // Still referenced (a non-terminal delivery can live for weeks): look again later,
+          // with its payload moved to the active segment so that its old segment can go.
           if (own_entry) {
-            eb.Put(cf(kCfExpiry),
-                   sl(expiry_key(p, static_cast<uint64_t>(stamp_ms()), ExpiryKind::kEvent, ev)),
-                   Slice());
+            const uint64_t now_stamp = static_cast<uint64_t>(stamp_ms());
+            auto h = load_event_head(ev);
+            if (!h) return h.error();
+            if (*h) {
+              Event& moved = (*h)->event;
+              if (auto r = read_payload(**h, moved); !r) return r.error();
+              std::vector<PayloadRef> ref;
+              if (auto r = payloads_->append({moved.payload}, now_stamp, ref); !r) return r.error();
+              std::string head;
+              encode_event_logged(moved, ref[0], head);
+              eb.Put(cf(kCfEvents), sl(ek), sl(head));
+              ++st.payloads_moved;
+            }
+            eb.Put(cf(kCfExpiry), sl(expiry_key(p, now_stamp, ExpiryKind::kEvent, ev)), Slice());
           }
           continue;
         }
-        auto e = load_event(ev);
-        if (!e) return e.error();
-        if (!*e) continue;
+        auto h = load_event_head(ev);
+        if (!h) return h.error();
+        if (!*h) continue;
+        const Event& e = (*h)->event;
         // Reached through a delivery: the event's own entry decides if it is younger.
-        if (!own_entry && (*e)->created_at.ms() >= cutoff) continue;
+        if (!own_entry && e.created_at.ms() >= cutoff) continue;
         eb.Delete(cf(kCfEvents), sl(ek));
-        eb.Delete(cf(kCfIdempotency), sl(idempotency_key((*e)->tenant, (*e)->id)));
+        eb.Delete(cf(kCfIdempotency), sl(idempotency_key(e.tenant, e.id)));
         hwm = std::max(hwm, ev);
         ++st.events;
       }
@@ -1117,7 +1190,113 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
     }
     retention_done_ms_[p] = std::max(retention_done_ms_[p], done_ms);
   }
+  if (auto r = remove_done_segments(st); !r) return r.error();
   return st;
+}
+
+// A segment can go once every expiry entry up to its stamp was processed in every partition:
+// each of its events was then deleted, or moved with a new entry (run_retention above).
+Result<void> RocksStore::remove_done_segments(RetentionStats& st) {
+  const uint64_t done = *std::min_element(retention_done_ms_.begin(), retention_done_ms_.end());
+  const uint64_t active = payloads_->active_segment();
+  std::vector<uint64_t> gone;
+  for (const auto& [n, stamp] : payloads_->segments()) {
+    if (n != active && stamp < done) gone.push_back(n);
+  }
+  if (gone.empty()) return ok();
+  // The moved copies and their new heads are durable before the old copies go.
+  if (auto r = payloads_->sync(); !r) return r;
+  if (auto s = db_->SyncWAL(); !s.ok()) return to_error(s);
+  for (uint64_t n : gone) {
+    if (auto r = payloads_->remove(n); !r) return r;
+    ++st.payload_segments;
+  }
+  return ok();
+}
+
+Result<uint64_t> RocksStore::newest_expiry_stamp() {
+  uint64_t newest = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(kCfExpiry)));
+  for (uint32_t pi = 0; pi < kPartitions; ++pi) {
+    const Partition p = static_cast<Partition>(pi);
+    const auto last = expiry_key(p, ~uint64_t{0}, static_cast<ExpiryKind>(0xff), ~uint64_t{0});
+    it->SeekForPrev(sl(last));
+    if (it->Valid() && it->key().size() == kExpiryKeyBytes && get_be16(it->key().data()) == p) {
+      newest = std::max(newest, get_be64(it->key().data() + 2));
+    }
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return newest;
+}
+
+// The WAL replayed at open is in the memtables: an event there whose payload is short or does
+// not match its hash lost its payload in a power loss (payload_log.h), so it was never
+// acknowledged. It is removed with everything intake wrote with it, as if never taken in.
+Result<void> RocksStore::drop_torn_events() {
+  rocksdb::ReadOptions ro;
+  ro.read_tier = rocksdb::kMemtableTier;
+  std::vector<Event> torn;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfEvents)));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (it->key().size() != kIdKeyBytes) continue;
+      const EventSeq seq = get_be64(it->key().data());
+      auto h = decode_stored_event(seq, sv(it->value()));
+      if (!h || !h->ref) continue;  // a value that does not decode stays a read error
+      const PayloadRef& ref = *h->ref;
+      if (ref.offset + ref.size <= payloads_->segment_size(ref.segment) &&
+          read_payload(*h, h->event).ok())
+        continue;
+      h->event.payload.clear();
+      torn.push_back(std::move(h->event));
+    }
+    if (!it->status().ok()) return to_error(it->status());
+  }
+  if (torn.empty()) return ok();
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> edit(
+      db_->NewIterator(rocksdb::ReadOptions(), cf(kCfEventDeliveries)));
+  std::unique_ptr<rocksdb::Iterator> ait(db_->NewIterator(rocksdb::ReadOptions(), cf(kCfAttempts)));
+  std::unordered_map<Partition, uint64_t> hwm;  // ids are never reused: remember the dropped
+  auto seen = [&](uint64_t id) {
+    uint64_t& h = hwm[id_partition(id)];
+    h = std::max(h, id);
+  };
+  for (const Event& e : torn) {
+    seen(e.seq);
+    const auto ek = id_key(e.seq);
+    batch.Delete(cf(kCfEvents), sl(ek));
+    auto key = find_event_key(e.tenant, e.id);
+    if (key.ok() && *key && (*key)->seq == e.seq)
+      batch.Delete(cf(kCfIdempotency), sl(idempotency_key(e.tenant, e.id)));
+    const uint64_t th = tenant_hash(e.tenant);
+    for (edit->Seek(sl(ek)); edit->Valid() && starts_with(edit->key(), ek.view()); edit->Next()) {
+      if (edit->key().size() != kEventDeliveryKeyBytes) continue;
+      const DeliveryId did = get_be64(edit->key().data() + kIdKeyBytes);
+      seen(did);
+      const auto dk = id_key(did);
+      for (Cf c : {kCfActive, kCfArchive}) {
+        rocksdb::PinnableSlice v;
+        auto s = db_->Get(rocksdb::ReadOptions(), cf(c), sl(dk), &v);
+        if (!s.ok()) continue;
+        auto d = decode_delivery(did, sv(v));
+        if (d) batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d->endpoint, did)));
+        batch.Delete(cf(c), sl(dk));
+      }
+      batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, did)));
+      for (ait->Seek(sl(dk)); ait->Valid() && starts_with(ait->key(), dk.view()); ait->Next())
+        batch.Delete(cf(kCfAttempts), ait->key());
+      batch.Delete(cf(kCfEventDeliveries), edit->key());
+    }
+    if (!edit->status().ok()) return to_error(edit->status());
+    if (!ait->status().ok()) return to_error(ait->status());
+  }
+  for (const auto& [p, id] : hwm) batch.Put(cf(kCfMeta), sl(hwm_key(p, id)), Slice());
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  if (auto s = db_->Write(wo, &batch); !s.ok()) return to_error(s);
+  torn_events_dropped_ = torn.size();
+  return ok();
 }
 
 // ---- maintenance ------------------------------------------------------------------------------
@@ -1147,6 +1326,10 @@ StoreSizes RocksStore::sizes() const {
     uint64_t v = 0;
     if (db_->GetIntProperty(h, "rocksdb.live-sst-files-size", &v)) out.sst_bytes += v;
     if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) out.memtable_bytes += v;
+  }
+  for (const auto& [n, stamp] : payloads_->segments()) {
+    (void)stamp;
+    out.payload_log_bytes += payloads_->segment_size(n);
   }
   rocksdb::VectorLogPtr wals;
   if (db_->GetSortedWalFiles(wals).ok()) {

@@ -23,10 +23,14 @@ class DB;
 class ColumnFamilyHandle;
 class Cache;
 class WriteBatch;
+class EventListener;
 struct Options;
 }  // namespace rocksdb
 
 namespace ringcast::storage {
+
+class PayloadLog;
+struct StoredEvent;
 
 struct StoreOptions {
   std::string path;
@@ -50,6 +54,8 @@ struct StoreOptions {
   // webhook is configured): a restart sends again what a crash or a stop left unsent. When
   // false, open() deletes the entries left by an earlier run.
   bool notification_outbox = false;
+  // Payload log segments (storage/payload_log.h) roll over at this size.
+  uint64_t payload_segment_bytes = uint64_t{64} << 20;
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
@@ -57,7 +63,9 @@ struct StoreOptions {
 
 struct RetentionStats {
   uint64_t deliveries = 0, attempts = 0, events = 0, notifications = 0;
-  uint64_t expiry_entries = 0;  // index entries processed
+  uint64_t payloads_moved = 0;    // payloads of long-lived events copied to the active segment
+  uint64_t payload_segments = 0;  // payload log segments removed
+  uint64_t expiry_entries = 0;    // index entries processed
 };
 
 // Sizes of the on-disk state (bench and operators).
@@ -65,6 +73,7 @@ struct StoreSizes {
   uint64_t sst_bytes = 0;  // live SST files, all column families
   uint64_t wal_bytes = 0;
   uint64_t memtable_bytes = 0;
+  uint64_t payload_log_bytes = 0;
 };
 
 class RocksStore final : public Store {
@@ -124,6 +133,9 @@ class RocksStore final : public Store {
   // column family fully. For tests, benchmarks and operators.
   Result<void> flush(bool compact = false);
   StoreSizes sizes() const;
+  // Events dropped at open because their payload did not survive (a power loss after the
+  // WAL record reached the disk but before the payload log did: never acknowledged).
+  uint64_t torn_events_dropped() const { return torn_events_dropped_; }
 
   static constexpr size_t kListLimitMax = 1000;
   static constexpr size_t kListScanMax = 10'000;
@@ -141,6 +153,11 @@ class RocksStore final : public Store {
   Result<std::vector<Delivery>> fetch_deliveries(const std::vector<DeliveryId>& ids);
   Result<uint64_t> max_id_in(Cf c, Partition p);
   Result<void> check_new_event_keys(const std::vector<Event>& events, std::vector<bool>& exists);
+  Result<std::optional<StoredEvent>> load_event_head(EventSeq seq);
+  Result<void> read_payload(const StoredEvent& s, Event& out);
+  Result<uint64_t> newest_expiry_stamp();
+  Result<void> drop_torn_events();
+  Result<void> remove_done_segments(RetentionStats& st);
 
   StoreOptions options_;
   std::unique_ptr<Clock> own_clock_;
@@ -148,6 +165,10 @@ class RocksStore final : public Store {
   std::shared_ptr<rocksdb::Cache> cache_;
   rocksdb::DB* db_ = nullptr;
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
+  std::unique_ptr<PayloadLog> payloads_;
+  // Syncs the payload log before each memtable flush (see payload_log.h).
+  std::shared_ptr<rocksdb::EventListener> flush_listener_;
+  uint64_t torn_events_dropped_ = 0;
 
   std::atomic<uint64_t> durable_{0};
   std::atomic<bool> failed_{false};  // a WAL sync failed: writes are refused from then on

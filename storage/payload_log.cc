@@ -1,0 +1,240 @@
+#include "storage/payload_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+
+namespace ringcast::storage {
+namespace {
+
+constexpr const char* kSuffix = ".plog";
+
+Error sys_error(const char* what) {
+  return make_error(Errc::kIo, what);
+}
+
+// "%016" PRIx64 ".plog" → number; false for other names.
+bool parse_segment_name(const char* name, uint64_t& out) {
+  const std::string_view n(name);
+  if (n.size() != 16 + 5 || n.substr(16) != kSuffix) return false;
+  uint64_t v = 0;
+  for (char c : n.substr(0, 16)) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+PayloadLog::PayloadLog(std::string dir, uint64_t segment_bytes)
+    : dir_(std::move(dir)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
+
+PayloadLog::~PayloadLog() {
+  for (auto& [n, s] : segments_) {
+    if (s.fd >= 0) ::close(s.fd);
+  }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+std::string PayloadLog::path_of(uint64_t segment) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016" PRIx64 "%s", segment, kSuffix);
+  return dir_ + "/" + name;
+}
+
+Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir, uint64_t segment_bytes,
+                                                     uint64_t stamp_of_existing) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return sys_error("cannot create the payload log directory");
+  std::unique_ptr<PayloadLog> log(new PayloadLog(dir, segment_bytes));
+  log->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (log->dir_fd_ < 0) return sys_error("cannot open the payload log directory");
+  DIR* d = ::fdopendir(::dup(log->dir_fd_));
+  if (d == nullptr) return sys_error("cannot list the payload log directory");
+  uint64_t newest = 0;
+  std::vector<uint64_t> found;
+  while (dirent* e = ::readdir(d)) {
+    uint64_t n = 0;
+    if (parse_segment_name(e->d_name, n)) found.push_back(n);
+  }
+  ::closedir(d);
+  std::unique_lock map(log->map_mu_);
+  for (uint64_t n : found) {
+    const int fd = ::open(log->path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sys_error("cannot open a payload log segment");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return sys_error("cannot stat a payload log segment");
+    }
+    Segment& s = log->segments_[n];
+    s.fd = fd;
+    s.size.store(static_cast<uint64_t>(st.st_size));
+    s.stamp.store(stamp_of_existing);
+    newest = std::max(newest, n);
+  }
+  if (auto r = log->start_segment(newest + 1); !r) return r.error();
+  return log;
+}
+
+Result<void> PayloadLog::start_segment(uint64_t number) {
+  const int fd = ::open(path_of(number).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return sys_error("cannot create a payload log segment");
+  Segment& s = segments_[number];
+  s.fd = fd;
+  active_ = number;
+  dirty_.push_back(number);
+  dir_dirty_ = true;
+  return ok();
+}
+
+Result<void> PayloadLog::append(const std::vector<std::string_view>& payloads, uint64_t stamp,
+                                std::vector<PayloadRef>& refs) {
+  refs.resize(payloads.size());
+  uint64_t total = 0;
+  for (std::string_view p : payloads) total += p.size();
+  std::lock_guard lock(append_mu_);
+  Segment* seg;
+  {
+    std::shared_lock map(map_mu_);
+    seg = &segments_.at(active_);
+  }
+  if (seg->size.load(std::memory_order_relaxed) > 0 &&
+      seg->size.load(std::memory_order_relaxed) + total > segment_bytes_) {
+    std::unique_lock map(map_mu_);
+    if (auto r = start_segment(active_ + 1); !r) return r.error();
+    seg = &segments_.at(active_);
+  }
+  const uint64_t start = seg->size.load(std::memory_order_relaxed);
+  uint64_t offset = start;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    refs[i] = {active_, offset, static_cast<uint32_t>(payloads[i].size())};
+    offset += payloads[i].size();
+  }
+  // pwritev in chunks of IOV_MAX; a short write continues where it stopped.
+  std::vector<iovec> iov;
+  iov.reserve(std::min<size_t>(payloads.size(), IOV_MAX));
+  uint64_t at = start;
+  for (size_t i = 0; i < payloads.size();) {
+    iov.clear();
+    for (; i < payloads.size() && iov.size() < IOV_MAX; ++i) {
+      if (!payloads[i].empty())
+        iov.push_back({const_cast<char*>(payloads[i].data()), payloads[i].size()});
+    }
+    size_t first = 0;
+    while (first < iov.size()) {
+      const ssize_t n = ::pwritev(seg->fd, iov.data() + first, static_cast<int>(iov.size() - first),
+                                  static_cast<off_t>(at));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return sys_error("cannot write the payload log");
+      }
+      at += static_cast<uint64_t>(n);
+      size_t left = static_cast<size_t>(n);
+      while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+      if (left > 0) {
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+      }
+    }
+  }
+  seg->size.store(at, std::memory_order_release);
+  if (stamp > seg->stamp.load(std::memory_order_relaxed))
+    seg->stamp.store(stamp, std::memory_order_relaxed);
+  if (dirty_.empty() || dirty_.back() != active_) dirty_.push_back(active_);
+  return ok();
+}
+
+Result<void> PayloadLog::read(const PayloadRef& ref, std::string& out) const {
+  out.resize(ref.size);
+  std::shared_lock map(map_mu_);
+  auto it = segments_.find(ref.segment);
+  if (it == segments_.end())
+    return make_error(Errc::kCorruption, "event payload: its log segment is gone");
+  size_t done = 0;
+  while (done < ref.size) {
+    const ssize_t n = ::pread(it->second.fd, out.data() + done, ref.size - done,
+                              static_cast<off_t>(ref.offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("cannot read the payload log");
+    }
+    if (n == 0) return make_error(Errc::kCorruption, "event payload: its log segment is short");
+    done += static_cast<size_t>(n);
+  }
+  return ok();
+}
+
+Result<void> PayloadLog::sync() {
+  std::vector<uint64_t> todo;
+  bool dir;
+  {
+    std::lock_guard lock(append_mu_);
+    todo.swap(dirty_);
+    dir = std::exchange(dir_dirty_, false);
+  }
+  std::shared_lock map(map_mu_);
+  for (uint64_t n : todo) {
+    auto it = segments_.find(n);
+    if (it != segments_.end() && ::fdatasync(it->second.fd) != 0)
+      return sys_error("cannot sync the payload log");
+  }
+  if (dir && ::fsync(dir_fd_) != 0) return sys_error("cannot sync the payload log directory");
+  return ok();
+}
+
+uint64_t PayloadLog::active_segment() const {
+  std::lock_guard lock(append_mu_);
+  return active_;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> PayloadLog::segments() const {
+  std::shared_lock map(map_mu_);
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(segments_.size());
+  for (const auto& [n, s] : segments_) out.emplace_back(n, s.stamp.load());
+  return out;
+}
+
+uint64_t PayloadLog::segment_size(uint64_t segment) const {
+  std::shared_lock map(map_mu_);
+  auto it = segments_.find(segment);
+  return it == segments_.end() ? 0 : it->second.size.load(std::memory_order_acquire);
+}
+
+void PayloadLog::raise_stamps(uint64_t stamp) {
+  std::lock_guard lock(append_mu_);
+  std::shared_lock map(map_mu_);
+  for (auto& [n, s] : segments_) {
+    if (n != active_ && s.stamp.load() < stamp) s.stamp.store(stamp);
+  }
+}
+
+Result<void> PayloadLog::remove(uint64_t segment) {
+  std::lock_guard lock(append_mu_);
+  if (segment == active_)
+    return make_error(Errc::kInvalidArgument, "the active payload segment cannot be removed");
+  std::unique_lock map(map_mu_);
+  auto it = segments_.find(segment);
+  if (it == segments_.end()) return ok();
+  if (::unlink(path_of(segment).c_str()) != 0 && errno != ENOENT)
+    return sys_error("cannot remove a payload log segment");
+  ::close(it->second.fd);
+  segments_.erase(it);
+  std::erase(dirty_, segment);
+  dir_dirty_ = true;
+  return ok();
+}
+
+}  // namespace ringcast::storage
