@@ -28,6 +28,10 @@ struct Mutations {
   std::vector<EndpointId> endpoint_deletes;
   std::vector<Tenant> tenants;
   std::vector<Notification> notifications;
+  // The writer looked every event's idempotency key up in this store after its own last write
+  // of those partitions, and none exists (a shard owns its partitions): write() skips its own
+  // lookup. False: write() refuses a batch whose key names another event (R12.5).
+  bool event_keys_checked = false;
 
   bool empty() const {
     return events.empty() && deliveries.empty() && attempts.empty() && endpoints.empty() &&
@@ -36,6 +40,7 @@ struct Mutations {
   void clear() {
     events.clear(), deliveries.clear(), attempts.clear(), endpoints.clear();
     endpoint_deletes.clear(), tenants.clear(), notifications.clear();
+    event_keys_checked = false;
   }
 };
 

@@ -199,7 +199,9 @@ void Shard::commit() {
     size_t records = mutations_.events.size() + mutations_.deliveries.size() +
                      mutations_.attempts.size() + mutations_.endpoints.size() +
                      mutations_.tenants.size() + mutations_.notifications.size();
+    mutations_.event_keys_checked = turn_keys_checked_;
     Result<uint64_t> seq = store_.write(mutations_);
+    turn_keys_checked_ = true;
     if (!seq.ok()) {
       // A store that cannot write cannot keep the promise "never lose an accepted event".
       // Crash-only: stop here; recovery on the next start rebuilds from what is durable.
@@ -650,6 +652,12 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
   ev.payload = buf;
   ev.created_at = now;
   ev.payload_hash = payload_hash(ev.payload);
+  // A producer may have used this id: refuse rather than fail the turn's write (R12.5).
+  if (auto k = store_.find_event_key(tenant, ev.id); !k.ok() || k->has_value())
+    return done(k.ok() ? make_error(Errc::kConflict, "an event with the test event's id exists",
+                                    "id", "conflict")
+                       : k.error());
+  turn_keys_checked_ = false;  // the store's own check covers this event
   auto r = scheduler_->add_test_delivery(id, ev, now, *this, mutations_);
   if (!r.ok()) return done(r.error());
   after_durable([done = std::move(done), d = *r] { done(d); });

@@ -115,6 +115,8 @@ class Shard final : public IdAllocator {
 
   // The turn's work: one Mutations, one commit.
   Mutations mutations_;
+  // Every event of this turn came through take_in (its key was looked up): see Mutations.
+  bool turn_keys_checked_ = true;
   std::vector<SendCommand> commands_;
   std::vector<SendSlot*> to_send_;  // prepared this turn, sent after the commit
   // Events accepted in this turn, not yet in the store: same-turn duplicates see them.

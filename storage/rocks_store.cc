@@ -436,8 +436,10 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
 
   // SPEC R12.5: the idempotency key is derived here from each new event, in the same batch.
   if (!m.events.empty()) {
-    std::vector<bool> exists;
-    if (auto r = check_new_event_keys(m.events, exists); !r) return r.error();
+    std::vector<bool> exists(m.events.size(), false);
+    if (!m.event_keys_checked) {
+      if (auto r = check_new_event_keys(m.events, exists); !r) return r.error();
+    }
     // The payloads go to the payload log (one pwritev) before the batch that names them.
     std::vector<PayloadRef> refs;
     {
