@@ -444,6 +444,30 @@ TEST_F(EngineApiTest, PausedEndpointGetsNoDeliveries) {
   EXPECT_EQ(got.count("after_resume"), 1u);
 }
 
+// A test event's id is "test_<its sequence>": a producer may have taken that id already. The
+// test is refused (R12.5: the producer's event is never overwritten) and the shard goes on.
+TEST_F(EngineApiTest, ATestEventWhoseIdAProducerUsedIsRefused) {
+  Endpoint ep = create_ok("/hook");
+  auto p = await<Endpoint>(
+      [&](auto done) { api().endpoint_action(kTenant, ep.id, EndpointAction::kPause, done); });
+  ASSERT_TRUE(p.ok());
+  // Ids are handed out in order: this event takes ep.id + 1, the test event would take + 2.
+  const std::string taken = "test_" + std::to_string(ep.id + 2);
+  auto r = submit(taken, "payment.succeeded", R"({"mine":true})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->event, ep.id + 1);
+  auto t = await<DeliveryId>([&](auto done) { api().test_endpoint(kTenant, ep.id, done); });
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code, Errc::kConflict);
+  auto ev = api().get_event(kTenant, taken);
+  ASSERT_TRUE(ev.ok() && ev->has_value());
+  EXPECT_EQ((*ev)->payload, R"({"mine":true})");
+  // The next test goes out.
+  auto t2 = await<DeliveryId>([&](auto done) { api().test_endpoint(kTenant, ep.id, done); });
+  ASSERT_TRUE(t2.ok()) << t2.error().message;
+  EXPECT_EQ(wait_terminal(ep.id, 1).size(), 1u);
+}
+
 TEST_F(EngineApiTest, RestartRecoversEndpointsAndDeliveries) {
   Endpoint ok_ep = create_ok("/ok", {"payment.*"});
   EndpointSpec flaky_spec;  // answers 503 until after the restart; retried every 200 ms
