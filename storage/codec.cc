@@ -154,9 +154,45 @@ void encode_delivery(const Delivery& d, std::string& out) {
   put_u8(out, d.flags);
 }
 
+static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d);
+
 Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& d) {
   Reader r(v);
-  if (!version_ok(r)) return corrupt("delivery: bad version or empty value");
+  if (!decode_delivery_fields(id, r, d)) return corrupt("delivery: bad version or empty value");
+  if (!r.done()) return corrupt("delivery: truncated or trailing bytes");
+  return ok();
+}
+
+void encode_archived(const Delivery& d, const Attempt& last, std::string& out) {
+  encode_delivery(d, out);
+  put_varint(out, last.number);
+  const size_t at = out.size();
+  encode_attempt(last, out);
+  // put_bytes' length prefix, inserted before the bytes just encoded.
+  std::string len;
+  put_varint(len, out.size() - at);
+  out.insert(at, len);
+}
+
+Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
+                             std::optional<Attempt>* last) {
+  Reader r(v);
+  if (!decode_delivery_fields(id, r, d)) return corrupt("delivery: bad version or empty value");
+  if (r.done()) return ok();
+  const uint64_t number = r.varint();
+  const std::string_view av = r.bytes();
+  if (!r.done() || number > 0xffff) return corrupt("delivery: truncated or trailing bytes");
+  if (last) {
+    const auto key = attempt_key(id, static_cast<uint16_t>(number));
+    auto a = decode_attempt(key.view(), av);
+    if (!a) return a.error();
+    *last = std::move(*a);
+  }
+  return ok();
+}
+
+static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d) {
+  if (!version_ok(r)) return false;
   d.id = id;
   d.event = id - static_cast<uint64_t>(r.zz());
   d.endpoint = id - static_cast<uint64_t>(r.zz());
@@ -172,8 +208,7 @@ Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& d) {
   d.last_code = get_code(r);
   d.status = static_cast<DeliveryStatus>(r.u8_max(kMaxStatus));
   d.flags = r.u8();
-  if (!r.done()) return corrupt("delivery: truncated or trailing bytes");
-  return ok();
+  return true;
 }
 
 Result<Delivery> decode_delivery(DeliveryId id, std::string_view v) {

@@ -287,7 +287,14 @@ void encode_delivery(const Delivery& d, std::string& out);
 Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& out);
 Result<Delivery> decode_delivery(DeliveryId id, std::string_view v);
 
+// A terminal delivery in `deliveries_archive` can carry the attempt that ended it in the same
+// value (delivery, varint number, length-prefixed attempt): that attempt then has no record of
+// its own in `attempts`, which saves one memtable insert per delivered attempt.
+// decode_archived reads both forms (last stays empty without one; null: not decoded).
 void encode_attempt(const Attempt& a, std::string& out);
+void encode_archived(const Delivery& d, const Attempt& last, std::string& out);
+Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
+                             std::optional<Attempt>* last);
 Result<Attempt> decode_attempt(std::string_view key, std::string_view v);
 
 void encode_endpoint(const Endpoint& e, std::string& out);

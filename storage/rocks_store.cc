@@ -496,6 +496,21 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     }
   }
   std::unordered_set<DeliveryId> new_in_batch;  // only filled when some put is superseded
+  // The attempt that ended a delivery goes into its archive record (encode_archived) when the
+  // batch holds exactly one attempt of it: one memtable insert less per delivered attempt.
+  std::unordered_map<DeliveryId, size_t> attempt_of;  // kSeveral: several in this batch
+  constexpr size_t kSeveral = ~size_t{0};
+  std::vector<bool> embedded;
+  if (!m.attempts.empty() &&
+      std::any_of(m.deliveries.begin(), m.deliveries.end(),
+                  [](const DeliveryPut& dp) { return is_terminal(dp.delivery.status); })) {
+    attempt_of.reserve(m.attempts.size());
+    for (size_t i = 0; i < m.attempts.size(); ++i) {
+      auto [it, fresh] = attempt_of.try_emplace(m.attempts[i].delivery, i);
+      if (!fresh) it->second = kSeveral;
+    }
+    embedded.assign(m.attempts.size(), false);
+  }
   for (size_t di = 0; di < m.deliveries.size(); ++di) {
     const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
@@ -504,13 +519,20 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
       if (dp.is_new) new_in_batch.insert(d.id);
     } else {
       v.clear();
-      encode_delivery(d, v);
       if (is_terminal(d.status)) {
+        auto a = attempt_of.find(d.id);
+        if (a != attempt_of.end() && a->second != kSeveral) {
+          encode_archived(d, m.attempts[a->second], v);
+          embedded[a->second] = true;
+        } else {
+          encode_delivery(d, v);
+        }
         // Nothing to delete when the active record was never written (new in this batch).
         if (!dp.is_new && !new_in_batch.count(d.id)) batch.Delete(cf(kCfActive), sl(key));
         batch.Put(cf(kCfArchive), sl(key), sl(v));
         expiring_deliveries.push_back(d.id);
       } else {
+        encode_delivery(d, v);
         batch.Put(cf(kCfActive), sl(key), sl(v));
       }
     }
@@ -531,7 +553,9 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     }
   }
 
-  for (const Attempt& a : m.attempts) {
+  for (size_t ai = 0; ai < m.attempts.size(); ++ai) {
+    if (!embedded.empty() && embedded[ai]) continue;
+    const Attempt& a = m.attempts[ai];
     v.clear();
     encode_attempt(a, v);
     batch.Put(cf(kCfAttempts), sl(attempt_key(a.delivery, a.number)), sl(v));
@@ -686,9 +710,9 @@ static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
   for (size_t j = 0; j < m; ++j) {
     const size_t i = missing[j];
     if (mst[j].ok()) {
-      auto d = decode_delivery(ids[i], sv(mvalues[j]));
-      if (!d) return d.error();
-      out[i] = *d;
+      Delivery d;
+      if (auto r = decode_archived(ids[i], sv(mvalues[j]), d, nullptr); !r) return r.error();
+      out[i] = d;
     } else if (!mst[j].IsNotFound()) {
       return to_error(mst[j]);
     }
@@ -708,14 +732,27 @@ Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<Del
 }
 
 Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
-  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), {id});
-  if (!found) return found.error();
-  if (!(*found)[0]) return std::optional<DeliveryDetail>();
   DeliveryDetail detail;
-  detail.delivery = *(*found)[0];
-  auto ev = load_event(detail.delivery.event);
+  std::optional<Attempt> last;  // the attempt kept in the archive record, if any
+  {
+    const auto key = id_key(id);
+    rocksdb::PinnableSlice v;
+    auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfActive), sl(key), &v);
+    if (s.ok()) {
+      if (auto r = decode_delivery(id, sv(v), detail.delivery); !r) return r.error();
+    } else if (s.IsNotFound()) {
+      v.Reset();
+      s = db_->Get(rocksdb::ReadOptions(), cf(kCfArchive), sl(key), &v);
+      if (s.IsNotFound()) return std::optional<DeliveryDetail>();
+      if (!s.ok()) return to_error(s);
+      if (auto r = decode_archived(id, sv(v), detail.delivery, &last); !r) return r.error();
+    } else {
+      return to_error(s);
+    }
+  }
+  auto ev = load_event_head(detail.delivery.event);
   if (!ev) return ev.error();
-  if (*ev) detail.tenant = (*ev)->tenant;
+  if (*ev) detail.tenant = (*ev)->event.tenant;
 
   rocksdb::ReadOptions ro;
   const auto upper = id_key(id + 1);
@@ -729,6 +766,11 @@ Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
     detail.attempts.push_back(std::move(*a));
   }
   if (!it->status().ok()) return to_error(it->status());
+  if (last) {
+    auto at = std::find_if(detail.attempts.begin(), detail.attempts.end(),
+                           [&](const Attempt& a) { return a.number >= last->number; });
+    detail.attempts.insert(at, std::move(*last));
+  }
   return std::optional<DeliveryDetail>(std::move(detail));
 }
 
@@ -1098,8 +1140,11 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       for (size_t i = 0; i < dids.size(); ++i) {
         if (sts[i].IsNotFound()) continue;  // an earlier entry removed it already
         if (!sts[i].ok()) return to_error(sts[i]);
-        auto d = decode_delivery(dids[i], sv(values[i]));
-        if (!d) return d.error();
+        Delivery dd;
+        std::optional<Attempt> kept;
+        if (auto r = decode_archived(dids[i], sv(values[i]), dd, &kept); !r) return r.error();
+        if (kept) ++st.attempts;
+        const Delivery* d = &dd;
         auto ev = load_event_head(d->event);
         if (!ev) return ev.error();
         if (*ev) {  // the tenant (its hash) names the index entries
@@ -1281,8 +1326,9 @@ Result<void> RocksStore::drop_torn_events() {
         rocksdb::PinnableSlice v;
         auto s = db_->Get(rocksdb::ReadOptions(), cf(c), sl(dk), &v);
         if (!s.ok()) continue;
-        auto d = decode_delivery(did, sv(v));
-        if (d) batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d->endpoint, did)));
+        Delivery dd;
+        if (decode_archived(did, sv(v), dd, nullptr))
+          batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, dd.endpoint, did)));
         batch.Delete(cf(c), sl(dk));
       }
       batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, did)));
