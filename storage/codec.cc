@@ -64,32 +64,35 @@ std::string idempotency_key(std::string_view tenant, std::string_view event_id) 
 }
 
 // ---- event ------------------------------------------------------------------------------------
-void encode_event_head(const Event& e, std::string& out) {
-  put_u8(out, kValueVersion);
+// The fields both event forms share, after the version byte.
+static void put_event_fields(const Event& e, std::string& out) {
   put_fixed64(out, static_cast<uint64_t>(e.created_at.ns()));
   put_fixed64(out, e.payload_hash);
   put_bytes(out, e.tenant);
   put_bytes(out, e.id);
   put_bytes(out, e.type);
-  put_varint(out, e.payload.size());  // put_bytes' length prefix; the bytes follow
 }
-
-void encode_event(const Event& e, std::string& out) {
-  out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
-  encode_event_head(e, out);
-  out.append(e.payload);
-}
-
-Result<Event> decode_event(EventSeq seq, std::string_view v) {
-  Reader r(v);
-  if (!version_ok(r)) return corrupt("event: bad version or empty value");
-  Event e;
+static void get_event_fields(EventSeq seq, Reader& r, Event& e) {
   e.seq = seq;
   e.created_at = WallTime::from_ns(static_cast<int64_t>(r.fixed64()));
   e.payload_hash = r.fixed64();
   e.tenant = r.bytes();
   e.id = r.bytes();
   e.type = r.bytes();
+}
+
+void encode_event(const Event& e, std::string& out) {
+  out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
+  put_u8(out, kValueVersion);
+  put_event_fields(e, out);
+  put_bytes(out, e.payload);
+}
+
+Result<Event> decode_event(EventSeq seq, std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("event: bad version or empty value");
+  Event e;
+  get_event_fields(seq, r, e);
   e.payload = r.bytes();
   if (!r.done()) return corrupt("event: truncated or trailing bytes");
   if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
@@ -98,11 +101,7 @@ Result<Event> decode_event(EventSeq seq, std::string_view v) {
 
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out) {
   put_u8(out, kEventInLog);
-  put_fixed64(out, static_cast<uint64_t>(e.created_at.ns()));
-  put_fixed64(out, e.payload_hash);
-  put_bytes(out, e.tenant);
-  put_bytes(out, e.id);
-  put_bytes(out, e.type);
+  put_event_fields(e, out);
   put_varint(out, ref.segment);
   put_varint(out, ref.offset);
   put_varint(out, ref.size);
@@ -117,13 +116,7 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   Reader r(v);
   r.u8();
   StoredEvent s;
-  Event& e = s.event;
-  e.seq = seq;
-  e.created_at = WallTime::from_ns(static_cast<int64_t>(r.fixed64()));
-  e.payload_hash = r.fixed64();
-  e.tenant = r.bytes();
-  e.id = r.bytes();
-  e.type = r.bytes();
+  get_event_fields(seq, r, s.event);
   PayloadRef ref;
   ref.segment = r.varint();
   ref.offset = r.varint();

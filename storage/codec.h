@@ -265,10 +265,9 @@ std::string tenant_key(std::string_view tenant);
 std::string idempotency_key(std::string_view tenant, std::string_view event_id);
 
 // ---- values -----------------------------------------------------------------------------------
-void encode_event(const Event& e, std::string& out);  // e.payload_hash must be set
-// encode_event without the payload bytes (it ends with their length): the store writes the
-// payload as a second slice, so 1 KB is not copied once more on the way into a batch.
-void encode_event_head(const Event& e, std::string& out);
+// The event value with its payload inline (version 1): what the store wrote before the payload
+// log, still read; e.payload_hash must be set.
+void encode_event(const Event& e, std::string& out);
 Result<Event> decode_event(EventSeq seq, std::string_view v);
 // The event value the store writes: the head of encode_event and a PayloadRef into the payload
 // log instead of the bytes (its own version tag, kEventInLog). decode_stored_event reads both
