@@ -188,6 +188,24 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
   return std::move(w.out());
 }
 
+std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,
+                                 uint64_t payload_log) {
+  std::string out =
+      "# HELP ringcast_store_bytes Bytes the store holds: SST files, WAL, memtables, payload "
+      "log segments.\n"
+      "# TYPE ringcast_store_bytes gauge\n";
+  const std::pair<const char*, uint64_t> rows[] = {
+      {"sst", sst}, {"wal", wal}, {"memtable", memtable}, {"payload_log", payload_log}};
+  for (const auto& [part, v] : rows) {
+    out += "ringcast_store_bytes{part=\"";
+    out += part;
+    out += "\"} ";
+    out += std::to_string(v);
+    out += '\n';
+  }
+  return out;
+}
+
 std::string render_notifier_metrics(const NotifierMetrics& m) {
   std::string out =
       "# HELP ringcast_notifications_webhook_total Operator notifications POSTed to "

@@ -83,6 +83,13 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(5s)));
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(sink_lines_for(sink, "idem-1"), 1u) << test::read_file(sink.ids_file);
+  // The store's sizes on /metrics: the payloads taken in above are in the payload log.
+  const std::string metrics = d.call("GET", "/metrics").body;
+  const std::string gauge = "ringcast_store_bytes{part=\"payload_log\"} ";
+  const size_t at = metrics.find(gauge);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GT(std::stoull(metrics.substr(at + gauge.size())), 0u);
+  EXPECT_NE(metrics.find("ringcast_store_bytes{part=\"sst\"} "), std::string::npos);
   auto st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cinttypes>
 #include <cstdio>
 #include <memory>
 
@@ -35,12 +36,13 @@ int run_serve(const Config& cfg) {
   // SPEC R8.4: operator notifications also go to notifications.webhook_url. The notifier is
   // declared before the engine, so it outlives the shards that call on_notification.
   std::unique_ptr<engine::Notifier> notifier;
-  // The store, once open, for the notifier's outbox marks (null before open and after stop).
-  std::atomic<storage::RocksStore*> outbox_store{nullptr};
+  // The store, once open (null before open and after stop): the notifier's outbox marks and the
+  // store-size gauges of /metrics.
+  std::atomic<storage::RocksStore*> open_store{nullptr};
   if (!cfg.notifications.webhook_url.empty()) {
     engine::NotifierOptions nopts = engine::notifier_options(cfg);
-    nopts.on_finished = [&outbox_store](const Notification& note) {
-      storage::RocksStore* store = outbox_store.load(std::memory_order_acquire);
+    nopts.on_finished = [&open_store](const Notification& note) {
+      storage::RocksStore* store = open_store.load(std::memory_order_acquire);
       if (!store) return;  // stays in the outbox: sent again after the next start
       if (auto r = store->outbox_done(note.seq); !r.ok())
         std::fprintf(stderr, "ringcast: notification outbox: %s\n", r.error().message);
@@ -53,10 +55,16 @@ int run_serve(const Config& cfg) {
     }
     notifier = std::move(*n);
     eopts.on_notification = [n = notifier.get()](const Notification& note) { n->enqueue(note); };
-    eopts.extra_metrics = [n = notifier.get()] {
-      return engine::render_notifier_metrics(n->metrics());
-    };
   }
+  eopts.extra_metrics = [&open_store, n = notifier.get()] {
+    std::string out = n ? engine::render_notifier_metrics(n->metrics()) : std::string();
+    if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
+      const storage::StoreSizes z = s->sizes();
+      out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
+                                          z.payload_log_bytes);
+    }
+    return out;
+  };
 
   // The store and the engine on it: intake acknowledgements wait for the store's durable
   // sequence, whose hook wakes the shards.
@@ -71,10 +79,16 @@ int run_serve(const Config& cfg) {
   }
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
   engine::EngineImpl* eng = &core->engine();
+  open_store.store(&core->store(), std::memory_order_release);
+  if (const uint64_t torn = core->store().torn_events_dropped(); torn > 0)
+    std::fprintf(stderr,
+                 "ringcast: %" PRIu64
+                 " events whose payload did not reach the disk before a power loss (never "
+                 "acknowledged) were dropped at open\n",
+                 torn);
   if (notifier) {
     // What an earlier run stored but did not get to the operator webhook (a crash, a stop with
     // the receiver down): sent now, with the same webhook-id.
-    outbox_store.store(&core->store(), std::memory_order_release);
     for (const Notification& n : core->store().take_outbox()) notifier->enqueue(n);
   }
   // The engine stops before the notifier (the shards hand it notifications), the notifier
@@ -82,7 +96,7 @@ int run_serve(const Config& cfg) {
   auto shut_down = [&] {
     core->stop();
     if (notifier) notifier->stop();
-    outbox_store.store(nullptr, std::memory_order_release);
+    open_store.store(nullptr, std::memory_order_release);
     core->close();
   };
 
