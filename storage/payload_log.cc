@@ -53,8 +53,8 @@ std::string PayloadLog::path_of(uint64_t segment) const {
   return dir_ + "/" + name;
 }
 
-Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir, uint64_t segment_bytes,
-                                                     uint64_t stamp_of_existing) {
+Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir,
+                                                     uint64_t segment_bytes) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return sys_error("cannot create the payload log directory");
   std::unique_ptr<PayloadLog> log(new PayloadLog(dir, segment_bytes));
@@ -81,7 +81,6 @@ Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir, uin
     Segment& s = log->segments_[n];
     s.fd = fd;
     s.size.store(static_cast<uint64_t>(st.st_size));
-    s.stamp.store(stamp_of_existing);
     newest = std::max(newest, n);
   }
   if (auto r = log->start_segment(newest + 1); !r) return r.error();
@@ -219,6 +218,13 @@ void PayloadLog::raise_stamps(uint64_t stamp) {
   for (auto& [n, s] : segments_) {
     if (n != active_ && s.stamp.load() < stamp) s.stamp.store(stamp);
   }
+}
+
+uint64_t PayloadLog::bytes() const {
+  std::shared_lock map(map_mu_);
+  uint64_t total = 0;
+  for (const auto& [n, s] : segments_) total += s.size.load(std::memory_order_acquire);
+  return total;
 }
 
 Result<void> PayloadLog::remove(uint64_t segment) {

@@ -39,9 +39,8 @@ struct PayloadRef {
 class PayloadLog {
  public:
   // Opens (creating) `dir`, keeps the segments found there readable and starts a new one.
-  // `stamp_of_existing` becomes the stamp of the segments found (their events are older).
-  static Result<std::unique_ptr<PayloadLog>> open(const std::string& dir, uint64_t segment_bytes,
-                                                  uint64_t stamp_of_existing);
+  // The segments found have stamp 0 until raise_stamps().
+  static Result<std::unique_ptr<PayloadLog>> open(const std::string& dir, uint64_t segment_bytes);
   ~PayloadLog();
   PayloadLog(const PayloadLog&) = delete;
   PayloadLog& operator=(const PayloadLog&) = delete;
@@ -62,6 +61,8 @@ class PayloadLog {
   std::vector<std::pair<uint64_t, uint64_t>> segments() const;
   // Bytes a segment holds (written so far); 0 for an unknown segment.
   uint64_t segment_size(uint64_t segment) const;
+  // Bytes all segments hold.
+  uint64_t bytes() const;
   // Raises the stamp of every segment but the active one to at least `stamp` (at open).
   void raise_stamps(uint64_t stamp);
   // Deletes a segment other than the active one (retention).

@@ -139,7 +139,7 @@ Result<void> RocksStore::open_db() {
   // after a crash may flush while it replays the WAL).
   if (options_.create_if_missing && ::mkdir(options_.path.c_str(), 0755) != 0 && errno != EEXIST)
     return io_error("cannot create the store directory");
-  auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes, 0);
+  auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes);
   if (!log) return log.error();
   payloads_ = std::move(*log);
   flush_listener_ = std::make_shared<PayloadSyncListener>(payloads_.get(), &failed_);
@@ -673,11 +673,13 @@ Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
   return e;
 }
 
+// `last`, when given, gets the attempt an archive record carries (encode_archived), per id.
 static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* active, rocksdb::ColumnFamilyHandle* archive,
-    const std::vector<DeliveryId>& ids) {
+    const std::vector<DeliveryId>& ids, std::vector<std::optional<Attempt>>* last = nullptr) {
   const size_t n = ids.size();
   std::vector<std::optional<Delivery>> out(n);
+  if (last) last->assign(n, std::nullopt);
   if (n == 0) return out;
   std::vector<FixedKey<kIdKeyBytes>> keys(n);
   std::vector<Slice> slices(n);
@@ -711,7 +713,8 @@ static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
     const size_t i = missing[j];
     if (mst[j].ok()) {
       Delivery d;
-      if (auto r = decode_archived(ids[i], sv(mvalues[j]), d, nullptr); !r) return r.error();
+      if (auto r = decode_archived(ids[i], sv(mvalues[j]), d, last ? &(*last)[i] : nullptr); !r)
+        return r.error();
       out[i] = d;
     } else if (!mst[j].IsNotFound()) {
       return to_error(mst[j]);
@@ -732,24 +735,13 @@ Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<Del
 }
 
 Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
+  std::vector<std::optional<Attempt>> kept;  // the attempt the archive record carries, if any
+  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), {id}, &kept);
+  if (!found) return found.error();
+  if (!(*found)[0]) return std::optional<DeliveryDetail>();
   DeliveryDetail detail;
-  std::optional<Attempt> last;  // the attempt kept in the archive record, if any
-  {
-    const auto key = id_key(id);
-    rocksdb::PinnableSlice v;
-    auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfActive), sl(key), &v);
-    if (s.ok()) {
-      if (auto r = decode_delivery(id, sv(v), detail.delivery); !r) return r.error();
-    } else if (s.IsNotFound()) {
-      v.Reset();
-      s = db_->Get(rocksdb::ReadOptions(), cf(kCfArchive), sl(key), &v);
-      if (s.IsNotFound()) return std::optional<DeliveryDetail>();
-      if (!s.ok()) return to_error(s);
-      if (auto r = decode_archived(id, sv(v), detail.delivery, &last); !r) return r.error();
-    } else {
-      return to_error(s);
-    }
-  }
+  detail.delivery = *(*found)[0];
+  std::optional<Attempt>& last = kept[0];
   auto ev = load_event_head(detail.delivery.event);
   if (!ev) return ev.error();
   if (*ev) detail.tenant = (*ev)->event.tenant;
@@ -1140,28 +1132,27 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       for (size_t i = 0; i < dids.size(); ++i) {
         if (sts[i].IsNotFound()) continue;  // an earlier entry removed it already
         if (!sts[i].ok()) return to_error(sts[i]);
-        Delivery dd;
+        Delivery d;
         std::optional<Attempt> kept;
-        if (auto r = decode_archived(dids[i], sv(values[i]), dd, &kept); !r) return r.error();
+        if (auto r = decode_archived(dids[i], sv(values[i]), d, &kept); !r) return r.error();
         if (kept) ++st.attempts;
-        const Delivery* d = &dd;
-        auto ev = load_event_head(d->event);
+        auto ev = load_event_head(d.event);
         if (!ev) return ev.error();
         if (*ev) {  // the tenant (its hash) names the index entries
           const uint64_t th = tenant_hash((*ev)->event.tenant);
-          batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, d->id)));
-          batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d->endpoint, d->id)));
+          batch.Delete(cf(kCfTenantIndex), sl(tenant_index_key(th, d.id)));
+          batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d.endpoint, d.id)));
         }
         batch.Delete(cf(kCfArchive), sl(keys[i]));
-        batch.Delete(cf(kCfEventDeliveries), sl(event_delivery_key(d->event, d->id)));
+        batch.Delete(cf(kCfEventDeliveries), sl(event_delivery_key(d.event, d.id)));
         for (ait->Seek(sl(keys[i])); ait->Valid() && starts_with(ait->key(), keys[i].view());
              ait->Next()) {
           batch.Delete(cf(kCfAttempts), ait->key());
           ++st.attempts;
         }
         if (!ait->status().ok()) return to_error(ait->status());
-        events.emplace_back(d->event, false);
-        hwm = std::max(hwm, d->id);
+        events.emplace_back(d.event, false);
+        hwm = std::max(hwm, d.id);
         ++st.deliveries;
       }
       if (auto r = commit(batch, false); !r) return r.error();
@@ -1290,10 +1281,7 @@ Result<void> RocksStore::drop_torn_events() {
       const EventSeq seq = get_be64(it->key().data());
       auto h = decode_stored_event(seq, sv(it->value()));
       if (!h || !h->ref) continue;  // a value that does not decode stays a read error
-      const PayloadRef& ref = *h->ref;
-      if (ref.offset + ref.size <= payloads_->segment_size(ref.segment) &&
-          read_payload(*h, h->event).ok())
-        continue;
+      if (read_payload(*h, h->event).ok()) continue;  // short or mismatched: torn
       h->event.payload.clear();
       torn.push_back(std::move(h->event));
     }
@@ -1375,10 +1363,7 @@ StoreSizes RocksStore::sizes() const {
     if (db_->GetIntProperty(h, "rocksdb.live-sst-files-size", &v)) out.sst_bytes += v;
     if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) out.memtable_bytes += v;
   }
-  for (const auto& [n, stamp] : payloads_->segments()) {
-    (void)stamp;
-    out.payload_log_bytes += payloads_->segment_size(n);
-  }
+  out.payload_log_bytes = payloads_->bytes();
   rocksdb::VectorLogPtr wals;
   if (db_->GetSortedWalFiles(wals).ok()) {
     for (const auto& w : wals) out.wal_bytes += w->SizeFileBytes();

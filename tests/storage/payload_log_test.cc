@@ -35,7 +35,7 @@ TEST(PayloadLog, AppendsReadBackAcrossRolloversAndReopens) {
     bodies.push_back(std::string(100 + i, static_cast<char>('a' + i % 26)));
   std::vector<PayloadRef> refs;
   {
-    auto log = PayloadLog::open(path, 8192, 0);
+    auto log = PayloadLog::open(path, 8192);
     ASSERT_TRUE(log.ok()) << log.error().message;
     for (size_t i = 0; i < bodies.size(); i += 10) {  // batches of 10
       std::vector<std::string_view> batch(bodies.begin() + i, bodies.begin() + i + 10);
@@ -60,7 +60,7 @@ TEST(PayloadLog, AppendsReadBackAcrossRolloversAndReopens) {
       EXPECT_EQ(out, bodies[i]) << i;
     }
   }
-  auto log = PayloadLog::open(path, 8192, 0);
+  auto log = PayloadLog::open(path, 8192);
   ASSERT_TRUE(log.ok());
   EXPECT_GT((*log)->active_segment(), refs.back().segment) << "a reopen starts a new segment";
   std::string out;
