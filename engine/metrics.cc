@@ -189,13 +189,16 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
 }
 
 std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,
-                                 uint64_t payload_log) {
+                                 uint64_t payload_log, uint64_t lease_log) {
   std::string out =
       "# HELP ringcast_store_bytes Bytes the store holds: SST files, WAL, memtables, payload "
-      "log segments.\n"
+      "and lease log segments.\n"
       "# TYPE ringcast_store_bytes gauge\n";
-  const std::pair<const char*, uint64_t> rows[] = {
-      {"sst", sst}, {"wal", wal}, {"memtable", memtable}, {"payload_log", payload_log}};
+  const std::pair<const char*, uint64_t> rows[] = {{"sst", sst},
+                                                   {"wal", wal},
+                                                   {"memtable", memtable},
+                                                   {"payload_log", payload_log},
+                                                   {"lease_log", lease_log}};
   for (const auto& [part, v] : rows) {
     out += "ringcast_store_bytes{part=\"";
     out += part;

@@ -67,9 +67,9 @@ struct NotifierMetrics {
 // `ringcast_notifications_webhook_total{outcome="delivered|failed|dropped"}`.
 std::string render_notifier_metrics(const NotifierMetrics& m);
 
-// `ringcast_store_bytes{part="sst|wal|memtable|payload_log"}`: what the store holds on disk and
-// in memory (storage::RocksStore::sizes()).
+// `ringcast_store_bytes{part="sst|wal|memtable|payload_log|lease_log"}`: what the store holds
+// on disk and in memory (storage::RocksStore::sizes()).
 std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,
-                                 uint64_t payload_log);
+                                 uint64_t payload_log, uint64_t lease_log);
 
 }  // namespace ringcast::engine

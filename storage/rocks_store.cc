@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "storage/codec.h"
+#include "storage/lease_log.h"
 #include "storage/payload_log.h"
 #include "storage/rocks_options.h"
 #include "storage/status.h"
@@ -142,6 +143,9 @@ Result<void> RocksStore::open_db() {
   auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes);
   if (!log) return log.error();
   payloads_ = std::move(*log);
+  auto leases = LeaseLog::open(options_.path + "/leases", options_.lease_segment_bytes);
+  if (!leases) return leases.error();
+  leases_ = std::move(*leases);
   flush_listener_ = std::make_shared<PayloadSyncListener>(payloads_.get(), &failed_);
   rocksdb::DBOptions dbo = db_options(options_);
   dbo.listeners.push_back(flush_listener_);
@@ -199,6 +203,7 @@ Result<void> RocksStore::open_db() {
     payloads_->raise_stamps(std::max<uint64_t>(*newest, static_cast<uint64_t>(stamp_ms())));
   }
   if (auto r = drop_torn_events(); !r) return r;
+  if (auto r = apply_old_leases(); !r) return r;
   if (auto r = load_outbox(); !r) return r;
   durable_.store(db_->GetLatestSequenceNumber(), std::memory_order_release);
   next_expiry_group_.store(db_->GetLatestSequenceNumber() + 1, std::memory_order_relaxed);
@@ -227,7 +232,7 @@ RocksStore::~RocksStore() {
       db_->Flush(fo, all).PermitUncheckedError();  // best effort: the WAL has everything
     }
     uint64_t seq = db_->GetLatestSequenceNumber();
-    if (options_.sync != SyncPolicy::kNone && payloads_->sync() && db_->SyncWAL().ok())
+    if (options_.sync != SyncPolicy::kNone && sync_logs() && db_->SyncWAL().ok())
       advance_durable(seq);
     for (auto* h : handles_) {
       if (h) db_->DestroyColumnFamilyHandle(h);
@@ -279,9 +284,14 @@ void RocksStore::sync_loop() {
     dirty_.store(false);
     lk.unlock();
     last_sync = SteadyClock::now();
+    // Lease log segments whose leases were all resolved by writes already in the WAL (resolve()
+    // runs after the write): this sync makes those writes durable, then the segments can go.
+    const std::vector<uint64_t> resolved = leases_->resolved_segments();
     const uint64_t seq = db_->GetLatestSequenceNumber();
-    // Payloads first: every batch up to seq appended its payloads before its WAL write.
-    rocksdb::Status s = payloads_->sync() ? db_->SyncWAL() : rocksdb::Status::IOError("payloads");
+    // The logs first: every batch up to seq appended its payloads and leases before its WAL
+    // write.
+    rocksdb::Status s = sync_logs() ? db_->SyncWAL() : rocksdb::Status::IOError("payload log");
+    if (s.ok() && !leases_->remove(resolved)) s = rocksdb::Status::IOError("lease log");
     if (s.ok()) {
       advance_durable(seq);
       if (options_.on_durable) options_.on_durable(seq);
@@ -298,7 +308,7 @@ Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync)
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync == SyncPolicy::kAlways || force_sync;
   if (wo.sync) {
-    if (auto r = payloads_->sync(); !r) return r.error();
+    if (auto r = sync_logs(); !r) return r.error();
   }
   rocksdb::Status s = db_->Write(wo, &batch);
   if (!s.ok()) return to_error(s);
@@ -314,6 +324,11 @@ Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync)
       break;
   }
   return seq;
+}
+
+Result<void> RocksStore::sync_logs() {
+  if (auto r = payloads_->sync(); !r) return r;
+  return leases_->sync();
 }
 
 int64_t RocksStore::stamp_ms() {
@@ -511,6 +526,13 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     }
     embedded.assign(m.attempts.size(), false);
   }
+  // A lease of a delivery already stored goes to the lease log (lease_log.h), except under
+  // `always`, where the lease must be durable before the send and the batch's own fsync makes
+  // it so; every other put settles the delivery's earlier lease once this batch is in the WAL.
+  // Both with the put's index in the batch.
+  const bool log_leases = options_.sync != SyncPolicy::kAlways;
+  LeaseBatch leases;
+  std::vector<std::pair<DeliveryId, size_t>> leased, settled;
   for (size_t di = 0; di < m.deliveries.size(); ++di) {
     const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
@@ -531,9 +553,16 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         if (!dp.is_new && !new_in_batch.count(d.id)) batch.Delete(cf(kCfActive), sl(key));
         batch.Put(cf(kCfArchive), sl(key), sl(v));
         expiring_deliveries.push_back(d.id);
+        settled.emplace_back(d.id, di);
+      } else if (log_leases && d.status == DeliveryStatus::kInFlight && !dp.is_new &&
+                 !new_in_batch.count(d.id)) {
+        encode_delivery(d, v);
+        leases.add(d.id, v);
+        leased.emplace_back(d.id, di);
       } else {
         encode_delivery(d, v);
         batch.Put(cf(kCfActive), sl(key), sl(v));
+        settled.emplace_back(d.id, di);
       }
     }
     if (dp.is_new) {
@@ -589,7 +618,38 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   }
   put_expiry_groups(expiring_events, ExpiryKind::kEventGroup);
   put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
-  return commit(batch, false);
+  auto seq = commit(batch, false);
+  if (!seq) return seq;
+  // The leases are appended after the batch they belong to is written and before write()
+  // returns, so before any of their requests is on the wire: a lease the log holds always
+  // belongs to a committed batch (a crash in between loses a lease whose request was never
+  // sent; the delivery is then simply still pending).
+  if (auto r = leases_->append(leases); !r) return r.error();
+  settle_leases(leased, settled);
+  return seq;
+}
+
+// After a write: the deliveries whose last put in the batch was not a lease have their earlier
+// lease settled. `leased` and `settled` hold (delivery, index of the put in the batch).
+void RocksStore::settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
+                               const std::vector<std::pair<DeliveryId, size_t>>& settled) {
+  if (!settled.empty() && leases_->any_live()) {
+    std::vector<DeliveryId> ids;
+    ids.reserve(settled.size());
+    std::sort(leased.begin(), leased.end());
+    for (const auto& [id, at] : settled) {
+      // A lease put after this one in the same batch stays live.
+      auto it = std::lower_bound(leased.begin(), leased.end(), std::make_pair(id, at));
+      if (it != leased.end() && it->first == id) continue;
+      ids.push_back(id);
+    }
+    leases_->resolve(ids.data(), ids.size());
+  }
+  // Under `always` this batch was synced (and `none` promises nothing): segments whose leases
+  // are all settled can go now. Under `interval` the sync thread removes them after a sync.
+  // A removal that fails leaves the files for the next try (open removes them at the latest).
+  if (options_.sync != SyncPolicy::kInterval && leases_->has_resolved_segments())
+    static_cast<void>(leases_->remove(leases_->resolved_segments()));
 }
 
 // ---- point reads ------------------------------------------------------------------------------
@@ -674,9 +734,11 @@ Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
 }
 
 // `last`, when given, gets the attempt an archive record carries (encode_archived), per id.
+// A delivery with a live lease reads as that lease (it is newer than the active record).
 static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* active, rocksdb::ColumnFamilyHandle* archive,
-    const std::vector<DeliveryId>& ids, std::vector<std::optional<Attempt>>* last = nullptr) {
+    const LeaseLog& leases, const std::vector<DeliveryId>& ids,
+    std::vector<std::optional<Attempt>>* last = nullptr) {
   const size_t n = ids.size();
   std::vector<std::optional<Delivery>> out(n);
   if (last) last->assign(n, std::nullopt);
@@ -691,9 +753,12 @@ static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
   std::vector<rocksdb::Status> st(n);
   db->MultiGet(rocksdb::ReadOptions(), active, n, slices.data(), values.data(), st.data());
   std::vector<size_t> missing;
+  std::string lease;
   for (size_t i = 0; i < n; ++i) {
     if (st[i].ok()) {
-      auto d = decode_delivery(ids[i], sv(values[i]));
+      auto live = leases.lookup(ids[i], lease);
+      if (!live) return live.error();
+      auto d = decode_delivery(ids[i], *live ? std::string_view(lease) : sv(values[i]));
       if (!d) return d.error();
       out[i] = *d;
     } else if (st[i].IsNotFound()) {
@@ -724,7 +789,7 @@ static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
 }
 
 Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<DeliveryId>& ids) {
-  auto r = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), ids);
+  auto r = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, ids);
   if (!r) return r.error();
   std::vector<Delivery> out;
   out.reserve(ids.size());
@@ -736,7 +801,7 @@ Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<Del
 
 Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
   std::vector<std::optional<Attempt>> kept;  // the attempt the archive record carries, if any
-  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), {id}, &kept);
+  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, {id}, &kept);
   if (!found) return found.error();
   if (!(*found)[0]) return std::optional<DeliveryDetail>();
   DeliveryDetail detail;
@@ -843,7 +908,7 @@ Result<DeliveryPage> RocksStore::list_deliveries(std::string_view tenant,
       ++scanned;
     }
     if (chunk.empty()) break;
-    auto ds = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), chunk);
+    auto ds = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, chunk);
     if (!ds) return ds.error();
     bool full = false;
     for (size_t i = 0; i < chunk.size(); ++i) {
@@ -1270,6 +1335,54 @@ Result<uint64_t> RocksStore::newest_expiry_stamp() {
 // The WAL replayed at open is in the memtables: an event there whose payload is short or does
 // not match its hash lost its payload in a power loss (payload_log.h), so it was never
 // acknowledged. It is removed with everything intake wrote with it, as if never taken in.
+// The leases an earlier run left in its lease log: one newer than its delivery's record (a
+// higher attempt count, or the same attempt with a later mark while in flight) was never
+// settled and is written into deliveries_active, where recovery finds it kInFlight. Leases of
+// deliveries that are no longer active were settled by a terminal write. Then the old
+// segments go.
+Result<void> RocksStore::apply_old_leases() {
+  auto old = leases_->read_old();
+  if (!old) return old.error();
+  std::vector<DeliveryId> ids;
+  ids.reserve(old->size());
+  for (const auto& [id, rec] : *old) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  rocksdb::WriteBatch batch;
+  for (size_t lo = 0; lo < ids.size(); lo += kRecoveryChunk) {
+    const size_t n = std::min(kRecoveryChunk, ids.size() - lo);
+    std::vector<FixedKey<kIdKeyBytes>> keys(n);
+    std::vector<Slice> slices(n);
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = id_key(ids[lo + i]);
+      slices[i] = sl(keys[i]);
+    }
+    std::vector<rocksdb::PinnableSlice> values(n);
+    std::vector<rocksdb::Status> st(n);
+    db_->MultiGet(rocksdb::ReadOptions(), cf(kCfActive), n, slices.data(), values.data(),
+                  st.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (st[i].IsNotFound()) continue;
+      if (!st[i].ok()) return to_error(st[i]);
+      const DeliveryId id = ids[lo + i];
+      auto cur = decode_delivery(id, sv(values[i]));
+      if (!cur) return cur.error();
+      const std::string& rec = old->at(id);
+      auto lease = decode_delivery(id, rec);
+      if (!lease) return lease.error();
+      if (lease->status != DeliveryStatus::kInFlight) continue;
+      if (lease->attempts > cur->attempts ||
+          (lease->attempts == cur->attempts && cur->status == DeliveryStatus::kInFlight)) {
+        batch.Put(cf(kCfActive), sl(keys[i]), sl(rec));
+        ++leases_applied_;
+      }
+    }
+  }
+  if (batch.Count() > 0) {
+    if (auto r = commit(batch, /*force_sync=*/true); !r) return r.error();
+  }
+  return leases_->remove_old();
+}
+
 Result<void> RocksStore::drop_torn_events() {
   rocksdb::ReadOptions ro;
   ro.read_tier = rocksdb::kMemtableTier;
@@ -1364,6 +1477,7 @@ StoreSizes RocksStore::sizes() const {
     if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) out.memtable_bytes += v;
   }
   out.payload_log_bytes = payloads_->bytes();
+  out.lease_log_bytes = leases_->bytes();
   rocksdb::VectorLogPtr wals;
   if (db_->GetSortedWalFiles(wals).ok()) {
     for (const auto& w : wals) out.wal_bytes += w->SizeFileBytes();

@@ -30,6 +30,7 @@ struct Options;
 namespace ringcast::storage {
 
 class PayloadLog;
+class LeaseLog;
 struct StoredEvent;
 
 struct StoreOptions {
@@ -56,6 +57,8 @@ struct StoreOptions {
   bool notification_outbox = false;
   // Payload log segments (storage/payload_log.h) roll over at this size.
   uint64_t payload_segment_bytes = uint64_t{64} << 20;
+  // Lease log segments (storage/lease_log.h) roll over at this size.
+  uint64_t lease_segment_bytes = uint64_t{4} << 20;
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
@@ -74,6 +77,7 @@ struct StoreSizes {
   uint64_t wal_bytes = 0;
   uint64_t memtable_bytes = 0;
   uint64_t payload_log_bytes = 0;
+  uint64_t lease_log_bytes = 0;
 };
 
 class RocksStore final : public Store {
@@ -108,7 +112,10 @@ class RocksStore final : public Store {
                                        std::string_view cursor) override;
   Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                        size_t limit) override;
-  // Lease convention (SPEC R6 lease_expired, R12.2): a delivery found kInFlight gets one
+  // Lease convention (SPEC R6 lease_expired, R12.2): a kInFlight put of a delivery already
+  // stored goes to the lease log, not to deliveries_active; reads show the live lease, and open
+  // writes the leases an earlier run left unresolved into deliveries_active (when newer than
+  // the record there). A delivery found kInFlight there at recovery gets one
   // attempt numbered max(d.attempts, last stored attempt + 1) with outcome kUnknown, and
   // d.attempts is raised to that number; the attempt and the kPending delivery are one batch,
   // fsynced before the visitor sees the delivery, so a second restart finds it kPending.
@@ -136,6 +143,9 @@ class RocksStore final : public Store {
   // Events dropped at open because their payload did not survive (a power loss after the
   // WAL record reached the disk but before the payload log did: never acknowledged).
   uint64_t torn_events_dropped() const { return torn_events_dropped_; }
+  // Leases of the earlier run's lease log that were newer than their delivery's record and
+  // were written into it at open (each becomes a lease_expired attempt at recovery).
+  uint64_t leases_applied_at_open() const { return leases_applied_; }
 
   static constexpr size_t kListLimitMax = 1000;
   static constexpr size_t kListScanMax = 10'000;
@@ -157,6 +167,10 @@ class RocksStore final : public Store {
   Result<void> read_payload(const StoredEvent& s, Event& out);
   Result<uint64_t> newest_expiry_stamp();
   Result<void> drop_torn_events();
+  Result<void> apply_old_leases();
+  void settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
+                     const std::vector<std::pair<DeliveryId, size_t>>& settled);
+  Result<void> sync_logs();  // the payload and lease logs, before a WAL sync
   Result<void> remove_done_segments(RetentionStats& st);
 
   StoreOptions options_;
@@ -169,6 +183,9 @@ class RocksStore final : public Store {
   // Syncs the payload log before each memtable flush (see payload_log.h).
   std::shared_ptr<rocksdb::EventListener> flush_listener_;
   uint64_t torn_events_dropped_ = 0;
+  // Leases of stored deliveries (see lease_log.h and the lease convention above).
+  std::unique_ptr<LeaseLog> leases_;
+  uint64_t leases_applied_ = 0;
 
   std::atomic<uint64_t> durable_{0};
   std::atomic<bool> failed_{false};  // a WAL sync failed: writes are refused from then on

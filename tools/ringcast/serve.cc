@@ -61,7 +61,7 @@ int run_serve(const Config& cfg) {
     if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
       const storage::StoreSizes z = s->sizes();
       out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
-                                          z.payload_log_bytes);
+                                          z.payload_log_bytes, z.lease_log_bytes);
     }
     return out;
   };

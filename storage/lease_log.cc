@@ -1,0 +1,317 @@
+#include "storage/lease_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace ringcast::storage {
+namespace {
+
+// Entry: u32 body size | u32 check (low half of the body's xxh3) | body = u64 id | record.
+// Integers little-endian.
+constexpr size_t kHeadBytes = 8;
+constexpr size_t kIdBytes = 8;
+constexpr uint32_t kMaxBody = 1 << 20;
+constexpr const char* kSuffix = ".lease";
+
+Error sys_error(const char* what) {
+  return make_error(Errc::kIo, what);
+}
+
+void put_u32(std::string& out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out.append(b, 4);
+}
+void put_u64(std::string& out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out.append(b, 8);
+}
+uint64_t get_le(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(p[i]);
+  return v;
+}
+uint32_t check_of(const char* body, size_t n) {
+  return static_cast<uint32_t>(XXH3_64bits(body, n));
+}
+
+bool parse_segment_name(const char* name, uint64_t& out) {
+  const std::string_view n(name);
+  const size_t suffix = std::strlen(kSuffix);
+  if (n.size() != 16 + suffix || n.substr(16) != kSuffix) return false;
+  uint64_t v = 0;
+  for (char c : n.substr(0, 16)) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  out = v;
+  return true;
+}
+
+Result<void> pread_all(int fd, char* buf, size_t n, uint64_t at, size_t& got) {
+  got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(at + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("cannot read the lease log");
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return ok();
+}
+
+}  // namespace
+
+void LeaseBatch::add(DeliveryId id, std::string_view record) {
+  at_.emplace_back(id, static_cast<uint32_t>(buf_.size()));
+  const size_t body = kIdBytes + record.size();
+  const size_t at = buf_.size();
+  put_u32(buf_, static_cast<uint32_t>(body));
+  put_u32(buf_, 0);  // the check, once the body is in place
+  put_u64(buf_, id);
+  buf_.append(record);
+  const uint32_t c = check_of(buf_.data() + at + kHeadBytes, body);
+  for (int i = 0; i < 4; ++i) buf_[at + 4 + i] = static_cast<char>(c >> (8 * i));
+}
+
+LeaseLog::LeaseLog(std::string dir, uint64_t segment_bytes)
+    : dir_(std::move(dir)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
+
+LeaseLog::~LeaseLog() {
+  for (auto& [n, s] : segments_) {
+    if (s.fd >= 0) ::close(s.fd);
+  }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+std::string LeaseLog::path_of(uint64_t segment) const {
+  char name[40];
+  std::snprintf(name, sizeof name, "%016" PRIx64 "%s", segment, kSuffix);
+  return dir_ + "/" + name;
+}
+
+Result<std::unique_ptr<LeaseLog>> LeaseLog::open(const std::string& dir, uint64_t segment_bytes) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return sys_error("cannot create the lease log directory");
+  std::unique_ptr<LeaseLog> log(new LeaseLog(dir, segment_bytes));
+  log->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (log->dir_fd_ < 0) return sys_error("cannot open the lease log directory");
+  DIR* d = ::fdopendir(::dup(log->dir_fd_));
+  if (d == nullptr) return sys_error("cannot list the lease log directory");
+  while (dirent* e = ::readdir(d)) {
+    uint64_t n = 0;
+    if (parse_segment_name(e->d_name, n)) log->old_.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(log->old_.begin(), log->old_.end());
+  std::lock_guard lock(log->mu_);
+  if (auto r = log->start_segment(log->old_.empty() ? 1 : log->old_.back() + 1); !r)
+    return r.error();
+  return log;
+}
+
+Result<void> LeaseLog::start_segment(uint64_t number) {
+  const int fd = ::open(path_of(number).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return sys_error("cannot create a lease log segment");
+  const uint64_t prev = active_;
+  segments_[number].fd = fd;
+  active_ = number;
+  dirty_.push_back(number);
+  dir_dirty_ = true;
+  if (prev != 0) count_resolved();  // the previous active segment may now be removable
+  return ok();
+}
+
+Result<std::unordered_map<DeliveryId, std::string>> LeaseLog::read_old() const {
+  std::unordered_map<DeliveryId, std::string> out;
+  std::string data;
+  for (uint64_t n : old_) {
+    const int fd = ::open(path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sys_error("cannot open a lease log segment");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return sys_error("cannot stat a lease log segment");
+    }
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    auto r = pread_all(fd, data.data(), data.size(), 0, got);
+    ::close(fd);
+    if (!r) return r.error();
+    data.resize(got);
+    for (size_t at = 0; at + kHeadBytes <= data.size();) {
+      const auto body = static_cast<uint32_t>(get_le(data.data() + at, 4));
+      const auto check = static_cast<uint32_t>(get_le(data.data() + at + 4, 4));
+      if (body < kIdBytes || body > kMaxBody || at + kHeadBytes + body > data.size()) break;
+      const char* b = data.data() + at + kHeadBytes;
+      if (check_of(b, body) != check) break;
+      out[get_le(b, 8)].assign(b + kIdBytes, body - kIdBytes);
+      at += kHeadBytes + body;
+    }
+  }
+  return out;
+}
+
+Result<void> LeaseLog::remove_old() {
+  for (uint64_t n : old_) {
+    if (::unlink(path_of(n).c_str()) != 0 && errno != ENOENT)
+      return sys_error("cannot remove a lease log segment");
+  }
+  if (!old_.empty() && ::fsync(dir_fd_) != 0)
+    return sys_error("cannot sync the lease log directory");
+  old_.clear();
+  return ok();
+}
+
+Result<void> LeaseLog::append(const LeaseBatch& batch) {
+  if (batch.empty()) return ok();
+  std::lock_guard lock(mu_);
+  Segment* seg = &segments_.at(active_);
+  if (seg->size > 0 && seg->size + batch.buf_.size() > segment_bytes_) {
+    if (auto r = start_segment(active_ + 1); !r) return r.error();
+    seg = &segments_.at(active_);
+  }
+  const uint64_t start = seg->size;
+  size_t done = 0;
+  while (done < batch.buf_.size()) {
+    const ssize_t n = ::pwrite(seg->fd, batch.buf_.data() + done, batch.buf_.size() - done,
+                               static_cast<off_t>(start + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("cannot write the lease log");
+    }
+    done += static_cast<size_t>(n);
+  }
+  seg->size = start + done;
+  for (const auto& [id, off] : batch.at_) {
+    auto [it, fresh] = live_.try_emplace(id, Loc{active_, start + off});
+    if (!fresh) {  // a newer lease of the same attempt (e.g. a kill mark while in flight)
+      auto old = segments_.find(it->second.segment);
+      if (old != segments_.end()) --old->second.live;
+      it->second = Loc{active_, start + off};
+    }
+    ++seg->live;
+  }
+  live_count_.store(live_.size(), std::memory_order_release);
+  if (dirty_.empty() || dirty_.back() != active_) dirty_.push_back(active_);
+  count_resolved();
+  return ok();
+}
+
+void LeaseLog::resolve(const DeliveryId* ids, size_t n) {
+  if (n == 0 || live_count_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(mu_);
+  bool freed = false;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = live_.find(ids[i]);
+    if (it == live_.end()) continue;
+    auto seg = segments_.find(it->second.segment);
+    if (seg != segments_.end() && --seg->second.live == 0 && seg->first != active_) freed = true;
+    live_.erase(it);
+  }
+  live_count_.store(live_.size(), std::memory_order_release);
+  if (freed) count_resolved();
+}
+
+void LeaseLog::count_resolved() {
+  size_t n = 0;
+  for (const auto& [num, s] : segments_) n += num != active_ && s.live == 0;
+  resolved_.store(n, std::memory_order_release);
+}
+
+Result<bool> LeaseLog::lookup(DeliveryId id, std::string& record) const {
+  if (live_count_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  const Segment& seg = segments_.at(it->second.segment);
+  char head[kHeadBytes];
+  size_t got = 0;
+  if (auto r = pread_all(seg.fd, head, kHeadBytes, it->second.offset, got); !r) return r.error();
+  const auto body = static_cast<uint32_t>(get_le(head, 4));
+  if (got != kHeadBytes || body < kIdBytes || body > kMaxBody)
+    return make_error(Errc::kCorruption, "lease log: bad entry");
+  std::string b(body, '\0');
+  if (auto r = pread_all(seg.fd, b.data(), body, it->second.offset + kHeadBytes, got); !r)
+    return r.error();
+  if (got != body || check_of(b.data(), body) != static_cast<uint32_t>(get_le(head + 4, 4)) ||
+      get_le(b.data(), 8) != id)
+    return make_error(Errc::kCorruption, "lease log: bad entry");
+  record.assign(b, kIdBytes);
+  return true;
+}
+
+Result<void> LeaseLog::sync() {
+  std::lock_guard syncing(sync_mu_);  // remove() cannot close a descriptor synced below
+  std::vector<std::pair<uint64_t, int>> todo;
+  bool dir;
+  {
+    std::lock_guard lock(mu_);
+    for (uint64_t n : dirty_) {
+      auto it = segments_.find(n);
+      if (it != segments_.end()) todo.emplace_back(n, it->second.fd);
+    }
+    dirty_.clear();
+    dir = std::exchange(dir_dirty_, false);
+  }
+  for (const auto& [n, fd] : todo) {
+    if (::fdatasync(fd) != 0) return sys_error("cannot sync the lease log");
+  }
+  if (dir && ::fsync(dir_fd_) != 0) return sys_error("cannot sync the lease log directory");
+  return ok();
+}
+
+std::vector<uint64_t> LeaseLog::resolved_segments() const {
+  std::vector<uint64_t> out;
+  if (resolved_.load(std::memory_order_acquire) == 0) return out;
+  std::lock_guard lock(mu_);
+  for (const auto& [n, s] : segments_) {
+    if (n != active_ && s.live == 0) out.push_back(n);
+  }
+  return out;
+}
+
+Result<void> LeaseLog::remove(const std::vector<uint64_t>& segments) {
+  if (segments.empty()) return ok();
+  std::lock_guard syncing(sync_mu_);
+  std::lock_guard lock(mu_);
+  for (uint64_t n : segments) {
+    auto it = segments_.find(n);
+    if (it == segments_.end() || n == active_ || it->second.live != 0) continue;
+    if (::unlink(path_of(n).c_str()) != 0 && errno != ENOENT)
+      return sys_error("cannot remove a lease log segment");
+    ::close(it->second.fd);
+    segments_.erase(it);
+    std::erase(dirty_, n);
+    dir_dirty_ = true;
+  }
+  count_resolved();
+  return ok();
+}
+
+uint64_t LeaseLog::bytes() const {
+  std::lock_guard lock(mu_);
+  uint64_t total = 0;
+  for (const auto& [n, s] : segments_) total += s.size;
+  return total;
+}
+
+size_t LeaseLog::segment_count() const {
+  std::lock_guard lock(mu_);
+  return segments_.size() + old_.size();
+}
+
+}  // namespace ringcast::storage
