@@ -288,10 +288,11 @@ void RocksStore::sync_loop() {
     // runs after the write): this sync makes those writes durable, then the segments can go.
     const std::vector<uint64_t> resolved = leases_->resolved_segments();
     const uint64_t seq = db_->GetLatestSequenceNumber();
-    // The logs first: every batch up to seq appended its payloads and leases before its WAL
-    // write.
+    // The logs first: every batch up to seq appended its payloads before its WAL write (its
+    // leases follow it, and need not be durable with it).
     rocksdb::Status s = sync_logs() ? db_->SyncWAL() : rocksdb::Status::IOError("payload log");
-    if (s.ok() && !leases_->remove(resolved)) s = rocksdb::Status::IOError("lease log");
+    // A removal that fails leaves the files for the next sync (open removes them at the latest).
+    if (s.ok()) static_cast<void>(leases_->remove(resolved));
     if (s.ok()) {
       advance_durable(seq);
       if (options_.on_durable) options_.on_durable(seq);
@@ -645,10 +646,9 @@ void RocksStore::settle_leases(std::vector<std::pair<DeliveryId, size_t>>& lease
     }
     leases_->resolve(ids.data(), ids.size());
   }
-  // Under `always` this batch was synced (and `none` promises nothing): segments whose leases
-  // are all settled can go now. Under `interval` the sync thread removes them after a sync.
-  // A removal that fails leaves the files for the next try (open removes them at the latest).
-  if (options_.sync != SyncPolicy::kInterval && leases_->has_resolved_segments())
+  // Under `none` (which promises nothing) segments whose leases are all settled go now; under
+  // `interval` the sync thread removes them after a sync; `always` logs no leases.
+  if (options_.sync == SyncPolicy::kNone && leases_->has_resolved_segments())
     static_cast<void>(leases_->remove(leases_->resolved_segments()));
 }
 
