@@ -534,6 +534,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   const bool log_leases = options_.sync != SyncPolicy::kAlways;
   LeaseBatch leases;
   std::vector<std::pair<DeliveryId, size_t>> leased, settled;
+  std::vector<DeliveryId> active_deletes;  // added last, in key order (see below)
   for (size_t di = 0; di < m.deliveries.size(); ++di) {
     const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
@@ -551,7 +552,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
           encode_delivery(d, v);
         }
         // Nothing to delete when the active record was never written (new in this batch).
-        if (!dp.is_new && !new_in_batch.count(d.id)) batch.Delete(cf(kCfActive), sl(key));
+        if (!dp.is_new && !new_in_batch.count(d.id)) active_deletes.push_back(d.id);
         batch.Put(cf(kCfArchive), sl(key), sl(v));
         expiring_deliveries.push_back(d.id);
         settled.emplace_back(d.id, di);
@@ -617,6 +618,13 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
               sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),
               sl(thv));
   }
+  // The active records of the deliveries this batch ended, deleted in key order: each tombstone
+  // lands next to the previous one in the memtable (its insert hint), where in completion order
+  // each insert searched afresh among records written long before (cold in the cache). A
+  // delivery's tombstone always comes after its own puts in this batch, as the batch applies
+  // in order.
+  std::sort(active_deletes.begin(), active_deletes.end());
+  for (DeliveryId id : active_deletes) batch.Delete(cf(kCfActive), sl(id_key(id)));
   put_expiry_groups(expiring_events, ExpiryKind::kEventGroup);
   put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
   auto seq = commit(batch, false);
