@@ -1,6 +1,5 @@
 #include "storage/lease_log.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,9 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
 
 namespace ringcast::storage {
 namespace {
@@ -20,7 +16,9 @@ namespace {
 constexpr size_t kHeadBytes = 8;
 constexpr size_t kIdBytes = 8;
 constexpr uint32_t kMaxBody = 1 << 20;
-constexpr const char* kSuffix = ".lease";
+constexpr SegmentDir::Messages kMessages = {"cannot create, open or list the lease log directory",
+                                            "cannot create a lease log segment",
+                                            "cannot remove a lease log segment"};
 
 Error sys_error(const char* what) {
   return make_error(Errc::kIo, what);
@@ -43,20 +41,6 @@ uint64_t get_le(const char* p, int bytes) {
 }
 uint32_t check_of(const char* body, size_t n) {
   return static_cast<uint32_t>(XXH3_64bits(body, n));
-}
-
-bool parse_segment_name(const char* name, uint64_t& out) {
-  const std::string_view n(name);
-  const size_t suffix = std::strlen(kSuffix);
-  if (n.size() != 16 + suffix || n.substr(16) != kSuffix) return false;
-  uint64_t v = 0;
-  for (char c : n.substr(0, 16)) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return false;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
 }
 
 Result<void> pread_all(int fd, char* buf, size_t n, uint64_t at, size_t& got) {
@@ -87,36 +71,21 @@ void LeaseBatch::add(DeliveryId id, std::string_view record) {
   for (int i = 0; i < 4; ++i) buf_[at + 4 + i] = static_cast<char>(c >> (8 * i));
 }
 
-LeaseLog::LeaseLog(std::string dir, uint64_t segment_bytes)
-    : dir_(std::move(dir)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
+LeaseLog::LeaseLog(SegmentDir files, uint64_t segment_bytes)
+    : files_(std::move(files)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
 
 LeaseLog::~LeaseLog() {
   for (auto& [n, s] : segments_) {
     if (s.fd >= 0) ::close(s.fd);
   }
-  if (dir_fd_ >= 0) ::close(dir_fd_);
-}
-
-std::string LeaseLog::path_of(uint64_t segment) const {
-  char name[40];
-  std::snprintf(name, sizeof name, "%016" PRIx64 "%s", segment, kSuffix);
-  return dir_ + "/" + name;
 }
 
 Result<std::unique_ptr<LeaseLog>> LeaseLog::open(const std::string& dir, uint64_t segment_bytes) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return sys_error("cannot create the lease log directory");
-  std::unique_ptr<LeaseLog> log(new LeaseLog(dir, segment_bytes));
-  log->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (log->dir_fd_ < 0) return sys_error("cannot open the lease log directory");
-  DIR* d = ::fdopendir(::dup(log->dir_fd_));
-  if (d == nullptr) return sys_error("cannot list the lease log directory");
-  while (dirent* e = ::readdir(d)) {
-    uint64_t n = 0;
-    if (parse_segment_name(e->d_name, n)) log->old_.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(log->old_.begin(), log->old_.end());
+  std::vector<uint64_t> found;
+  auto files = SegmentDir::open(dir, ".lease", kMessages, found);
+  if (!files) return files.error();
+  std::unique_ptr<LeaseLog> log(new LeaseLog(std::move(*files), segment_bytes));
+  log->old_ = std::move(found);
   std::lock_guard lock(log->mu_);
   if (auto r = log->start_segment(log->old_.empty() ? 1 : log->old_.back() + 1); !r)
     return r.error();
@@ -124,10 +93,10 @@ Result<std::unique_ptr<LeaseLog>> LeaseLog::open(const std::string& dir, uint64_
 }
 
 Result<void> LeaseLog::start_segment(uint64_t number) {
-  const int fd = ::open(path_of(number).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error("cannot create a lease log segment");
+  auto fd = files_.create(number);
+  if (!fd) return fd.error();
   const uint64_t prev = active_;
-  segments_[number].fd = fd;
+  segments_[number].fd = *fd;
   active_ = number;
   dirty_.push_back(number);
   dir_dirty_ = true;
@@ -139,7 +108,7 @@ Result<std::unordered_map<DeliveryId, std::string>> LeaseLog::read_old() const {
   std::unordered_map<DeliveryId, std::string> out;
   std::string data;
   for (uint64_t n : old_) {
-    const int fd = ::open(path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(files_.path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sys_error("cannot open a lease log segment");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -167,11 +136,11 @@ Result<std::unordered_map<DeliveryId, std::string>> LeaseLog::read_old() const {
 
 Result<void> LeaseLog::remove_old() {
   for (uint64_t n : old_) {
-    if (::unlink(path_of(n).c_str()) != 0 && errno != ENOENT)
-      return sys_error("cannot remove a lease log segment");
+    if (auto r = files_.remove(n); !r) return r;
   }
-  if (!old_.empty() && ::fsync(dir_fd_) != 0)
-    return sys_error("cannot sync the lease log directory");
+  if (!old_.empty()) {
+    if (auto r = files_.sync(); !r) return r;
+  }
   old_.clear();
   return ok();
 }
@@ -270,7 +239,7 @@ Result<void> LeaseLog::sync() {
   for (const auto& [n, fd] : todo) {
     if (::fdatasync(fd) != 0) return sys_error("cannot sync the lease log");
   }
-  if (dir && ::fsync(dir_fd_) != 0) return sys_error("cannot sync the lease log directory");
+  if (dir) return files_.sync();
   return ok();
 }
 
@@ -291,8 +260,7 @@ Result<void> LeaseLog::remove(const std::vector<uint64_t>& segments) {
   for (uint64_t n : segments) {
     auto it = segments_.find(n);
     if (it == segments_.end() || n == active_ || it->second.live != 0) continue;
-    if (::unlink(path_of(n).c_str()) != 0 && errno != ENOENT)
-      return sys_error("cannot remove a lease log segment");
+    if (auto r = files_.remove(n); !r) return r;
     ::close(it->second.fd);
     segments_.erase(it);
     std::erase(dirty_, n);

@@ -32,6 +32,7 @@
 
 #include "core/result.h"
 #include "core/types.h"
+#include "storage/segment_dir.h"
 
 namespace ringcast::storage {
 
@@ -96,14 +97,12 @@ class LeaseLog {
     uint64_t segment;
     uint64_t offset;  // of the entry
   };
-  LeaseLog(std::string dir, uint64_t segment_bytes);
+  LeaseLog(SegmentDir files, uint64_t segment_bytes);
   Result<void> start_segment(uint64_t number);  // with mu_ held
-  std::string path_of(uint64_t segment) const;
-  void count_resolved();  // with mu_ held
+  void count_resolved();                        // with mu_ held
 
-  const std::string dir_;
+  const SegmentDir files_;
   const uint64_t segment_bytes_;
-  int dir_fd_ = -1;
   std::vector<uint64_t> old_;  // segments of earlier runs, oldest first
   std::mutex sync_mu_;         // sync() and remove(): a descriptor is not closed while synced
   mutable std::mutex mu_;      // everything below; appends never wait for a sync

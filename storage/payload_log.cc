@@ -1,6 +1,5 @@
 #include "storage/payload_log.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -8,70 +7,40 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <climits>
-#include <cstdio>
 
 namespace ringcast::storage {
 namespace {
-
-constexpr const char* kSuffix = ".plog";
 
 Error sys_error(const char* what) {
   return make_error(Errc::kIo, what);
 }
 
-// "%016" PRIx64 ".plog" → number; false for other names.
-bool parse_segment_name(const char* name, uint64_t& out) {
-  const std::string_view n(name);
-  if (n.size() != 16 + 5 || n.substr(16) != kSuffix) return false;
-  uint64_t v = 0;
-  for (char c : n.substr(0, 16)) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return false;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
-}
-
 }  // namespace
 
-PayloadLog::PayloadLog(std::string dir, uint64_t segment_bytes)
-    : dir_(std::move(dir)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
+constexpr SegmentDir::Messages kMessages = {"cannot create, open or list the payload log directory",
+                                            "cannot create a payload log segment",
+                                            "cannot remove a payload log segment"};
+
+PayloadLog::PayloadLog(SegmentDir files, uint64_t segment_bytes)
+    : files_(std::move(files)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
 
 PayloadLog::~PayloadLog() {
   for (auto& [n, s] : segments_) {
     if (s.fd >= 0) ::close(s.fd);
   }
-  if (dir_fd_ >= 0) ::close(dir_fd_);
-}
-
-std::string PayloadLog::path_of(uint64_t segment) const {
-  char name[32];
-  std::snprintf(name, sizeof name, "%016" PRIx64 "%s", segment, kSuffix);
-  return dir_ + "/" + name;
 }
 
 Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir,
                                                      uint64_t segment_bytes) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return sys_error("cannot create the payload log directory");
-  std::unique_ptr<PayloadLog> log(new PayloadLog(dir, segment_bytes));
-  log->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (log->dir_fd_ < 0) return sys_error("cannot open the payload log directory");
-  DIR* d = ::fdopendir(::dup(log->dir_fd_));
-  if (d == nullptr) return sys_error("cannot list the payload log directory");
-  uint64_t newest = 0;
   std::vector<uint64_t> found;
-  while (dirent* e = ::readdir(d)) {
-    uint64_t n = 0;
-    if (parse_segment_name(e->d_name, n)) found.push_back(n);
-  }
-  ::closedir(d);
+  auto files = SegmentDir::open(dir, ".plog", kMessages, found);
+  if (!files) return files.error();
+  std::unique_ptr<PayloadLog> log(new PayloadLog(std::move(*files), segment_bytes));
+  uint64_t newest = 0;
   std::unique_lock map(log->map_mu_);
   for (uint64_t n : found) {
-    const int fd = ::open(log->path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(log->files_.path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sys_error("cannot open a payload log segment");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -88,10 +57,10 @@ Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir,
 }
 
 Result<void> PayloadLog::start_segment(uint64_t number) {
-  const int fd = ::open(path_of(number).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error("cannot create a payload log segment");
+  auto fd = files_.create(number);
+  if (!fd) return fd.error();
   Segment& s = segments_[number];
-  s.fd = fd;
+  s.fd = *fd;
   active_ = number;
   dirty_.push_back(number);
   dir_dirty_ = true;
@@ -189,7 +158,7 @@ Result<void> PayloadLog::sync() {
     if (it != segments_.end() && ::fdatasync(it->second.fd) != 0)
       return sys_error("cannot sync the payload log");
   }
-  if (dir && ::fsync(dir_fd_) != 0) return sys_error("cannot sync the payload log directory");
+  if (dir) return files_.sync();
   return ok();
 }
 
@@ -234,8 +203,7 @@ Result<void> PayloadLog::remove(uint64_t segment) {
   std::unique_lock map(map_mu_);
   auto it = segments_.find(segment);
   if (it == segments_.end()) return ok();
-  if (::unlink(path_of(segment).c_str()) != 0 && errno != ENOENT)
-    return sys_error("cannot remove a payload log segment");
+  if (auto r = files_.remove(segment); !r) return r;
   ::close(it->second.fd);
   segments_.erase(it);
   std::erase(dirty_, segment);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "storage/segment_dir.h"
 
 namespace ringcast::storage {
 
@@ -74,13 +75,11 @@ class PayloadLog {
     std::atomic<uint64_t> size{0};   // written by the appender, read by segment_size()
     std::atomic<uint64_t> stamp{0};  // raised by the appender
   };
-  PayloadLog(std::string dir, uint64_t segment_bytes);
+  PayloadLog(SegmentDir files, uint64_t segment_bytes);
   Result<void> start_segment(uint64_t number);  // with map_mu_ held exclusively
-  std::string path_of(uint64_t segment) const;
 
-  const std::string dir_;
+  const SegmentDir files_;
   const uint64_t segment_bytes_;
-  int dir_fd_ = -1;
   mutable std::shared_mutex map_mu_;  // segments_: shared to read, exclusive to add or remove
   std::map<uint64_t, Segment> segments_;
   mutable std::mutex append_mu_;  // one appender at a time; guards active_ and dirty_
