@@ -105,6 +105,12 @@ daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || die "the daemon exited (se
 
 CLK_TCK=$(getconf CLK_TCK)
 # utime + stime of every thread of the process, in clock ticks → CPU_TICKS.
+# TCP segments the host sent so far (all of loopback, both directions: a window's delta over its
+# exchanges is the segments per exchange, ACKs included).
+tcp_segs() {
+  TCP_SEGS=$(awk '$1 == "Tcp:" && !h {for (i = 2; i <= NF; i++) if ($i == "OutSegs") c = i; h = 1; next}
+                  $1 == "Tcp:" && h {print $c; exit}' /proc/net/snmp)
+}
 cpu_ticks() {
   local s
   read -r s <"/proc/$1/stat" || return 1
@@ -378,6 +384,7 @@ for i in $(seq 1 "$TRIALS"); do
   [ "$i" = 1 ] && perf_start delivery
   # -- A: timed window = resume .. the sink has answered every held delivery.
   cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
+  tcp_segs; g0=$TCP_SEGS
   cpu_ticks "$DAEMON_PID"; c0=$CPU_TICKS
   t0=$EPOCHREALTIME
   http POST "$API" "/v1/tenants/$tenant/endpoints/$ep/resume" "" "Authorization: Bearer $TOKEN" ||
@@ -395,6 +402,7 @@ for i in $(seq 1 "$TRIALS"); do
   done
   t1=$EPOCHREALTIME
   cpu_ticks "$DAEMON_PID"; c1=$CPU_TICKS
+  tcp_segs; g1=$TCP_SEGS
   cpu_ticks "$SINK_PID"; s1=$CPU_TICKS
   sink_stat connections_open; conns=$((STAT - 1))  # minus this poll's own connection
   [ "$i" = 1 ] && perf_stop delivery
@@ -423,15 +431,18 @@ for i in $(seq 1 "$TRIALS"); do
   ingest_rate=$(json_field events_per_second <"$WORK/send-ingest-$i.json")
   echo "$ingest_rate" >>"$WORK/ingest.txt"
   result "A$i ringcast: $held deliveries in $a_wall s = $a_rate/s wall; daemon $a_cpu CPU-s = $a_per_cpu per CPU-s;" \
-    "attempt p50 ${a_p50} ms p99 ${a_p99} ms; daemon connections to the sink $conns; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; sent before the window $pre"
+    "attempt p50 ${a_p50} ms p99 ${a_p99} ms; daemon connections to the sink $conns; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; sent before the window $pre;" \
+    "TCP segments per delivery $(div $((g1 - g0)) "$held" %.2f)"
 
   # -- B: wrk, same sink, same body and headers, same connection count, comparable duration.
   dur=$(awk -v w="$a_wall" 'BEGIN {d = int(w + 0.999); if (d < 2) d = 2; if (d > 59) d = 59; print d}')
   sink_reset
   cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
+  tcp_segs; g0=$TCP_SEGS
   BODY_BYTES=$PAYLOAD_BYTES /usr/bin/time -f "%U %S %e" -o "$WORK/wrk$i.time" \
     taskset -c "$SENDER_CPU" wrk -t1 -c"$CONNECTIONS" -d"${dur}s" --latency -s "$WRK_LUA" "http://$SINK/deliv/$i" \
     >"$WORK/wrk$i.out" 2>&1 || { cat "$WORK/wrk$i.out" >&2; die "wrk failed"; }
+  tcp_segs; g1=$TCP_SEGS
   cpu_ticks "$SINK_PID"; s1=$CPU_TICKS
   read -r wu ws _ <"$WORK/wrk$i.time"
   wreq=$(awk '/requests in/ {print $1}' "$WORK/wrk$i.out")
@@ -445,7 +456,7 @@ for i in $(seq 1 "$TRIALS"); do
   echo "$b_per_cpu $b_rate $wsecs $b_cpu" >>"$WORK/b.txt"
   ratio=$(div "$a_per_cpu" "$b_per_cpu" %.3f)
   echo "$ratio" >>"$WORK/ratio.txt"
-  result "B$i wrk: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; ratio A/B per CPU-s $ratio"
+  result "B$i wrk: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; TCP segments per request $(div $((g1 - g0)) "${wreq:-0}" %.2f); ratio A/B per CPU-s $ratio"
 done
 a_med=$(awk '{print $1}' "$WORK/a.txt" | median)
 b_med=$(awk '{print $1}' "$WORK/b.txt" | median)
