@@ -41,11 +41,6 @@ class LeaseBatch {
  public:
   void add(DeliveryId id, std::string_view record);
   bool empty() const { return at_.empty(); }
-  size_t size() const { return at_.size(); }
-  void clear() {
-    buf_.clear();
-    at_.clear();
-  }
 
  private:
   friend class LeaseLog;
@@ -63,7 +58,8 @@ class LeaseLog {
   LeaseLog& operator=(const LeaseLog&) = delete;
 
   // The last lease per delivery in the old segments, in log order. An entry that is short or
-  // fails its check ends its segment (a torn tail: its batch was never committed).
+  // fails its check ends its segment (a torn tail: cut by a power loss before the log's sync,
+  // the same window `interval` leaves the WAL).
   Result<std::unordered_map<DeliveryId, std::string>> read_old() const;
   // Removes the old segments (their leases were applied to the store, durably).
   Result<void> remove_old();
