@@ -26,6 +26,11 @@ inline void put_be16(std::string& out, uint16_t v) {
   char b[2] = {static_cast<char>(v >> 8), static_cast<char>(v)};
   out.append(b, 2);
 }
+inline void put_be32(std::string& out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (24 - 8 * i));
+  out.append(b, 4);
+}
 inline void put_be64(std::string& out, uint64_t v) {
   char b[8];
   for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (56 - 8 * i));
@@ -63,6 +68,11 @@ inline void put_bytes(std::string& out, std::string_view s) {
 inline uint64_t get_be64(const char* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+inline uint32_t get_be32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
   return v;
 }
 inline uint16_t get_be16(const char* p) {
@@ -166,6 +176,9 @@ struct FixedKey {
 
 inline void be64_at(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (56 - 8 * i));
+}
+inline void be32_at(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (24 - 8 * i));
 }
 inline void be16_at(char* p, uint16_t v) {
   p[0] = static_cast<char>(v >> 8);

@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "storage/codec.h"
+#include "storage/status.h"
+
 namespace ringcast::storage {
 namespace {
 
 // Entry: u32 body size | u32 check (low half of the body's xxh3) | body = u64 id | record.
-// Integers little-endian.
+// Integers big-endian (codec.h).
 constexpr size_t kHeadBytes = 8;
 constexpr size_t kIdBytes = 8;
 constexpr uint32_t kMaxBody = 1 << 20;
@@ -20,27 +23,21 @@ constexpr SegmentDir::Messages kMessages = {"cannot create, open or list the lea
                                             "cannot create a lease log segment",
                                             "cannot remove a lease log segment"};
 
-Error sys_error(const char* what) {
-  return make_error(Errc::kIo, what);
-}
-
-void put_u32(std::string& out, uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out.append(b, 4);
-}
-void put_u64(std::string& out, uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out.append(b, 8);
-}
-uint64_t get_le(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
 uint32_t check_of(const char* body, size_t n) {
   return static_cast<uint32_t>(XXH3_64bits(body, n));
+}
+
+// The entry at p (`avail` bytes from there): its size, with its delivery and record; 0 when it
+// is short or fails its check.
+size_t parse_entry(const char* p, size_t avail, DeliveryId& id, std::string_view& record) {
+  if (avail < kHeadBytes) return 0;
+  const uint32_t body = get_be32(p);
+  if (body < kIdBytes || body > kMaxBody || kHeadBytes + body > avail) return 0;
+  const char* b = p + kHeadBytes;
+  if (check_of(b, body) != get_be32(p + 4)) return 0;
+  id = get_be64(b);
+  record = std::string_view(b + kIdBytes, body - kIdBytes);
+  return kHeadBytes + body;
 }
 
 Result<void> pread_all(int fd, char* buf, size_t n, uint64_t at, size_t& got) {
@@ -49,7 +46,7 @@ Result<void> pread_all(int fd, char* buf, size_t n, uint64_t at, size_t& got) {
     const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(at + got));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return sys_error("cannot read the lease log");
+      return io_error("cannot read the lease log");
     }
     if (r == 0) break;
     got += static_cast<size_t>(r);
@@ -63,12 +60,11 @@ void LeaseBatch::add(DeliveryId id, std::string_view record) {
   at_.emplace_back(id, static_cast<uint32_t>(buf_.size()));
   const size_t body = kIdBytes + record.size();
   const size_t at = buf_.size();
-  put_u32(buf_, static_cast<uint32_t>(body));
-  put_u32(buf_, 0);  // the check, once the body is in place
-  put_u64(buf_, id);
+  put_be32(buf_, static_cast<uint32_t>(body));
+  put_be32(buf_, 0);  // the check, once the body is in place
+  put_be64(buf_, id);
   buf_.append(record);
-  const uint32_t c = check_of(buf_.data() + at + kHeadBytes, body);
-  for (int i = 0; i < 4; ++i) buf_[at + 4 + i] = static_cast<char>(c >> (8 * i));
+  be32_at(buf_.data() + at + 4, check_of(buf_.data() + at + kHeadBytes, body));
 }
 
 LeaseLog::LeaseLog(SegmentDir files, uint64_t segment_bytes)
@@ -109,11 +105,11 @@ Result<std::unordered_map<DeliveryId, std::string>> LeaseLog::read_old() const {
   std::string data;
   for (uint64_t n : old_) {
     const int fd = ::open(files_.path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sys_error("cannot open a lease log segment");
+    if (fd < 0) return io_error("cannot open a lease log segment");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       ::close(fd);
-      return sys_error("cannot stat a lease log segment");
+      return io_error("cannot stat a lease log segment");
     }
     data.resize(static_cast<size_t>(st.st_size));
     size_t got = 0;
@@ -121,15 +117,11 @@ Result<std::unordered_map<DeliveryId, std::string>> LeaseLog::read_old() const {
     ::close(fd);
     if (!r) return r.error();
     data.resize(got);
-    for (size_t at = 0; at + kHeadBytes <= data.size();) {
-      const auto body = static_cast<uint32_t>(get_le(data.data() + at, 4));
-      const auto check = static_cast<uint32_t>(get_le(data.data() + at + 4, 4));
-      if (body < kIdBytes || body > kMaxBody || at + kHeadBytes + body > data.size()) break;
-      const char* b = data.data() + at + kHeadBytes;
-      if (check_of(b, body) != check) break;
-      out[get_le(b, 8)].assign(b + kIdBytes, body - kIdBytes);
-      at += kHeadBytes + body;
-    }
+    DeliveryId id;
+    std::string_view record;
+    for (size_t at = 0, n; (n = parse_entry(data.data() + at, data.size() - at, id, record));
+         at += n)
+      out[id].assign(record);
   }
   return out;
 }
@@ -160,17 +152,20 @@ Result<void> LeaseLog::append(const LeaseBatch& batch) {
                                static_cast<off_t>(start + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return sys_error("cannot write the lease log");
+      return io_error("cannot write the lease log");
     }
     done += static_cast<size_t>(n);
   }
   seg->size = start + done;
-  for (const auto& [id, off] : batch.at_) {
-    auto [it, fresh] = live_.try_emplace(id, Loc{active_, start + off});
+  for (size_t i = 0; i < batch.at_.size(); ++i) {
+    const auto [id, off] = batch.at_[i];
+    const size_t end = i + 1 < batch.at_.size() ? batch.at_[i + 1].second : batch.buf_.size();
+    const Loc loc{active_, start + off, static_cast<uint32_t>(end - off)};
+    auto [it, fresh] = live_.try_emplace(id, loc);
     if (!fresh) {  // a newer lease of the same attempt (e.g. a kill mark while in flight)
       auto old = segments_.find(it->second.segment);
       if (old != segments_.end()) --old->second.live;
-      it->second = Loc{active_, start + off};
+      it->second = loc;
     }
     ++seg->live;
   }
@@ -206,20 +201,16 @@ Result<bool> LeaseLog::lookup(DeliveryId id, std::string& record) const {
   std::lock_guard lock(mu_);
   auto it = live_.find(id);
   if (it == live_.end()) return false;
-  const Segment& seg = segments_.at(it->second.segment);
-  char head[kHeadBytes];
+  const Loc& loc = it->second;
+  std::string entry(loc.size, '\0');
   size_t got = 0;
-  if (auto r = pread_all(seg.fd, head, kHeadBytes, it->second.offset, got); !r) return r.error();
-  const auto body = static_cast<uint32_t>(get_le(head, 4));
-  if (got != kHeadBytes || body < kIdBytes || body > kMaxBody)
-    return make_error(Errc::kCorruption, "lease log: bad entry");
-  std::string b(body, '\0');
-  if (auto r = pread_all(seg.fd, b.data(), body, it->second.offset + kHeadBytes, got); !r)
+  if (auto r = pread_all(segments_.at(loc.segment).fd, entry.data(), loc.size, loc.offset, got); !r)
     return r.error();
-  if (got != body || check_of(b.data(), body) != static_cast<uint32_t>(get_le(head + 4, 4)) ||
-      get_le(b.data(), 8) != id)
+  DeliveryId found = 0;
+  std::string_view rec;
+  if (parse_entry(entry.data(), got, found, rec) != loc.size || found != id)
     return make_error(Errc::kCorruption, "lease log: bad entry");
-  record.assign(b, kIdBytes);
+  record.assign(rec);
   return true;
 }
 
@@ -237,7 +228,7 @@ Result<void> LeaseLog::sync() {
     dir = std::exchange(dir_dirty_, false);
   }
   for (const auto& [n, fd] : todo) {
-    if (::fdatasync(fd) != 0) return sys_error("cannot sync the lease log");
+    if (::fdatasync(fd) != 0) return io_error("cannot sync the lease log");
   }
   if (dir) return files_.sync();
   return ok();

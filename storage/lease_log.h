@@ -92,6 +92,7 @@ class LeaseLog {
   struct Loc {
     uint64_t segment;
     uint64_t offset;  // of the entry
+    uint32_t size;    // of the entry
   };
   LeaseLog(SegmentDir files, uint64_t segment_bytes);
   Result<void> start_segment(uint64_t number);  // with mu_ held

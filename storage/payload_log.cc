@@ -9,18 +9,16 @@
 #include <cerrno>
 #include <climits>
 
+#include "storage/status.h"
+
 namespace ringcast::storage {
 namespace {
-
-Error sys_error(const char* what) {
-  return make_error(Errc::kIo, what);
-}
-
-}  // namespace
 
 constexpr SegmentDir::Messages kMessages = {"cannot create, open or list the payload log directory",
                                             "cannot create a payload log segment",
                                             "cannot remove a payload log segment"};
+
+}  // namespace
 
 PayloadLog::PayloadLog(SegmentDir files, uint64_t segment_bytes)
     : files_(std::move(files)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
@@ -41,11 +39,11 @@ Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir,
   std::unique_lock map(log->map_mu_);
   for (uint64_t n : found) {
     const int fd = ::open(log->files_.path_of(n).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sys_error("cannot open a payload log segment");
+    if (fd < 0) return io_error("cannot open a payload log segment");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       ::close(fd);
-      return sys_error("cannot stat a payload log segment");
+      return io_error("cannot stat a payload log segment");
     }
     Segment& s = log->segments_[n];
     s.fd = fd;
@@ -106,7 +104,7 @@ Result<void> PayloadLog::append(const std::vector<std::string_view>& payloads, u
                                   static_cast<off_t>(at));
       if (n < 0) {
         if (errno == EINTR) continue;
-        return sys_error("cannot write the payload log");
+        return io_error("cannot write the payload log");
       }
       at += static_cast<uint64_t>(n);
       size_t left = static_cast<size_t>(n);
@@ -136,7 +134,7 @@ Result<void> PayloadLog::read(const PayloadRef& ref, std::string& out) const {
                               static_cast<off_t>(ref.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return sys_error("cannot read the payload log");
+      return io_error("cannot read the payload log");
     }
     if (n == 0) return make_error(Errc::kCorruption, "event payload: its log segment is short");
     done += static_cast<size_t>(n);
@@ -156,7 +154,7 @@ Result<void> PayloadLog::sync() {
   for (uint64_t n : todo) {
     auto it = segments_.find(n);
     if (it != segments_.end() && ::fdatasync(it->second.fd) != 0)
-      return sys_error("cannot sync the payload log");
+      return io_error("cannot sync the payload log");
   }
   if (dir) return files_.sync();
   return ok();

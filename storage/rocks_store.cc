@@ -86,10 +86,6 @@ class SystemClock final : public Clock {
   }
 };
 
-Error io_error(const char* what) {
-  return make_error(Errc::kIo, what);
-}
-
 // Syncs the payload log before RocksDB writes a memtable to an SST file, so that a reference
 // that becomes durable that way never points at bytes that are not (payload_log.h).
 class PayloadSyncListener final : public rocksdb::EventListener {

@@ -13,14 +13,10 @@
 #include <string_view>
 #include <utility>
 
+#include "storage/status.h"
+
 namespace ringcast::storage {
 namespace {
-
-Error sys_error(const char* what) {
-  Error e = make_error(Errc::kIo, what);
-  e.sys_errno = errno;
-  return e;
-}
 
 // "%016" PRIx64 + suffix → number; false for other names.
 bool parse_segment_name(std::string_view n, std::string_view suffix, uint64_t& out) {
@@ -39,18 +35,18 @@ bool parse_segment_name(std::string_view n, std::string_view suffix, uint64_t& o
 
 Result<SegmentDir> SegmentDir::open(const std::string& dir, const char* suffix, const Messages& m,
                                     std::vector<uint64_t>& found) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return sys_error(m.dir);
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return io_error(m.dir, errno);
   SegmentDir d;
   d.dir_ = dir;
   d.suffix_ = suffix;
   d.m_ = m;
   d.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d.fd_ < 0) return sys_error(m.dir);
+  if (d.fd_ < 0) return io_error(m.dir, errno);
   const int list_fd = ::dup(d.fd_);
   DIR* listing = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
   if (listing == nullptr) {
     if (list_fd >= 0) ::close(list_fd);
-    return sys_error(m.dir);
+    return io_error(m.dir, errno);
   }
   found.clear();
   while (dirent* e = ::readdir(listing)) {
@@ -88,17 +84,17 @@ std::string SegmentDir::path_of(uint64_t segment) const {
 
 Result<int> SegmentDir::create(uint64_t segment) const {
   const int fd = ::open(path_of(segment).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return sys_error(m_.create);
+  if (fd < 0) return io_error(m_.create, errno);
   return fd;
 }
 
 Result<void> SegmentDir::remove(uint64_t segment) const {
-  if (::unlink(path_of(segment).c_str()) != 0 && errno != ENOENT) return sys_error(m_.remove);
+  if (::unlink(path_of(segment).c_str()) != 0 && errno != ENOENT) return io_error(m_.remove, errno);
   return ok();
 }
 
 Result<void> SegmentDir::sync() const {
-  if (::fsync(fd_) != 0) return sys_error(m_.dir);
+  if (::fsync(fd_) != 0) return io_error(m_.dir, errno);
   return ok();
 }
 

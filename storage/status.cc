@@ -12,4 +12,10 @@ Error to_error(const rocksdb::Status& s) {
   return make_error(Errc::kInternal, "unexpected store status");
 }
 
+Error io_error(const char* what, int sys_errno) {
+  Error e = make_error(Errc::kIo, what);
+  e.sys_errno = sys_errno;
+  return e;
+}
+
 }  // namespace ringcast::storage

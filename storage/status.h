@@ -8,5 +8,7 @@
 namespace ringcast::storage {
 
 Error to_error(const rocksdb::Status& s);
+// An I/O failure of the store's own files (kIo), with the errno when there is one.
+Error io_error(const char* what, int sys_errno = 0);
 
 }  // namespace ringcast::storage
