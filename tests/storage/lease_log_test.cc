@@ -5,7 +5,6 @@
 #include "storage/lease_log.h"
 
 #include <gtest/gtest.h>
-#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -109,25 +108,17 @@ TEST(LeaseLog, LeasesReadBackUntilSettledAndAnEarlierRunsLeasesReplayWithoutATor
 
 // The active record of a delivery, read from RocksDB directly (the store is closed).
 Delivery raw_active(const std::string& path, DeliveryId id) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (auto name : kColumnFamilies)
-    cfs.emplace_back(std::string(name), rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
+  RawDb raw(path, true);
   Delivery d;
-  auto s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, cfs, &handles, &db);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return d;
+  if (raw.db == nullptr) return d;
   std::string v;
   const auto key = id_key(id);
-  s = db->Get(rocksdb::ReadOptions(), handles[kCfActive], rocksdb::Slice(key.data, sizeof key.data),
-              &v);
+  auto s = raw.db->Get(rocksdb::ReadOptions(), raw.handles[kCfActive],
+                       rocksdb::Slice(key.data, sizeof key.data), &v);
   EXPECT_TRUE(s.ok()) << s.ToString();
   if (s.ok()) {
     EXPECT_TRUE(decode_delivery(id, v, d).ok());
   }
-  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-  delete db;
   return d;
 }
 

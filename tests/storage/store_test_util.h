@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "core/store.h"
 #include "core/types.h"
 #include "storage/rocks_store.h"
+#include "storage/schema.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::storage::test {
@@ -155,6 +157,25 @@ inline uint64_t write_durable(RocksStore& s, const Mutations& m) {
   EXPECT_TRUE(s.wait_durable(*r, seconds(10)));
   return *r;
 }
+
+// The store's RocksDB opened directly (the store closed), to look under or around its API.
+struct RawDb {
+  RawDb(const std::string& path, bool read_only) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto name : kColumnFamilies)
+      cfs.emplace_back(std::string(name), rocksdb::ColumnFamilyOptions());
+    auto s = read_only
+                 ? rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, cfs, &handles, &db)
+                 : rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &db);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  ~RawDb() {
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+};
 
 // Collects what recovery streams.
 struct CollectingVisitor final : RecoveryVisitor {
