@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/types.h"
@@ -13,13 +14,15 @@ namespace ringcast {
 
 struct SendRequest {
   DeliveryId delivery_id = 0;
-  uint16_t attempt = 1;       // 1-based; visible to smengo receivers (R5.4)
-  std::string message_id;     // stable across attempts of one delivery (R11.3)
+  uint16_t attempt = 1;    // 1-based; visible to smengo receivers (R5.4)
+  std::string message_id;  // stable across attempts of one delivery (R11.3)
   std::string url;
   SignatureProfile profile = SignatureProfile::kStandard;
   std::vector<std::string> secrets;  // every active secret signs (R11.2 rotation)
-  std::string body;                  // the event payload, byte-for-byte
-  uint64_t pool_key = 0;             // optional hint: endpoint id, for per-endpoint limits
+  // The event payload, byte-for-byte. Not a copy: the caller keeps these bytes alive until the
+  // op completes (the engine's send slot holds the event).
+  std::string_view body;
+  uint64_t pool_key = 0;  // optional hint: endpoint id, for per-endpoint limits
 };
 
 struct TransportResult {

@@ -50,6 +50,7 @@ class Shard::SendSlot final : public SendOp {
   explicit SendSlot(Shard* shard) : shard_(shard) {}
   void on_complete() override { shard_->on_send_complete(this); }
   SendCommand cmd{};
+  std::shared_ptr<const Event> event;  // owns request.body while the request is out
 
  private:
   Shard* shard_;
@@ -267,7 +268,7 @@ void Shard::prepare_send(const SendCommand& cmd) {
   req.delivery_id = cmd.delivery;
   req.attempt = cmd.attempt;
   req.pool_key = cmd.endpoint;
-  req.secrets.clear();
+  req.body = {};
 
   const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
   std::shared_ptr<const Event> ev = payloads_.find(cmd.event);
@@ -296,10 +297,19 @@ void Shard::prepare_send(const SendCommand& cmd) {
     req.url = ep->url;
     req.profile = ep->signature;
     WallTime now = loop_->wall_now();
+    size_t n = 0;  // raw key bytes, assigned into the slot's strings (no allocation per attempt)
     for (const Secret& s : ep->secrets) {
       if (s.expires_at <= now) continue;
-      req.secrets.push_back(s.key);  // raw key bytes
+      if (n < req.secrets.size()) {
+        req.secrets[n].assign(s.key);
+      } else {
+        req.secrets.push_back(s.key);
+      }
+      ++n;
     }
+    req.secrets.resize(n);
+  } else {
+    req.secrets.clear();
   }
   if (ev) {
     // The id receivers deduplicate by (R11.3): the producer's event id, the same on every
@@ -317,6 +327,7 @@ void Shard::prepare_send(const SendCommand& cmd) {
     loop_->post([slot] { slot->on_complete(); });
     return;
   }
+  slot->event = std::move(ev);
   to_send_.push_back(slot);
 }
 
@@ -333,6 +344,8 @@ const Event* Shard::turn_event(EventSeq seq) {
 void Shard::on_send_complete(SendSlot* slot) {
   --in_flight_;
   if (discarding_) {  // stopping: the transport cancels what is left; the leases stay open
+    slot->request.body = {};
+    slot->event.reset();
     free_slots_.push_back(slot);
     return;
   }
@@ -403,7 +416,8 @@ void Shard::on_send_complete(SendSlot* slot) {
   for (size_t i = eps_before; i < mutations_.endpoints.size(); ++i)
     if (mutations_.endpoints[i].state == EndpointState::kDisabled)
       metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
-  slot->request.body.clear();
+  slot->request.body = {};
+  slot->event.reset();
   free_slots_.push_back(slot);
 }
 

@@ -31,6 +31,7 @@ using test::net_server::TestHttpServer;
 using K = ErrorCode::Kind;
 
 struct Op final : SendOp {
+  std::string body;  // request.body points here
   bool done = false;
   int completions = 0;
   std::function<void(Op*)> then;
@@ -128,7 +129,8 @@ class Client {
     op.request.message_id = "msg_" + std::to_string(++ids_);
     op.request.delivery_id = static_cast<DeliveryId>(ids_);
     op.request.secrets = {"secret-one"};
-    op.request.body = std::move(body);
+    op.body = std::move(body);
+    op.request.body = op.body;
   }
   TransportResult send_one(const std::string& url, std::chrono::milliseconds budget = seconds(10)) {
     Op op;
