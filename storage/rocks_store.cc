@@ -416,13 +416,12 @@ Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
 Result<uint64_t> RocksStore::write(const Mutations& m) {
   no_perf_counters();
   if (m.empty()) return db_->GetLatestSequenceNumber();
-  // Sized up front: growing a batch of 1,000 payloads by doubling copies it ~twice and
-  // faults in fresh pages on every turn.
-  size_t estimate = 64 + 160 * m.deliveries.size() + 96 * m.attempts.size() +
-                    256 * (m.endpoints.size() + m.tenants.size() + m.notifications.size());
-  for (const Event& e : m.events) estimate += e.id.size() * 2 + e.type.size() + 160;
-  for (const Attempt& a : m.attempts) estimate += a.response_prefix.size();
-  rocksdb::WriteBatch batch(estimate);
+  // One batch per writing thread, cleared and reused: its buffer keeps the capacity of the
+  // largest batch this thread wrote, so a turn neither allocates it nor grows it by doubling
+  // (a fresh batch per write was ~0.8 % of a delivery window's CPU). write() never nests.
+  thread_local rocksdb::WriteBatch reused;
+  rocksdb::WriteBatch& batch = reused;
+  batch.Clear();
   std::string v;
   v.reserve(512);
   int64_t stamp = -1;
@@ -510,19 +509,28 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   std::unordered_set<DeliveryId> new_in_batch;  // only filled when some put is superseded
   // The attempt that ended a delivery goes into its archive record (encode_archived) when the
   // batch holds exactly one attempt of it: one memtable insert less per delivered attempt.
-  std::unordered_map<DeliveryId, size_t> attempt_of;  // kSeveral: several in this batch
+  // (delivery, index of its attempt) sorted by delivery; kSeveral: several in this batch.
+  std::vector<std::pair<DeliveryId, size_t>> attempt_of;
   constexpr size_t kSeveral = ~size_t{0};
   std::vector<bool> embedded;
   if (!m.attempts.empty() &&
       std::any_of(m.deliveries.begin(), m.deliveries.end(),
                   [](const DeliveryPut& dp) { return is_terminal(dp.delivery.status); })) {
     attempt_of.reserve(m.attempts.size());
-    for (size_t i = 0; i < m.attempts.size(); ++i) {
-      auto [it, fresh] = attempt_of.try_emplace(m.attempts[i].delivery, i);
-      if (!fresh) it->second = kSeveral;
+    for (size_t i = 0; i < m.attempts.size(); ++i)
+      attempt_of.emplace_back(m.attempts[i].delivery, i);
+    std::sort(attempt_of.begin(), attempt_of.end());
+    for (size_t i = 0; i + 1 < attempt_of.size(); ++i) {
+      if (attempt_of[i].first != attempt_of[i + 1].first) continue;
+      attempt_of[i].second = attempt_of[i + 1].second = kSeveral;
     }
     embedded.assign(m.attempts.size(), false);
   }
+  auto attempt_index = [&](DeliveryId id) {
+    auto it = std::lower_bound(attempt_of.begin(), attempt_of.end(), id,
+                               [](const auto& e, DeliveryId x) { return e.first < x; });
+    return it != attempt_of.end() && it->first == id ? it->second : kSeveral;
+  };
   // A lease of a delivery already stored goes to the lease log (lease_log.h), except under
   // `always`, where the lease must be durable before the send and the batch's own fsync makes
   // it so; every other put settles the delivery's earlier lease once this batch is in the WAL.
@@ -540,10 +548,9 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     } else {
       v.clear();
       if (is_terminal(d.status)) {
-        auto a = attempt_of.find(d.id);
-        if (a != attempt_of.end() && a->second != kSeveral) {
-          encode_archived(d, m.attempts[a->second], v);
-          embedded[a->second] = true;
+        if (const size_t a = attempt_index(d.id); a != kSeveral) {
+          encode_archived(d, m.attempts[a], v);
+          embedded[a] = true;
         } else {
           encode_delivery(d, v);
         }
