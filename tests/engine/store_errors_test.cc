@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "engine/config.h"
 #include "engine/engine_impl.h"
 #include "examples/loopback_receiver.h"
+#include "net/signing.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/memory_store.h"
 
@@ -124,6 +127,84 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
     EXPECT_EQ(attempts[1].outcome, Outcome::kSuccess);
   }
   EXPECT_EQ(checked, 1u);
+}
+
+// The request's body is a view of the event (SendRequest::body): the send slot must keep the
+// event alive until the exchange completes. With no payload cache every send reads its event
+// back from the store for that turn only, and this receiver answers `Connection: close`, so
+// each request is written after its connect completes, turns later. Each body must arrive
+// byte for byte and under a valid signature.
+TEST(EngineStoreErrors, BodiesReadBackForOneTurnArriveIntactWhenWrittenTurnsLater) {
+  constexpr int kEvents = 40;
+  std::mutex mu;
+  std::map<std::string, std::string> got;  // webhook-id -> body
+  int bad_signatures = 0;
+  std::string secret;
+  examples::LoopbackReceiver receiver([&](const examples::ReceivedRequest& r) {
+    std::lock_guard lock(mu);
+    const std::string id = r.header("webhook-id");
+    const std::string ts = r.header("webhook-timestamp");
+    const net::Sha256Digest mac = net::hmac_sha256(secret, {id, ".", ts, ".", r.body});
+    const std::string want = "v1," + net::base64_encode(std::string_view(
+                                         reinterpret_cast<const char*>(mac.data()), mac.size()));
+    if (r.header("webhook-signature").find(want) == std::string::npos) ++bad_signatures;
+    got[id] = r.body;
+    return 200;
+  });
+
+  Config cfg = test::loopback_config(1, 10, milliseconds(100));
+  cfg.validate();
+  engine::EngineOptions eopts = engine::engine_options(cfg);
+  eopts.payload_cache_bytes = 0;
+  MemoryStore store;
+  auto started = engine::EngineImpl::start(std::move(eopts), store);
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
+
+  EndpointSpec spec;
+  spec.url = receiver.url("/hook");
+  spec.policy = "fast";
+  spec.max_in_flight = 4;  // the rest are sent in later turns, from events read back then
+  auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
+  ASSERT_TRUE(ep.ok()) << ep.error().message;
+  {
+    std::lock_guard lock(mu);
+    secret = ep->secrets.front().key;
+  }
+
+  std::vector<EventInput> events;
+  std::map<std::string, std::string> sent;
+  for (int i = 0; i < kEvents; ++i) {
+    std::string body = "{\"n\":" + std::to_string(i) + ",\"fill\":\"" +
+                       std::string(900 + static_cast<size_t>(i), static_cast<char>('a' + i % 26)) +
+                       "\"}";
+    const std::string id = "ev" + std::to_string(i);
+    sent[id] = body;
+    events.push_back({"acme", id, "t", body});
+  }
+  auto batch = await<std::vector<Result<SubmitResult>>>([&](auto done) {
+    eng->submit_batch(events,
+                      [done](std::vector<Result<SubmitResult>> rs) { done(std::move(rs)); });
+  });
+  ASSERT_TRUE(batch.ok());
+  for (const auto& r : *batch) ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(mu);
+    return got.size() >= static_cast<size_t>(kEvents);
+  }));
+  // Only the first turn's sends could take their event from the batch itself.
+  EXPECT_GE(counter(*eng, "ringcast_payload_cache_misses_total"), kEvents - 4);
+  eng->stop();
+  eng.reset();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(got.size(), sent.size());
+  int wrong = 0;
+  for (const auto& [id, body] : sent) {
+    auto it = got.find(id);
+    if (it == got.end() || it->second != body) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0) << "bodies that did not arrive byte for byte";
+  EXPECT_EQ(bad_signatures, 0);
 }
 
 }  // namespace
