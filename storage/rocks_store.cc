@@ -416,10 +416,18 @@ Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
 Result<uint64_t> RocksStore::write(const Mutations& m) {
   no_perf_counters();
   if (m.empty()) return db_->GetLatestSequenceNumber();
-  // One batch per writing thread, cleared and reused: its buffer keeps the capacity of the
-  // largest batch this thread wrote, so a turn neither allocates it nor grows it by doubling
-  // (a fresh batch per write was ~0.8 % of a delivery window's CPU). write() never nests.
+  // One batch per writing thread, cleared and reused: its buffer keeps its capacity, so a turn
+  // neither allocates it nor grows it by doubling (a fresh batch per write was ~0.8 % of a
+  // delivery window's CPU). A buffer grown past 4 MiB by a rare huge turn (a killed backlog)
+  // is given back when the write returns instead of staying with the thread. write() never
+  // nests.
   thread_local rocksdb::WriteBatch reused;
+  struct GiveBackHuge {
+    rocksdb::WriteBatch& b;
+    ~GiveBackHuge() {
+      if (b.Data().capacity() > (size_t{4} << 20)) b = rocksdb::WriteBatch();
+    }
+  } give_back{reused};
   rocksdb::WriteBatch& batch = reused;
   batch.Clear();
   std::string v;
