@@ -49,6 +49,28 @@ bool wait_until(const std::function<bool()>& pred) {
   return true;
 }
 
+// One shard on the "fast" policy, no payload cache: every send reads its event from the store.
+// nullptr (and a test failure) when it does not start.
+std::unique_ptr<engine::EngineImpl> start_uncached(MemoryStore& store) {
+  Config cfg = test::loopback_config(1, 10, milliseconds(100));
+  cfg.validate();
+  engine::EngineOptions eopts = engine::engine_options(cfg);
+  eopts.payload_cache_bytes = 0;
+  auto started = engine::EngineImpl::start(std::move(eopts), store);
+  if (!started.ok()) {
+    ADD_FAILURE() << started.error().message;
+    return nullptr;
+  }
+  return std::move(*started);
+}
+
+EndpointSpec fast_hook(const examples::LoopbackReceiver& receiver) {
+  EndpointSpec spec;
+  spec.url = receiver.url("/hook");
+  spec.policy = "fast";
+  return spec;
+}
+
 TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   std::atomic<int> received{0};
   std::vector<std::string> ids;
@@ -60,18 +82,11 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
     return 200;
   });
 
-  Config cfg = test::loopback_config(1, 10, milliseconds(100));
-  cfg.validate();
-  engine::EngineOptions eopts = engine::engine_options(cfg);
-  eopts.payload_cache_bytes = 0;  // every send reads its event from the store
   MemoryStore store;
-  auto started = engine::EngineImpl::start(std::move(eopts), store);
-  ASSERT_TRUE(started.ok()) << started.error().message;
-  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
+  std::unique_ptr<engine::EngineImpl> eng = start_uncached(store);
+  ASSERT_NE(eng, nullptr);
 
-  EndpointSpec spec;
-  spec.url = receiver.url("/hook");
-  spec.policy = "fast";
+  EndpointSpec spec = fast_hook(receiver);
   spec.rate_limit = RateLimit{0.5, 1};  // the second event waits ~2 s for its send
   auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
   ASSERT_TRUE(ep.ok()) << ep.error().message;
@@ -152,19 +167,13 @@ TEST(EngineStoreErrors, BodiesReadBackForOneTurnArriveIntactWhenWrittenTurnsLate
     return 200;
   });
 
-  Config cfg = test::loopback_config(1, 10, milliseconds(100));
-  cfg.validate();
-  engine::EngineOptions eopts = engine::engine_options(cfg);
-  eopts.payload_cache_bytes = 0;
-  MemoryStore store;
-  auto started = engine::EngineImpl::start(std::move(eopts), store);
-  ASSERT_TRUE(started.ok()) << started.error().message;
-  std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
-
-  EndpointSpec spec;
-  spec.url = receiver.url("/hook");
-  spec.policy = "fast";
+  EndpointSpec spec = fast_hook(receiver);
   spec.max_in_flight = 4;  // the rest are sent in later turns, from events read back then
+
+  MemoryStore store;
+  std::unique_ptr<engine::EngineImpl> eng = start_uncached(store);
+  ASSERT_NE(eng, nullptr);
+
   auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
   ASSERT_TRUE(ep.ok()) << ep.error().message;
   {
