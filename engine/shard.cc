@@ -51,6 +51,10 @@ class Shard::SendSlot final : public SendOp {
   void on_complete() override { shard_->on_send_complete(this); }
   SendCommand cmd{};
   std::shared_ptr<const Event> event;  // owns request.body while the request is out
+  void release() {                     // the request is done: let go of its event
+    request.body = {};
+    event.reset();
+  }
 
  private:
   Shard* shard_;
@@ -344,8 +348,7 @@ const Event* Shard::turn_event(EventSeq seq) {
 void Shard::on_send_complete(SendSlot* slot) {
   --in_flight_;
   if (discarding_) {  // stopping: the transport cancels what is left; the leases stay open
-    slot->request.body = {};
-    slot->event.reset();
+    slot->release();
     free_slots_.push_back(slot);
     return;
   }
@@ -416,8 +419,7 @@ void Shard::on_send_complete(SendSlot* slot) {
   for (size_t i = eps_before; i < mutations_.endpoints.size(); ++i)
     if (mutations_.endpoints[i].state == EndpointState::kDisabled)
       metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
-  slot->request.body = {};
-  slot->event.reset();
+  slot->release();
   free_slots_.push_back(slot);
 }
 
