@@ -12,7 +12,6 @@
 // requests/s and of requests per CPU-second of the client process (utime + stime) are printed,
 // and full TLS handshakes per 10,000 requests (counted by the sink). Loopback only.
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
@@ -21,24 +20,18 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench/support/loopback_peers.h"
 #include "net/http_client.h"
 #include "net/http_response.h"
 #include "net/loop.h"
@@ -47,18 +40,7 @@
 namespace ringcast::net {
 namespace {
 
-const std::string kSecret = "bench-secret-0123456789";
-const std::string kMessageId = "msg_bench_0001";
-
-std::string make_body() {
-  // A 1 KB JSON payload (exactly 1024 bytes).
-  std::string body =
-      R"({"type":"payment.status_changed","id":"evt_1","data":{"status":"paid","pad":")";
-  const std::string tail = "\"}}";
-  body.append(1024 - body.size() - tail.size(), 'x');
-  body += tail;
-  return body;
-}
+using namespace ringcast::bench;  // NOLINT(google-build-using-namespace): the shared harness
 
 // --- micro benchmarks ---------------------------------------------------------------------------
 
@@ -105,61 +87,6 @@ struct Args {
   std::string side = "both";  // ringcast | wrk | both (one side: for profiling)
 };
 
-std::string self_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  ::sched_setaffinity(0, sizeof(set), &set);
-}
-
-double user_seconds(const rusage& r) {
-  return static_cast<double>(r.ru_utime.tv_sec) + static_cast<double>(r.ru_utime.tv_usec) / 1e6;
-}
-
-double cpu_seconds(const rusage& r) {
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
-
-pid_t spawn(const std::vector<std::string>& argv, int cpu, const std::string& out_path) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    pin_to(cpu);
-    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> av;
-    for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-    av.push_back(nullptr);
-    ::execv(av[0], av.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-uint64_t json_number(const std::string& json, const std::string& key) {
-  auto p = json.find("\"" + key + "\":");
-  if (p == std::string::npos) return 0;
-  return std::strtoull(json.c_str() + p + key.size() + 3, nullptr, 10);
-}
-
 struct Certs {
   std::string cert_file, key_file;
 };
@@ -202,54 +129,8 @@ Certs make_certs(const std::string& dir) {
   return c;
 }
 
-struct Sink {
-  pid_t pid = -1;
-  uint16_t port = 0;
-  std::string stats_file;
-};
-
-Sink start_sink(const Args& a, const std::string& dir, const Certs* tls, int trial) {
-  Sink s;
-  const std::string port_file = dir + "/port-" + std::to_string(trial);
-  s.stats_file = dir + "/stats-" + std::to_string(trial) + ".json";
-  ::unlink(port_file.c_str());
-  std::vector<std::string> argv = {a.sink,    "--listen",     "127.0.0.1:0", "--port-file",
-                                   port_file, "--stats-file", s.stats_file,  "--secret",
-                                   kSecret,   "--verify",     "standard",    "--quiet"};
-  if (tls) {
-    argv.insert(argv.end(), {"--tls-cert", tls->cert_file, "--tls-key", tls->key_file});
-  }
-  s.pid = spawn(argv, 1, dir + "/sink-" + std::to_string(trial) + ".log");
-  for (int i = 0; i < 500; ++i) {
-    std::string p = read_file(port_file);
-    if (!p.empty() && p.back() == '\n') {
-      s.port = static_cast<uint16_t>(std::stoi(p));
-      return s;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::cerr << "sink did not start; see " << dir << "/sink-" << trial << ".log\n";
-  std::exit(1);
-}
-
-std::string stop_sink(Sink& s) {
-  ::kill(s.pid, SIGTERM);
-  int status = 0;
-  ::waitpid(s.pid, &status, 0);
-  return read_file(s.stats_file);
-}
-
-struct TrialResult {
-  double user_us_per_req = 0;
-  double sys_us_per_req = 0;
-  double wall_rps = 0;
-  double req_per_cpu_s = 0;
-  double handshakes_per_10k = 0;
-  uint64_t requests = 0;
-};
-
 // A: this process, net::HttpTransport, `conns` requests always in flight.
-TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
+PeerResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   pin_to(0);
   auto loop = std::move(Loop::create({})).value();
   HttpTransportOptions o;
@@ -299,7 +180,7 @@ TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   ::getrusage(RUSAGE_SELF, &r1);
   running = false;
   while (transport->in_flight() > 0) loop->run_once(milliseconds(10));
-  TrialResult tr;
+  PeerResult tr;
   tr.requests = counted;
   const double wall = std::chrono::duration<double>(stop - start).count();
   tr.wall_rps = static_cast<double>(counted) / wall;
@@ -320,54 +201,6 @@ TrialResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   return tr;
 }
 
-// B: wrk -t1 -c<conns> with the same request, pinned to CPU 0; its CPU time from wait4().
-TrialResult run_wrk(const Args& a, uint16_t port, bool tls, const std::string& dir) {
-  const std::string body = make_body();
-  const std::string ts = std::to_string(::time(nullptr));
-  const std::string sig = standard_signature(kSecret, kMessageId, ts, body);
-  const std::string script = dir + "/bench.lua";
-  {
-    std::ofstream f(script);
-    f << "wrk.method = \"POST\"\n"
-      << "wrk.body = [[" << body << "]]\n"
-      << "wrk.headers[\"Content-Type\"] = \"application/json\"\n"
-      << "wrk.headers[\"User-Agent\"] = \"ringcast/" << RINGCAST_VERSION << "\"\n"
-      << "wrk.headers[\"webhook-id\"] = \"" << kMessageId << "\"\n"
-      << "wrk.headers[\"webhook-timestamp\"] = \"" << ts << "\"\n"
-      << "wrk.headers[\"webhook-signature\"] = \"" << sig << "\"\n";
-  }
-  const std::string url =
-      std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port) + "/bench";
-  const std::string out = dir + "/wrk.out";
-  pid_t pid = spawn({a.wrk, "-t1", "-c" + std::to_string(a.conns),
-                     "-d" + std::to_string(a.seconds) + "s", "-s", script, url},
-                    0, out);
-  int status = 0;
-  rusage ru{};
-  ::wait4(pid, &status, 0, &ru);
-  const std::string text = read_file(out);
-  TrialResult tr;
-  // "  123456 requests in 3.00s, ..." and "Requests/sec: 41152.00"
-  auto p = text.find(" requests in ");
-  if (p != std::string::npos) {
-    auto b = text.rfind('\n', p);
-    tr.requests = std::strtoull(text.c_str() + (b == std::string::npos ? 0 : b + 1), nullptr, 10);
-  }
-  auto q = text.find("Requests/sec:");
-  if (q != std::string::npos) tr.wall_rps = std::strtod(text.c_str() + q + 13, nullptr);
-  tr.req_per_cpu_s = static_cast<double>(tr.requests) / cpu_seconds(ru);
-  tr.user_us_per_req = 1e6 * user_seconds(ru) / static_cast<double>(tr.requests);
-  tr.sys_us_per_req = 1e6 * cpu_seconds(ru) / static_cast<double>(tr.requests) - tr.user_us_per_req;
-  if (text.find("Non-2xx") != std::string::npos) std::cerr << "wrk: non-2xx answers\n";
-  return tr;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs) {
   std::vector<double> rc_rps, rc_cpu, rc_hs, wrk_rps, wrk_cpu, wrk_hs;
   for (int t = 0; t < a.trials; ++t) {
@@ -375,14 +208,16 @@ void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs)
       const bool ours = (side == 0) == (t % 2 == 0);  // A B, B A, A B, ...
       if ((ours && a.side == "wrk") || (!ours && a.side == "ringcast")) continue;
       const int id = t * 2 + side + (tls ? 1000 : 0);
-      Sink s = start_sink(a, dir, tls ? &certs : nullptr, id);
-      TrialResult r =
-          ours ? run_ringcast(a, s.port, tls ? &certs : nullptr) : run_wrk(a, s.port, tls, dir);
+      std::vector<std::string> tls_flags;
+      if (tls) tls_flags = {"--tls-cert", certs.cert_file, "--tls-key", certs.key_file};
+      Sink s = start_sink(a.sink, dir, id, 1, tls_flags);
+      PeerResult r = ours ? run_ringcast(a, s.port, tls ? &certs : nullptr)
+                          : run_wrk({a.wrk, a.conns, a.seconds, 0, s.port, tls, dir});
       const std::string stats = stop_sink(s);
       const uint64_t sink_requests = json_number(stats, "requests");
       const uint64_t full = json_number(stats, "tls_handshakes");
       const uint64_t bad = json_number(stats, "bad_signatures");
-      r.handshakes_per_10k =
+      const double handshakes_per_10k =
           sink_requests ? 10000.0 * static_cast<double>(full) / static_cast<double>(sink_requests)
                         : 0;
       std::printf(
@@ -390,12 +225,12 @@ void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs)
           "full handshakes %llu (%.2f /10k)  sink saw %llu (bad signatures %llu)\n",
           tls ? "tls" : "plain", t, ours ? "ringcast" : "wrk", r.wall_rps, r.req_per_cpu_s,
           r.user_us_per_req, r.sys_us_per_req, static_cast<unsigned long long>(full),
-          r.handshakes_per_10k, static_cast<unsigned long long>(sink_requests),
+          handshakes_per_10k, static_cast<unsigned long long>(sink_requests),
           static_cast<unsigned long long>(bad));
       std::fflush(stdout);
       (ours ? rc_rps : wrk_rps).push_back(r.wall_rps);
       (ours ? rc_cpu : wrk_cpu).push_back(r.req_per_cpu_s);
-      (ours ? rc_hs : wrk_hs).push_back(r.handshakes_per_10k);
+      (ours ? rc_hs : wrk_hs).push_back(handshakes_per_10k);
     }
   }
   if (rc_rps.empty() || wrk_rps.empty()) return;
