@@ -1,0 +1,329 @@
+// What persisting costs a delivery: the engine delivering the same backlog on its RocksDB store
+// and on an in-memory store, against wrk sending the same request, in one run (ISSUE 5
+// "Benchmark": the ratio against wrk per CPU-second).
+//
+//   bench_e2e_engine_store [--trials=5] [--n=30000] [--conns=32] [--seconds=2]
+//                          [--sink=PATH] [--wrk=PATH]
+//
+// Each trial runs three peers against a fresh ringcast-sink pinned to CPU 1 (signatures
+// verified), in an order that rotates from trial to trial; this process and all its threads
+// are pinned to CPU 0:
+//   rocks   the engine (one shard, `interval` sync, the daemon's defaults) on storage::RocksStore
+//           in a temp dir, delivering `n` pre-ingested 1 KB events to one endpoint with `conns`
+//           requests in flight; deliveries per CPU-second of this process (RocksDB's background
+//           threads included) from the first send to the last durable result;
+//   memory  the same engine and backlog on a store that keeps everything in memory and is
+//           "durable" at once (the test MemoryStore behind a mutex): what the engine costs
+//           without persisting anything;
+//   wrk     `wrk -t1 -c<conns>`, one pre-signed request replayed for `seconds`.
+// It prints each trial and the medians of the per-trial ratios rocks/wrk, memory/wrk and
+// rocks/memory (the share of a delivery's CPU left when persisting is free). Loopback only.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bench/support/loopback_peers.h"
+#include "engine/build.h"
+#include "engine/config.h"
+#include "engine/embedded.h"
+#include "engine/engine_impl.h"
+#include "tests/support/memory_store.h"
+
+namespace ringcast::bench {
+namespace {
+
+struct Args {
+  int trials = 5;
+  int n = 30000;
+  int conns = 32;
+  int seconds = 2;
+  std::string sink;
+  std::string wrk = "/usr/bin/wrk";
+};
+
+// The test MemoryStore is single-threaded; the engine calls its store from the shard thread
+// and, for recovery and reads, from the caller's. One uncontended mutex per call.
+class LockedMemoryStore final : public Store {
+ public:
+  Result<uint64_t> write(const Mutations& m) override {
+    std::lock_guard g(mu_);
+    return s_.write(m);
+  }
+  uint64_t durable_seq() const override {
+    std::lock_guard g(mu_);
+    return s_.durable_seq();
+  }
+  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
+                                                       std::string_view id) override {
+    std::lock_guard g(mu_);
+    return s_.find_event_key(tenant, id);
+  }
+  Result<std::optional<Event>> load_event(EventSeq seq) override {
+    std::lock_guard g(mu_);
+    return s_.load_event(seq);
+  }
+  Result<std::optional<Event>> find_event(std::string_view tenant, std::string_view id) override {
+    std::lock_guard g(mu_);
+    return s_.find_event(tenant, id);
+  }
+  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override {
+    std::lock_guard g(mu_);
+    return s_.get_delivery(id);
+  }
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
+    std::lock_guard g(mu_);
+    return s_.recent_deliveries(tenant, limit);
+  }
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override {
+    std::lock_guard g(mu_);
+    return s_.list_deliveries(tenant, endpoint, status, limit, cursor);
+  }
+  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                       size_t limit) override {
+    std::lock_guard g(mu_);
+    return s_.list_notifications(tenant, limit);
+  }
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override {
+    std::lock_guard g(mu_);
+    return s_.recover(p, now, v);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  MemoryStore s_;
+};
+
+template <class T, class F>
+Result<T> await(F start) {
+  auto p = std::make_shared<std::promise<Result<T>>>();
+  auto f = p->get_future();
+  start([p](Result<T> r) { p->set_value(std::move(r)); });
+  return f.get();
+}
+
+[[noreturn]] void die(const std::string& what, const Error& e) {
+  std::cerr << "bench_e2e_engine_store: " << what << ": " << e.message << "\n";
+  std::exit(1);
+}
+
+// Counts the deliveries that finished (their result durable), from the shard thread. Only the
+// last one wakes the waiting thread: a wake per delivery would cost the engine a futex call and
+// a context switch on its own core each time.
+struct Finished {
+  std::atomic<uint64_t> delivered{0}, other{0}, wake_at{~uint64_t{0}};
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t total() const { return delivered.load() + other.load(); }
+};
+
+// One engine peer: start on `store_kind`, pre-ingest `n` events behind a 1/s rate limit, lift
+// it, and time the backlog's delivery.
+PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t port,
+                      const std::string& dir) {
+  Config cfg;
+  cfg.engine.shards = 1;
+  cfg.storage.data_dir = dir;
+  cfg.transport.allow_http = true;
+  cfg.transport.allow_private = {"127.0.0.0/8"};
+  cfg.transport.pool_size = static_cast<uint32_t>(a.conns);
+  cfg.validate();
+  engine::EngineOptions eopts = engine::engine_options(cfg);
+  Finished fin;
+  eopts.on_delivery_done = [&fin](const Delivery& d) {
+    (d.status == DeliveryStatus::kDelivered ? fin.delivered : fin.other)++;
+    if (fin.total() >= fin.wake_at.load()) {
+      std::lock_guard lock(fin.mu);
+      fin.cv.notify_all();
+    }
+  };
+
+  std::unique_ptr<engine::Embedded> embedded;
+  std::unique_ptr<LockedMemoryStore> memory;
+  std::unique_ptr<engine::EngineImpl> on_memory;
+  Engine* api = nullptr;
+  if (store_kind == "rocks") {
+    auto opened = engine::Embedded::open(engine::store_options(cfg), std::move(eopts));
+    if (!opened.ok()) die("open the RocksDB store", opened.error());
+    embedded = std::move(*opened);
+    api = &embedded->engine();
+  } else {
+    memory = std::make_unique<LockedMemoryStore>();
+    auto started = engine::EngineImpl::start(std::move(eopts), *memory);
+    if (!started.ok()) die("start on the memory store", started.error());
+    on_memory = std::move(*started);
+    api = on_memory.get();
+  }
+
+  const std::string tenant = "bench";
+  EndpointSpec spec;
+  spec.url = "http://127.0.0.1:" + std::to_string(port) + "/deliv";
+  spec.secret = kSecret;
+  spec.max_in_flight = static_cast<uint32_t>(a.conns);
+  spec.rate_limit = RateLimit{1, 1};  // holds the backlog while it is taken in
+  auto ep = await<Endpoint>([&](auto done) { api->create_endpoint(tenant, spec, done); });
+  if (!ep.ok()) die("create endpoint", ep.error());
+
+  const std::string body = make_body();
+  constexpr int kBatch = 1000;
+  for (int first = 0; first < a.n; first += kBatch) {
+    std::vector<EventInput> batch;
+    for (int i = first; i < std::min(a.n, first + kBatch); ++i)
+      batch.push_back({tenant, "evt-" + std::to_string(i), "bench.event", body});
+    auto rs = await<std::vector<Result<SubmitResult>>>([&](auto done) {
+      api->submit_batch(std::move(batch),
+                        [done](std::vector<Result<SubmitResult>> r) { done(std::move(r)); });
+    });
+    for (const auto& r : *rs) {
+      if (!r.ok()) die("submit", r.error());
+    }
+  }
+
+  const uint64_t before = fin.total();
+  fin.wake_at = static_cast<uint64_t>(a.n);
+  rusage r0{}, r1{};
+  ::getrusage(RUSAGE_SELF, &r0);
+  const auto start = std::chrono::steady_clock::now();
+  EndpointPatch lift;
+  lift.rate_limit = RateLimit{};
+  auto patched =
+      await<Endpoint>([&](auto done) { api->update_endpoint(tenant, ep->id, lift, done); });
+  if (!patched.ok()) die("lift the rate limit", patched.error());
+  {
+    std::unique_lock lock(fin.mu);
+    const bool all = fin.cv.wait_for(lock, std::chrono::seconds(300),
+                                     [&] { return fin.total() >= static_cast<uint64_t>(a.n); });
+    if (!all || fin.other > 0) {
+      std::cerr << "bench_e2e_engine_store: " << store_kind << ": " << fin.delivered.load()
+                << " delivered, " << fin.other.load() << " not, of " << a.n << "\n";
+      std::exit(1);
+    }
+  }
+  const auto stop = std::chrono::steady_clock::now();
+  ::getrusage(RUSAGE_SELF, &r1);
+
+  PeerResult r;
+  r.requests = static_cast<uint64_t>(a.n) - before;
+  const double cpu = cpu_seconds(r1) - cpu_seconds(r0);
+  const double n = static_cast<double>(r.requests);
+  r.wall_rps = n / std::chrono::duration<double>(stop - start).count();
+  r.req_per_cpu_s = n / cpu;
+  r.user_us_per_req = 1e6 * (user_seconds(r1) - user_seconds(r0)) / n;
+  r.sys_us_per_req = 1e6 * cpu / n - r.user_us_per_req;
+  if (embedded) embedded->close();
+  if (on_memory) on_memory->stop();
+  return r;
+}
+
+int run(const Args& a) {
+  pin_to(0);  // before the engine starts a thread: all of them stay on this core
+  char tmpl[] = "/tmp/ringcast-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::vector<std::string> kinds = {"rocks", "memory", "wrk"};
+  std::vector<std::vector<double>> per_cpu(3), wall(3);
+  for (int t = 0; t < a.trials; ++t) {
+    for (int k = 0; k < 3; ++k) {
+      const size_t which = static_cast<size_t>((t + k) % 3);  // rotating order
+      const int id = t * 3 + k;
+      Sink s = start_sink(a.sink, dir, id, 1);
+      PeerResult r;
+      if (kinds[which] == "wrk") {
+        r = run_wrk({a.wrk, a.conns, a.seconds, 0, s.port, false, dir});
+      } else {
+        r = run_engine(a, kinds[which], s.port, dir + "/data-" + std::to_string(id));
+      }
+      const std::string stats = stop_sink(s);
+      const uint64_t seen = json_number(stats, "requests");
+      const uint64_t bad = json_number(stats, "bad_signatures");
+      if (bad > 0 || r.requests == 0 || (kinds[which] != "wrk" && seen < r.requests)) {
+        std::cerr << "bench_e2e_engine_store: trial " << t << " " << kinds[which] << ": "
+                  << r.requests << " counted, the sink saw " << seen << " (bad signatures " << bad
+                  << "); see " << dir << "\n";
+        return 1;
+      }
+      std::printf(
+          "  trial %d %-7s wall %9.0f /s  %9.0f per CPU-s (user %.1f + sys %.1f us each)  "
+          "sink saw %llu (bad signatures %llu)\n",
+          t, kinds[which].c_str(), r.wall_rps, r.req_per_cpu_s, r.user_us_per_req, r.sys_us_per_req,
+          static_cast<unsigned long long>(seen), static_cast<unsigned long long>(bad));
+      std::fflush(stdout);
+      per_cpu[which].push_back(r.req_per_cpu_s);
+      wall[which].push_back(r.wall_rps);
+    }
+  }
+  // The three peers of a trial ran back to back: their ratios cancel the machine's drift.
+  std::vector<double> rocks_wrk, memory_wrk, rocks_memory;
+  for (int t = 0; t < a.trials; ++t) {
+    const auto i = static_cast<size_t>(t);
+    rocks_wrk.push_back(per_cpu[0][i] / per_cpu[2][i]);
+    memory_wrk.push_back(per_cpu[1][i] / per_cpu[2][i]);
+    rocks_memory.push_back(per_cpu[0][i] / per_cpu[1][i]);
+  }
+  std::printf(
+      "engine delivering %d pre-ingested 1 KB events, %d in flight, %d trials (median):\n"
+      "  engine on RocksDB   %9.0f deliveries/s  %9.0f per CPU-s\n"
+      "  engine on memory    %9.0f deliveries/s  %9.0f per CPU-s\n"
+      "  wrk -t1 -c%-3d       %9.0f requests/s    %9.0f per CPU-s\n"
+      "  median of per-trial ratios per CPU-second: rocks/wrk %.3fx, memory/wrk %.3fx, "
+      "rocks/memory %.3fx\n",
+      a.n, a.conns, a.trials, median(wall[0]), median(per_cpu[0]), median(wall[1]),
+      median(per_cpu[1]), a.conns, median(wall[2]), median(per_cpu[2]), median(rocks_wrk),
+      median(memory_wrk), median(rocks_memory));
+  std::string cleanup = "rm -rf " + dir;
+  return std::system(cleanup.c_str()) == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringcast::bench
+
+int main(int argc, char** argv) {
+  ringcast::bench::Args a;
+  a.sink = ringcast::bench::self_dir() + "/../tools/ringcast-sink";
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto val = [&](const char* k) -> const char* {
+      const size_t n = std::strlen(k);
+      return s.compare(0, n, k) == 0 ? s.c_str() + n : nullptr;
+    };
+    if (auto v = val("--trials=")) {
+      a.trials = std::atoi(v);
+    } else if (auto v2 = val("--n=")) {
+      a.n = std::atoi(v2);
+    } else if (auto v3 = val("--conns=")) {
+      a.conns = std::atoi(v3);
+    } else if (auto v4 = val("--seconds=")) {
+      a.seconds = std::atoi(v4);
+    } else if (auto v5 = val("--sink=")) {
+      a.sink = v5;
+    } else if (auto v6 = val("--wrk=")) {
+      a.wrk = v6;
+    } else {
+      std::cerr << "bench_e2e_engine_store: unknown argument " << s << "\n";
+      return 2;
+    }
+  }
+  if (a.trials < 1 || a.n < 1 || a.conns < 1 || a.seconds < 1) {
+    std::cerr << "bench_e2e_engine_store: --trials, --n, --conns and --seconds must be >= 1\n";
+    return 2;
+  }
+  if (::access(a.sink.c_str(), X_OK) != 0 || ::access(a.wrk.c_str(), X_OK) != 0) {
+    std::cerr << "bench_e2e_engine_store: need " << a.sink << " and " << a.wrk << "\n";
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  return ringcast::bench::run(a);
+}
