@@ -3,7 +3,7 @@
 // "Benchmark": the ratio against wrk per CPU-second).
 //
 //   bench_e2e_engine_store [--trials=5] [--n=30000] [--conns=32] [--seconds=2]
-//                          [--sink=PATH] [--wrk=PATH]
+//                          [--sink=PATH] [--wrk=PATH] [--only=rocks|memory|wrk]
 //
 // Each trial runs three peers against a fresh ringcast-sink pinned to CPU 1 (signatures
 // verified), in an order that rotates from trial to trial; this process and all its threads
@@ -52,6 +52,7 @@ struct Args {
   int seconds = 2;
   std::string sink;
   std::string wrk = "/usr/bin/wrk";
+  std::string only;  // rocks | memory | wrk: that peer alone, no ratios (for profiling)
 };
 
 // The test MemoryStore is single-threaded; the engine calls its store from the shard thread
@@ -131,6 +132,17 @@ struct Finished {
   uint64_t total() const { return delivered.load() + other.load(); }
 };
 
+// With RINGCAST_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control=fifo:<fifo>), the timed
+// windows of the engine peers are the only parts profiled.
+void perf_ctl(const char* command) {
+  static const char* fifo = std::getenv("RINGCAST_BENCH_PERF_CTL");
+  if (fifo == nullptr) return;
+  if (FILE* f = std::fopen(fifo, "w")) {
+    std::fprintf(f, "%s\n", command);
+    std::fclose(f);
+  }
+}
+
 // One engine peer: start on `store_kind`, pre-ingest `n` events behind a 1/s rate limit, lift
 // it, and time the backlog's delivery.
 PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t port,
@@ -196,6 +208,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   const uint64_t before = fin.total();
   fin.wake_at = static_cast<uint64_t>(a.n);
   rusage r0{}, r1{};
+  perf_ctl("enable");
   ::getrusage(RUSAGE_SELF, &r0);
   const auto start = std::chrono::steady_clock::now();
   EndpointPatch lift;
@@ -215,6 +228,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   }
   const auto stop = std::chrono::steady_clock::now();
   ::getrusage(RUSAGE_SELF, &r1);
+  perf_ctl("disable");
 
   PeerResult r;
   r.requests = static_cast<uint64_t>(a.n) - before;
@@ -238,6 +252,7 @@ int run(const Args& a) {
   for (int t = 0; t < a.trials; ++t) {
     for (int k = 0; k < 3; ++k) {
       const size_t which = static_cast<size_t>((t + k) % 3);  // rotating order
+      if (!a.only.empty() && kinds[which] != a.only) continue;
       const int id = t * 3 + k;
       Sink s = start_sink(a.sink, dir, id, 1);
       PeerResult r;
@@ -265,6 +280,7 @@ int run(const Args& a) {
       wall[which].push_back(r.wall_rps);
     }
   }
+  if (!a.only.empty()) return 0;
   // The three peers of a trial ran back to back: their ratios cancel the machine's drift.
   std::vector<double> rocks_wrk, memory_wrk, rocks_memory;
   for (int t = 0; t < a.trials; ++t) {
@@ -311,10 +327,16 @@ int main(int argc, char** argv) {
       a.sink = v5;
     } else if (auto v6 = val("--wrk=")) {
       a.wrk = v6;
+    } else if (auto v7 = val("--only=")) {
+      a.only = v7;
     } else {
       std::cerr << "bench_e2e_engine_store: unknown argument " << s << "\n";
       return 2;
     }
+  }
+  if (!a.only.empty() && a.only != "rocks" && a.only != "memory" && a.only != "wrk") {
+    std::cerr << "bench_e2e_engine_store: --only must be rocks, memory or wrk\n";
+    return 2;
   }
   if (a.trials < 1 || a.n < 1 || a.conns < 1 || a.seconds < 1) {
     std::cerr << "bench_e2e_engine_store: --trials, --n, --conns and --seconds must be >= 1\n";
