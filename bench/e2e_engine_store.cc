@@ -28,7 +28,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -40,10 +39,13 @@
 #include "engine/config.h"
 #include "engine/embedded.h"
 #include "engine/engine_impl.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/support/memory_store.h"
 
 namespace ringcast::bench {
 namespace {
+
+using test::await;  // a bounded wait for an engine callback
 
 struct Args {
   int trials = 5;
@@ -108,14 +110,6 @@ class LockedMemoryStore final : public Store {
   mutable std::mutex mu_;
   MemoryStore s_;
 };
-
-template <class T, class F>
-Result<T> await(F start) {
-  auto p = std::make_shared<std::promise<Result<T>>>();
-  auto f = p->get_future();
-  start([p](Result<T> r) { p->set_value(std::move(r)); });
-  return f.get();
-}
 
 [[noreturn]] void die(const std::string& what, const Error& e) {
   std::cerr << "bench_e2e_engine_store: " << what << ": " << e.message << "\n";

@@ -7,14 +7,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <future>
 
 #include "engine/build.h"
 #include "engine/config.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::engine {
 namespace {
+
+using test::await;
 
 Config config_for(const std::string& dir) {
   Config cfg;
@@ -22,16 +24,6 @@ Config config_for(const std::string& dir) {
   cfg.storage.data_dir = dir;
   cfg.transport.allow_http = true;
   return cfg;
-}
-
-template <class T, class Call>
-Result<T> await(Call call) {
-  auto promise = std::make_shared<std::promise<Result<T>>>();
-  auto future = promise->get_future();
-  call([promise](Result<T> r) { promise->set_value(std::move(r)); });
-  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
-    return make_error(Errc::kInternal, "no answer within 10 s");
-  return future.get();
 }
 
 TEST(Embedded, DurabilityReachesTheCallerAndTheShards) {
