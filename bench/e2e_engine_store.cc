@@ -11,7 +11,8 @@
 //   rocks   the engine (one shard, `interval` sync, the daemon's defaults) on storage::RocksStore
 //           in a temp dir, delivering `n` pre-ingested 1 KB events to one endpoint with `conns`
 //           requests in flight; deliveries per CPU-second of this process (RocksDB's background
-//           threads included) from the first send to the last durable result;
+//           threads included) from lifting the rate limit that held the backlog back to the
+//           last durable result;
 //   memory  the same engine and backlog on a store that keeps everything in memory and is
 //           "durable" at once (the test MemoryStore behind a mutex): what the engine costs
 //           without persisting anything;
@@ -194,6 +195,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
       api->submit_batch(std::move(batch),
                         [done](std::vector<Result<SubmitResult>> r) { done(std::move(r)); });
     });
+    if (!rs.ok()) die("submit", rs.error());
     for (const auto& r : *rs) {
       if (!r.ok()) die("submit", r.error());
     }
