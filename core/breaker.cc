@@ -4,6 +4,15 @@
 
 namespace ringcast {
 namespace {
+// A sample mark: bit 31 the sample failed, bits 24-30 the window generation (1..127), bits
+// 0-23 the bucket epoch modulo 2^24 (15 s buckets: compared only within the 20-bucket window).
+constexpr uint32_t kMarkFailed = 1u << 31;
+constexpr uint32_t kMarkEpochMask = (1u << 24) - 1;
+constexpr uint32_t kGenerations = 127;
+uint32_t mark_of(uint32_t generation, int64_t epoch, bool failed) {
+  return (failed ? kMarkFailed : 0) | (generation << 24) |
+         (static_cast<uint32_t>(epoch) & kMarkEpochMask);
+}
 size_t slot(int64_t epoch) {
   return static_cast<size_t>(((epoch % kBreakerBuckets) + kBreakerBuckets) % kBreakerBuckets);
 }
@@ -36,6 +45,18 @@ void Breaker::roll_to(int64_t epoch) {
 void Breaker::clear_window() {
   buckets_.fill({});
   head_epoch_ = INT64_MIN;
+  generation_ = generation_ % kGenerations + 1;  // 1..127: every mark taken so far is void
+}
+
+// Takes back the sample `mark` stands for, if it is still in the window.
+void Breaker::forget(uint32_t mark) {
+  if (mark == 0 || head_epoch_ == INT64_MIN) return;
+  if (((mark >> 24) & 0x7f) != generation_) return;
+  const uint32_t age = (static_cast<uint32_t>(head_epoch_) - mark) & kMarkEpochMask;
+  if (age >= kBreakerBuckets) return;  // rolled out of the window already
+  Bucket& b = buckets_[slot(head_epoch_ - age)];
+  if (b.total > 0) --b.total;
+  if ((mark & kMarkFailed) != 0 && b.failed > 0) --b.failed;
 }
 
 uint32_t Breaker::sum(WallTime now, bool failed) const {
@@ -99,7 +120,7 @@ bool Breaker::advance(WallTime now) {
   return false;
 }
 
-bool Breaker::record(BreakerSignal s, bool probe, WallTime now) {
+bool Breaker::record(BreakerSignal s, bool probe, WallTime now, uint32_t* mark) {
   if (s == BreakerSignal::kIgnore) {
     if (probe && state_ == State::kHalfOpen) probe_in_flight_ = false;  // try another probe
     return false;
@@ -108,9 +129,11 @@ bool Breaker::record(BreakerSignal s, bool probe, WallTime now) {
     int64_t e = epoch_of(now);
     if (head_epoch_ != INT64_MIN) e = std::max(e, head_epoch_);  // a clock step back
     roll_to(e);
+    if (mark != nullptr) forget(*mark);  // SPEC R4.1: one sample per delivery, its latest
     Bucket& b = buckets_[slot(head_epoch_)];
     ++b.total;
     if (s == BreakerSignal::kFailure) ++b.failed;
+    if (mark != nullptr) *mark = mark_of(generation_, head_epoch_, s == BreakerSignal::kFailure);
     if (s != BreakerSignal::kFailure) return false;
     const uint32_t total = window_total(now), failed = window_failed(now);
     // SPEC R4.1: ≥ 5 deliveries in the window and ≥ 80 % of them failed.

@@ -1,7 +1,9 @@
 // Per-tenant circuit breaker (SPEC R4): a bucketed sliding window of delivery outcomes and the
 // closed → open → half-open → closed machine. Pure: time is passed in. Invariants: at most one
 // probe in flight per half-open cycle; only unavailability (network, timeout, 5xx) counts as
-// failure; memory is fixed per tenant (kBreakerBuckets counters, no timestamp lists).
+// failure; the window counts deliveries, not attempts (R4.1: a delivery's newer result replaces
+// its older sample, through a mark the caller keeps with the delivery); memory is fixed per
+// tenant (kBreakerBuckets counters, no timestamp lists).
 #pragma once
 
 #include <array>
@@ -51,8 +53,11 @@ class Breaker {
   // Moves open → half-open once the pause is over (R4.2). Returns true on a change.
   bool advance(WallTime now);
   // A finished attempt of this tenant. `probe`: it was the half-open probe. Returns true when
-  // the state changed (closed → open, half-open → open or closed).
-  bool record(BreakerSignal s, bool probe, WallTime now);
+  // the state changed (closed → open, half-open → open or closed). `mark`: the delivery's
+  // sample mark (0 for none, kept by the caller with the delivery): a sample of the same
+  // delivery still in the window is replaced, so each delivery counts once with its latest
+  // result (SPEC R4.1); when a sample is taken it is set to mark the new one.
+  bool record(BreakerSignal s, bool probe, WallTime now, uint32_t* mark = nullptr);
   // R4.8: back to closed, counters cleared.
   void reset(WallTime now);
 
@@ -65,6 +70,7 @@ class Breaker {
   bool probe_in_flight() const { return probe_in_flight_; }
   Duration current_pause() const;  // the pause after failed_probes_ failures (R4.2)
 
+  // Deliveries in the window, and how many of them failed (their latest result there).
   uint32_t window_total(WallTime now) const;
   uint32_t window_failed(WallTime now) const;
 
@@ -82,11 +88,13 @@ class Breaker {
   void roll_to(int64_t epoch);
   void clear_window();
   void open(WallTime now, bool new_episode);
+  void forget(uint32_t mark);
   uint32_t sum(WallTime now, bool failed) const;
 
   BreakerConfig cfg_;
   std::array<Bucket, kBreakerBuckets> buckets_{};
   int64_t head_epoch_ = INT64_MIN;  // the newest bucket's epoch
+  uint32_t generation_ = 1;         // changes when the window is cleared: older marks are void
   State state_ = State::kClosed;
   bool probe_in_flight_ = false;
   uint32_t failed_probes_ = 0;

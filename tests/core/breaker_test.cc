@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/classify.h"
 
 namespace ringcast {
@@ -256,6 +258,67 @@ TEST(Breaker, MemoryIsBoundedPerTenant) {
   for (int i = 0; i < 1'000'000; ++i) b.record(S, false, kT0 + milliseconds(i));
   EXPECT_GT(b.window_total(kT0 + milliseconds(999'999)), 0u);
   EXPECT_LE(b.window_total(kT0 + milliseconds(999'999)), 1'000'000u);
+}
+
+// SPEC R4.1, from the seed's wording: "≥ 5 deliveries in a sliding 5-minute window and ≥ 80 % of
+// them failed". A delivery is one sample however often it is retried: its latest result there.
+struct DeliveryRow {
+  const char* name;
+  std::vector<std::vector<BreakerSignal>> deliveries;  // each delivery's results, in order
+  bool opens;
+};
+
+TEST(Breaker, CountsDeliveriesNotAttempts) {
+  const std::vector<DeliveryRow> rows = {
+      {"one delivery, ten failed attempts", {{F, F, F, F, F, F, F, F, F, F}}, false},
+      {"four deliveries failing five times each",
+       {{F, F, F, F, F}, {F, F, F, F, F}, {F, F, F, F, F}, {F, F, F, F, F}},
+       false},
+      {"five deliveries, each failed once", {{F}, {F}, {F}, {F}, {F}}, true},
+      {"five deliveries, four failed: exactly 80 %", {{S}, {F}, {F}, {F}, {F}}, true},
+      {"five deliveries, three failed: 60 %", {{F}, {F}, {F}, {S}, {S}}, false},
+      {"a retry that succeeded counts as a success", {{F, F, F, F, S}, {F}, {F}, {F}}, false},
+      {"a success that later failed counts as a failure", {{S, F}, {F}, {F}, {F}, {F}}, true},
+      {"six deliveries, five failed: 83 %", {{S}, {F}, {F}, {F}, {F}, {F}}, true},
+  };
+  for (const DeliveryRow& row : rows) {
+    Breaker b;
+    WallTime t = kT0;
+    bool opened = false;
+    std::vector<uint32_t> marks(row.deliveries.size(), 0);
+    // One delivery's results, then the next one's (the order decides nothing but when the
+    // check runs: it runs when a failure comes in).
+    for (size_t d = 0; d < row.deliveries.size() && !opened; ++d) {
+      for (BreakerSignal sample : row.deliveries[d]) {
+        opened = b.record(sample, false, t, &marks[d]);
+        t = t + seconds(2);  // well inside the window
+        if (opened) break;
+      }
+    }
+    EXPECT_EQ(opened, row.opens) << row.name;
+    EXPECT_EQ(b.state() == State::kOpen, row.opens) << row.name;
+    if (!row.opens) {
+      EXPECT_EQ(b.window_total(t), row.deliveries.size()) << row.name;
+    }
+  }
+}
+
+TEST(Breaker, ASampleOutsideTheWindowIsNotTakenBackTwice) {
+  Breaker b;
+  uint32_t mark = 0;
+  WallTime t = kT0;
+  EXPECT_FALSE(b.record(F, false, t, &mark));
+  t = t + minutes(6);  // the first sample rolled out of the window
+  uint32_t other = 0;
+  EXPECT_FALSE(b.record(S, false, t, &other));
+  EXPECT_FALSE(b.record(F, false, t, &mark));  // the same delivery again: a new sample
+  EXPECT_EQ(b.window_total(t), 2u);
+  EXPECT_EQ(b.window_failed(t), 1u);
+  b.reset(t);  // a cleared window voids every mark
+  EXPECT_FALSE(b.record(S, false, t, &other));
+  EXPECT_FALSE(b.record(S, false, t, &mark));
+  EXPECT_EQ(b.window_total(t), 2u);
+  EXPECT_EQ(b.window_failed(t), 0u);
 }
 
 }  // namespace
