@@ -9,6 +9,7 @@
 #include "core/classify.h"
 #include "core/endpoint_rules.h"
 #include "core/fanout.h"
+#include "core/retry_after.h"
 
 namespace ringcast {
 
@@ -55,6 +56,7 @@ struct Scheduler::EpState {
   uint32_t ready_count = 0, test_count = 0, in_flight = 0;
   bool active = false;        // in Scheduler::active_
   int64_t rate_timer_ms = 0;  // key in rate_timers_ when != 0
+  int64_t hold_until_ms = 0;  // the receiver's Retry-After holds the queue until then (R7)
   double tokens = 0;
   WallTime tokens_at;
   bool tokens_init = false;
@@ -202,6 +204,7 @@ void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m)
 
 // Terminal: written once, then the slot is recycled (the store keeps the record).
 void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m) {
+  clear_deferred(s->d);
   s->d.status = st;
   if (!code.is_none()) s->d.last_code = code;
   switch (st) {
@@ -221,6 +224,12 @@ void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m)
   if (code.kind == K::kDeadlineExceeded) ++counters_.deadline_exceeded;
   put(s, false, m);
   free_slot(s);
+}
+
+void Scheduler::clear_deferred(Delivery& d) {
+  if (!d.deferred()) return;
+  d.flags &= static_cast<uint8_t>(~Delivery::kFlagDeferred);
+  --deferred_waiting_;
 }
 
 // ---- queues -------------------------------------------------------------------------------------
@@ -326,7 +335,27 @@ bool Scheduler::normal_allowed(EpState& ep, WallTime now) {
     return false;
   }
   if (ep.rate_timer_ms != 0 && now.ms() < ep.rate_timer_ms) return false;
+  if (now.ms() < ep.hold_until_ms) return false;  // SPEC R7: the receiver asked us to wait
   return true;
+}
+
+// The endpoint's one timer (rate_timers_) fires no earlier than `at_ms`.
+void Scheduler::arm_endpoint_timer(EpState& ep, int64_t at_ms) {
+  if (ep.rate_timer_ms != 0) {
+    if (ep.rate_timer_ms >= at_ms) return;
+    rate_timers_.erase({ep.rate_timer_ms, ep.cfg.id});
+  }
+  ep.rate_timer_ms = at_ms;
+  rate_timers_.insert({at_ms, ep.cfg.id});
+}
+
+// SPEC R7 per endpoint: a receiver that answered Retry-After gets nothing more from this
+// endpoint's queue until then (not one more attempt spent on it); other endpoints on the same
+// host are not affected. Extends, never shortens, a hold.
+void Scheduler::hold_endpoint(EpState& ep, WallTime until) {
+  if (until.ms() <= ep.hold_until_ms) return;
+  ep.hold_until_ms = until.ms();
+  arm_endpoint_timer(ep, ep.hold_until_ms);
 }
 
 void Scheduler::activate(EpState& ep, WallTime now) {
@@ -342,9 +371,11 @@ void Scheduler::activate_tenant(TenantState& t, WallTime now) {
 
 // ---- endpoints and tenants ---------------------------------------------------------------------
 
-void Scheduler::restore_endpoint(const Endpoint& e) {
+Result<void> Scheduler::restore_endpoint(const Endpoint& e) {
   const RetryPolicy* p = policies_.find(e.policy);
-  if (p == nullptr) p = policies_.find("smengo");  // a policy removed from config: the default
+  if (p == nullptr) {
+    return make_error(Errc::kInvalidArgument, "unknown policy", "policy", "unknown_policy");
+  }
   auto ep = std::make_unique<EpState>();
   ep->cfg = e;
   ep->policy = p;
@@ -352,6 +383,7 @@ void Scheduler::restore_endpoint(const Endpoint& e) {
   ep->tenant->endpoints.push_back(ep.get());
   last_ep_ = nullptr;
   endpoints_[e.id] = std::move(ep);
+  return ok();
 }
 
 void Scheduler::restore_tenant(const Tenant& t) {
@@ -366,6 +398,7 @@ void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
   Slot* s = alloc_slot();
   s->d = d;
   s->d.status = DeliveryStatus::kPending;  // a lease the store did not turn back: retried
+  if (s->d.deferred()) ++deferred_waiting_;
   schedule_at(s, std::max(d.next_attempt_at, now));
 }
 
@@ -382,7 +415,7 @@ Result<Endpoint> Scheduler::create_endpoint(Endpoint e, WallTime now, Mutations&
   e.created_at = now;
   e.updated_at = now;
   if (e.state != EndpointState::kDisabled) e.disabled_reason = ErrorCode::none();
-  restore_endpoint(e);
+  if (Result<void> r = restore_endpoint(e); !r) return r.error();  // the policy was checked
   if (new_tenant) persist_tenant(tenant_of(e.tenant), now, m);
   m.endpoints.push_back(e);
   return e;
@@ -411,6 +444,7 @@ Result<Endpoint> Scheduler::update_endpoint(const Endpoint& e, WallTime now, Mut
     rate_timers_.erase({ep->rate_timer_ms, ep->cfg.id});
     ep->rate_timer_ms = 0;
   }
+  if (ep->hold_until_ms > now.ms()) arm_endpoint_timer(*ep, ep->hold_until_ms);  // R7 stays
   m.endpoints.push_back(n);
   activate(*ep, now);
   return n;
@@ -745,6 +779,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
 void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<SendCommand>& out,
                       Mutations& m) {
   Delivery& d = s->d;
+  clear_deferred(d);
   // The attempt is counted when it is leased, so a crash mid-flight cannot overspend.
   ++d.attempts;
   if (d.ladder() == Ladder::kSlow) {
@@ -781,6 +816,10 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   inflight_[cmd.slot] = nullptr;
   inflight_free_.push_back(cmd.slot);
   --inflight_count_;
+  if (r.deferred != DeferReason::kNone) {
+    release_unsent(cmd, s, r, now, m);
+    return;
+  }
   ++counters_.results;
 
   Delivery& d = s->d;
@@ -830,13 +869,53 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   if (ep->policy->use_breaker) {  // SPEC R4.1, R4.4, R4.5
     const auto before = t.breaker.state();
     const WallTime hold_since = t.breaker.hold_since();
-    if (t.breaker.record(breaker_signal(c), cmd.probe, now)) {
+    if (t.breaker.record(breaker_signal(c), cmd.probe, now, &d.breaker_mark)) {
       breaker_changed(t, before, hold_since, now, m);
     } else if (cmd.probe && before == BreakerSnapshot::State::kHalfOpen) {
       activate_tenant(t, now);  // an ignored probe: another one may go
     }
   }
+  if (c.retry_after && *c.retry_after > Duration::zero()) {
+    hold_endpoint(*ep, now + std::min(*c.retry_after, kRetryAfterCap));  // SPEC R7.2
+  }
   apply_decision(ep, s, decide(d, c, *ep->policy, now, rng_), now, m);
+  activate(*ep, now);
+}
+
+// ISSUE 14 part 1, SPEC R2.3: the transport held the send for ringcast's own reasons (pacing,
+// connection limits) and never sent it. The lease is released as if it had not been taken: the
+// attempt is not spent, nothing is recorded, the breaker and auto-disable see nothing, and the
+// delivery waits until the transport said a new try may go.
+void Scheduler::release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r,
+                               WallTime now, Mutations& m) {
+  Delivery& d = s->d;
+  ++counters_.deferred;
+  if (d.attempts > 0) --d.attempts;
+  if (d.ladder() == Ladder::kSlow) {
+    if (d.slow_attempts > 0) --d.slow_attempts;
+  } else if (d.fast_attempts > 0) {
+    --d.fast_attempts;
+  }
+  EpState* ep = ep_of(d.endpoint);
+  if (ep != nullptr) --ep->in_flight;
+  if (cmd.probe && ep != nullptr && ep->policy->use_breaker) {
+    ep->tenant->breaker.record(BreakerSignal::kIgnore, true, now);  // the probe slot is free
+    activate_tenant(*ep->tenant, now);
+  }
+  const ErrorCode kill = d.last_code;  // a disable or delete while it was out (R8.3)
+  if (ep == nullptr || kill.kind == K::kEndpointDisabled || kill.kind == K::kEndpointDeleted) {
+    finish(s, DeliveryStatus::kDead, ep == nullptr ? ErrorCode::of(K::kEndpointDeleted) : kill, m);
+    if (ep != nullptr) activate(*ep, now);
+    return;
+  }
+  d.status = DeliveryStatus::kPending;
+  d.next_attempt_at = std::max(now, r.not_before);  // the API shows when it will go
+  if (!d.deferred()) {
+    d.flags |= Delivery::kFlagDeferred;
+    ++deferred_waiting_;
+  }
+  put(s, false, m);  // the lease, released
+  schedule_at(s, d.next_attempt_at);
   activate(*ep, now);
 }
 
@@ -940,13 +1019,14 @@ SchedulerStats Scheduler::stats() const {
   if (!gauges_valid_ || now_ - gauges_at_ >= seconds(1) || now_ < gauges_at_) {
     SchedulerStats& g = gauges_;
     g.breakers_open = g.breakers_half_open = 0;
-    g.held_by_pause = g.held_by_breaker = 0;
+    g.held_by_pause = g.held_by_breaker = g.held_by_retry_after = 0;
     for (const auto& [name, t] : tenants_) {
       if (t->breaker.state() == BreakerSnapshot::State::kOpen) ++g.breakers_open;
       if (t->breaker.state() == BreakerSnapshot::State::kHalfOpen) ++g.breakers_half_open;
     }
     for (const auto& [id, ep] : endpoints_) {
       if (ep->cfg.state == EndpointState::kPaused) g.held_by_pause += ep->ready_count;
+      if (now_.ms() < ep->hold_until_ms) g.held_by_retry_after += ep->ready_count;
       if (ep->policy->use_breaker &&
           ep->tenant->breaker.state() != BreakerSnapshot::State::kClosed) {
         g.held_by_breaker += ep->ready_count;
@@ -959,6 +1039,8 @@ SchedulerStats Scheduler::stats() const {
   s.breakers_half_open = gauges_.breakers_half_open;
   s.held_by_pause = gauges_.held_by_pause;
   s.held_by_breaker = gauges_.held_by_breaker;
+  s.held_by_retry_after = gauges_.held_by_retry_after;
+  s.deferred_waiting = deferred_waiting_;
   return s;
 }
 

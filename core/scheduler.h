@@ -64,13 +64,16 @@ struct SchedulerStats {
   uint64_t in_wheel = 0;  // waiting for their time
   uint64_t ready = 0;     // due, queued at their endpoint (held ones included)
   uint64_t in_flight = 0;
-  uint64_t held_by_breaker = 0;  // ready, their tenant's breaker not closed (R4.6)
-  uint64_t held_by_pause = 0;    // ready, their endpoint paused (R9.2)
-  uint64_t slab_slots = 0;       // allocated slots (memory: slab_slots * slot_bytes)
+  uint64_t held_by_breaker = 0;      // ready, their tenant's breaker not closed (R4.6)
+  uint64_t held_by_pause = 0;        // ready, their endpoint paused (R9.2)
+  uint64_t held_by_retry_after = 0;  // ready, their endpoint asked to wait (R7, 429/5xx)
+  uint64_t deferred_waiting = 0;     // waiting after the transport gave their send back unsent
+  uint64_t slab_slots = 0;           // allocated slots (memory: slab_slots * slot_bytes)
   uint64_t slot_bytes = 0;
   uint32_t endpoints = 0, tenants = 0, breakers_open = 0, breakers_half_open = 0;
   // Counters since construction.
   uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
+  uint64_t deferred = 0;  // sends given back unsent (no attempt spent, ISSUE 14 part 1)
   uint64_t delivered = 0, retries = 0, failed = 0, dead = 0;
   uint64_t outcome[4] = {};  // by Outcome: success, rejected, retryable, unknown (R12.8)
   uint64_t subscription_postponed = 0, breaker_opened = 0, endpoints_disabled = 0;
@@ -89,7 +92,9 @@ class Scheduler {
   void set_id_allocator(IdAllocator* ids) { ids_ = ids; }
 
   // ---- recovery (before the first poll(); any order) -------------------------------------
-  void restore_endpoint(const Endpoint& e);
+  // kInvalidArgument (field "policy", reason "unknown_policy") when the endpoint's policy is
+  // not in the registry: there is no silent fall-back to another ladder (ISSUE 14 part 3).
+  Result<void> restore_endpoint(const Endpoint& e);
   void restore_tenant(const Tenant& t);
   // A non-terminal delivery. It becomes due at max(next_attempt_at, now). A delivery whose
   // lease expired arrives with its attempt already counted: it is retried at once unless that
@@ -138,7 +143,10 @@ class Scheduler {
   void poll(WallTime now, std::vector<SendCommand>& out, Mutations& m);
   // One attempt finished: classify → policy → breaker → endpoint rules. Appends the Attempt,
   // the Delivery update and any endpoint / tenant / notification change to `m`. A command
-  // that does not match a live in-flight delivery is ignored (counted as stale).
+  // that does not match a live in-flight delivery is ignored (counted as stale). A result the
+  // transport gave back unsent (r.deferred) is no attempt (SPEC R2.3): the lease is released
+  // with the attempt not spent, nothing recorded, no breaker sample, and the delivery waits
+  // until r.not_before. A Retry-After (429, 5xx) holds the endpoint's queue until then (R7).
   void on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
                  WallTime now, Mutations& m);
   // When poll() has work next (<= the last poll's now: call again without sleeping);
@@ -179,6 +187,11 @@ class Scheduler {
   void lease(EpState& ep, Slot* s, bool probe, WallTime now, std::vector<SendCommand>& out,
              Mutations& m);
   void postpone_subscription(EpState* ep, Slot* s, WallTime now, Mutations& m);
+  void release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r, WallTime now,
+                      Mutations& m);
+  void hold_endpoint(EpState& ep, WallTime until);
+  void arm_endpoint_timer(EpState& ep, int64_t at_ms);
+  void clear_deferred(Delivery& d);
   void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
   void put(const Slot* s, bool is_new, Mutations& m);
   void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);
@@ -204,6 +217,7 @@ class Scheduler {
   TimerEntry* free_ = nullptr;  // free slots, linked through TimerEntry::next
   uint64_t live_ = 0;
   uint64_t ready_total_ = 0;
+  uint64_t deferred_waiting_ = 0;  // live deliveries with kFlagDeferred
 
   std::vector<Slot*> inflight_;  // SendCommand::slot → slot
   std::vector<uint32_t> inflight_free_;
@@ -216,7 +230,8 @@ class Scheduler {
   std::vector<TenantState*> tenant_by_index_;
   std::deque<EndpointId> active_;                         // endpoints with sendable work
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
-  std::set<std::pair<int64_t, EndpointId>> rate_timers_;  // (ms, endpoint): next token
+  // (ms, endpoint): the next rate-limit token, or the end of a Retry-After hold
+  std::set<std::pair<int64_t, EndpointId>> rate_timers_;
   SchedulerStats counters_;
   mutable SchedulerStats gauges_;  // the walked gauges, cached (see stats())
   mutable WallTime gauges_at_;

@@ -25,7 +25,24 @@ struct SendRequest {
   uint64_t pool_key = 0;  // optional hint: endpoint id, for per-endpoint limits
 };
 
+// Why the transport gave an op back without sending it (ringcast's own back-pressure, never the
+// receiver's failure: ISSUE 14 part 1).
+enum class DeferReason : uint8_t {
+  kNone = 0,
+  kPacing,       // the host's token bucket (transport.host_rate_per_second) had no token in time
+  kConnections,  // the connection limits (per host, in all) had no room in time
+  kQueueFull,    // the host's queue of waiting requests was full (the bulkhead, R12.6)
+};
+inline constexpr int kDeferReasons = 4;
+const char* defer_reason_name(DeferReason r);
+
 struct TransportResult {
+  // Not sent at all: no byte left, no connection was attempted for this op, and the caller may
+  // try again from `not_before` on. Such a result is not an attempt (SPEC R2.3): the scheduler
+  // releases the lease without spending the attempt, recording anything, or feeding the
+  // breaker. Every other field is unset when deferred.
+  DeferReason deferred = DeferReason::kNone;
+  WallTime not_before;
   bool response_received = false;  // a complete status line + headers were parsed
   bool request_written = false;    // every request byte reached the socket
   bool connect_attempted = false;  // a TCP connect was started (false: refused before sending)

@@ -1,5 +1,7 @@
 #include "core/types.h"
 
+#include "core/transport.h"
+
 #include <cstring>
 #include <string>
 
@@ -25,6 +27,20 @@ const char* outcome_name(Outcome o) {
       return "retryable";
     case Outcome::kUnknown:
       return "unknown";
+  }
+  return "?";
+}
+
+const char* defer_reason_name(DeferReason r) {
+  switch (r) {
+    case DeferReason::kNone:
+      return "none";
+    case DeferReason::kPacing:
+      return "pacing";
+    case DeferReason::kConnections:
+      return "connections";
+    case DeferReason::kQueueFull:
+      return "queue_full";
   }
   return "?";
 }

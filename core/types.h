@@ -177,14 +177,21 @@ struct Delivery {
   ErrorCode last_code;
   DeliveryStatus status = DeliveryStatus::kPending;
   uint8_t flags = 0;
+  // The sample this delivery left in its tenant's breaker window (core/breaker: R4.1 counts
+  // deliveries, not attempts); 0 = none. In memory only: the window is not persisted either.
+  uint32_t breaker_mark = 0;
 
   static constexpr uint8_t kFlagMoney = 1;  // money event (R3.5), decided at intake
   static constexpr uint8_t kFlagTest = 2;   // endpoint test event (R8.5, R9.3)
   // The pending (or in-flight) attempt is a slow-ladder step (R3.4: separate budgets); unset:
   // the fast ladder / the fixed schedule. Written by core/scheduler, read back at recovery.
   static constexpr uint8_t kFlagSlowLadder = 4;
+  // It waits because the transport gave its send back unsent (ringcast's own back-pressure:
+  // pacing, connection limits), not because of a receiver's answer. Cleared when leased again.
+  static constexpr uint8_t kFlagDeferred = 8;
   bool money() const { return flags & kFlagMoney; }
   bool test() const { return flags & kFlagTest; }
+  bool deferred() const { return flags & kFlagDeferred; }
   Ladder ladder() const { return (flags & kFlagSlowLadder) ? Ladder::kSlow : Ladder::kFast; }
 };
 static_assert(sizeof(Delivery) <= 72);

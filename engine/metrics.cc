@@ -138,6 +138,14 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
   for (const K& k : kKinds)
     w.sample("ringcast_transport_failures_total", std::string("kind=\"") + k.name + "\"",
              static_cast<double>(w.sum_u([&](M s) -> const Counter& { return s.*(k.field); })));
+  w.header("ringcast_sends_deferred_total", "counter",
+           "Sends given back unsent by ringcast's own back-pressure (no attempt spent), by "
+           "reason.");
+  for (size_t i = 1; i < kDeferReasons; ++i)
+    w.sample(
+        "ringcast_sends_deferred_total",
+        std::string("reason=\"") + defer_reason_name(static_cast<DeferReason>(i)) + "\"",
+        static_cast<double>(w.sum_u([&](M s) -> const Counter& { return s.sends_deferred[i]; })));
   w.counter("ringcast_deliveries_delivered_total", "Deliveries that got a 2xx.",
             [](M s) -> const Counter& { return s.deliveries_delivered; });
   w.counter("ringcast_deliveries_failed_total", "Deliveries FAILED (budget, ceiling, rejected).",
@@ -177,6 +185,12 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
           [](M s) -> const Gauge& { return s.in_flight; });
   w.gauge("ringcast_deliveries_held_by_breaker", "Deliveries held by an open tenant breaker.",
           [](M s) -> const Gauge& { return s.held_by_breaker; });
+  w.gauge("ringcast_deliveries_deferred",
+          "Deliveries waiting because a send was given back unsent (pacing, connection limits).",
+          [](M s) -> const Gauge& { return s.deferred_waiting; });
+  w.gauge("ringcast_deliveries_held_by_retry_after",
+          "Deliveries due but held: their endpoint answered Retry-After (SPEC R7).",
+          [](M s) -> const Gauge& { return s.held_by_retry_after; });
   w.gauge("ringcast_breakers_open", "Tenants whose circuit breaker is open or half-open.",
           [](M s) -> const Gauge& { return s.breakers_open; });
   w.gauge("ringcast_endpoints", "Endpoints known to the shards.",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/transport.h"
 #include "core/types.h"
 
 namespace ringcast::engine {
@@ -41,6 +42,9 @@ struct ShardMetrics {
   // transport failures, by kind (no response came)
   Counter transport_dns{0}, transport_connect{0}, transport_tls{0}, transport_timeout{0},
       transport_reset{0}, transport_protocol{0}, transport_refused_before_send{0};
+  // sends the transport gave back unsent (ringcast's own back-pressure), by DeferReason: no
+  // attempt, no outcome, no transport failure (ISSUE 14 part 1)
+  std::array<Counter, kDeferReasons> sends_deferred{};
   Counter deliveries_delivered{0}, deliveries_failed{0}, deliveries_dead{0};
   Counter endpoints_disabled{0};
   Counter unknown_attempts{0};
@@ -52,6 +56,7 @@ struct ShardMetrics {
   Counter payload_cache_hits{0}, payload_cache_misses{0};  // event payloads for sends
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};
+  Gauge deferred_waiting{0}, held_by_retry_after{0};
   Gauge tenants{0}, endpoints{0}, intake_waiting_durable{0};
 };
 

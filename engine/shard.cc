@@ -64,8 +64,8 @@ class Shard::Recovery final : public RecoveryVisitor {
  public:
   Recovery(Shard& s, WallTime now) : s_(s), now_(now) {}
   void on_endpoint(const Endpoint& e) override {
-    s_.scheduler_->restore_endpoint(e);
     s_.known_tenants_[e.tenant] = true;
+    if (!s_.scheduler_->restore_endpoint(e).ok()) ++s_.missing_policies_[e.policy];
   }
   void on_tenant(const Tenant& t) override {
     s_.scheduler_->restore_tenant(t);
@@ -137,7 +137,18 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
     }
     next_seq_[p] = stats->next_sequence;
   }
+  if (!missing_policies_.empty()) {
+    started.set_value(make_error(Errc::kInvalidArgument,
+                                 "stored endpoints use a retry policy that is not in the config",
+                                 "policies", "unknown_policy"));
+    return;
+  }
   transport_ = options_.transport_factory(*loop_);
+  if (!transport_) {  // the factory says why (engine/build.cc); never a null transport later
+    started.set_value(make_error(Errc::kInvalidArgument, "the HTTP transport could not be created",
+                                 "transport", "transport_failed"));
+    return;
+  }
   running_.store(true, std::memory_order_release);
   started.set_value(ok());
 
@@ -215,10 +226,27 @@ void Shard::commit() {
       std::abort();
     }
     last_written_seq_ = *seq;
-    if (options_.on_delivery_done) {  // every way a delivery ends: result, 410, delete, ceiling
-      for (const DeliveryPut& p : mutations_.deliveries) {
-        if (!is_terminal(p.delivery.status)) continue;
-        turn_acks_.push_back([this, d = p.delivery] { options_.on_delivery_done(d); });
+    // Every way a delivery ends (a result, 410, delete, disable, a ceiling, the breaker's hold
+    // limit) passes here once: the outcome counters, the UNKNOWN clock and the callback.
+    const WallTime now = loop_->wall_now();
+    for (const DeliveryPut& p : mutations_.deliveries) {
+      const Delivery& d = p.delivery;
+      if (!is_terminal(d.status)) continue;
+      switch (d.status) {
+        case DeliveryStatus::kDelivered:
+          metrics_.deliveries_delivered.fetch_add(1, std::memory_order_relaxed);
+          metrics_.delivery_latency.observe(now - d.created_at);
+          break;
+        case DeliveryStatus::kFailed:
+          metrics_.deliveries_failed.fetch_add(1, std::memory_order_relaxed);
+          break;
+        default:
+          metrics_.deliveries_dead.fetch_add(1, std::memory_order_relaxed);
+          break;
+      }
+      if (!unknown_since_.empty()) unknown_since_.erase(d.id);
+      if (options_.on_delivery_done) {
+        turn_acks_.push_back([this, d] { options_.on_delivery_done(d); });
       }
     }
     if (options_.on_notification && !mutations_.notifications.empty()) {
@@ -354,6 +382,16 @@ void Shard::on_send_complete(SendSlot* slot) {
   }
   WallTime now = loop_->wall_now();
   const TransportResult& r = slot->result;
+  if (r.deferred != DeferReason::kNone) {
+    // Never sent (pacing, connection limits): no attempt, no outcome, no transport failure;
+    // the scheduler releases the lease (ISSUE 14 part 1). An UNKNOWN before it stays UNKNOWN.
+    metrics_.sends_deferred[static_cast<size_t>(r.deferred)].fetch_add(1,
+                                                                       std::memory_order_relaxed);
+    scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+    slot->release();
+    free_slots_.push_back(slot);
+    return;
+  }
   Classification c = classify(r, now);
   metrics_.attempts_by_outcome[static_cast<size_t>(c.outcome)].fetch_add(1,
                                                                          std::memory_order_relaxed);
@@ -395,27 +433,8 @@ void Shard::on_send_complete(SendSlot* slot) {
     unknown_since_[id] = now;
   }
 
-  size_t attempts_before = mutations_.deliveries.size();
   size_t eps_before = mutations_.endpoints.size();
   scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
-  for (size_t i = attempts_before; i < mutations_.deliveries.size(); ++i) {
-    const Delivery& d = mutations_.deliveries[i].delivery;
-    switch (d.status) {
-      case DeliveryStatus::kDelivered:
-        metrics_.deliveries_delivered.fetch_add(1, std::memory_order_relaxed);
-        metrics_.delivery_latency.observe(now - d.created_at);
-        break;
-      case DeliveryStatus::kFailed:
-        metrics_.deliveries_failed.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case DeliveryStatus::kDead:
-        metrics_.deliveries_dead.fetch_add(1, std::memory_order_relaxed);
-        break;
-      default:
-        break;
-    }
-    if (is_terminal(d.status)) unknown_since_.erase(d.id);
-  }
   for (size_t i = eps_before; i < mutations_.endpoints.size(); ++i)
     if (mutations_.endpoints[i].state == EndpointState::kDisabled)
       metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
@@ -430,6 +449,10 @@ void Shard::refresh_gauges() {
   metrics_.in_flight.store(in_flight_, std::memory_order_relaxed);
   metrics_.held_by_breaker.store(static_cast<int64_t>(s.held_by_breaker),
                                  std::memory_order_relaxed);
+  metrics_.held_by_retry_after.store(static_cast<int64_t>(s.held_by_retry_after),
+                                     std::memory_order_relaxed);
+  metrics_.deferred_waiting.store(static_cast<int64_t>(s.deferred_waiting),
+                                  std::memory_order_relaxed);
   metrics_.breakers_open.store(static_cast<int64_t>(s.breakers_open + s.breakers_half_open),
                                std::memory_order_relaxed);
   metrics_.endpoints.store(static_cast<int64_t>(s.endpoints), std::memory_order_relaxed);

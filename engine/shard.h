@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,9 @@ class Shard final : public IdAllocator {
 
   const ShardMetrics& metrics() const { return metrics_; }
   uint32_t index() const { return index_; }
+  // After a start() that failed with reason "unknown_policy": stored endpoints whose policy is
+  // not in the config, by policy name (ISSUE 14 part 3: no silent fall-back).
+  const std::map<std::string, uint32_t>& missing_policies() const { return missing_policies_; }
   bool running() const { return running_.load(std::memory_order_acquire); }
 
  private:
@@ -112,6 +116,7 @@ class Shard final : public IdAllocator {
   // Per-partition id sequences of the partitions this shard owns.
   std::unordered_map<Partition, uint64_t> next_seq_;
   std::unordered_map<std::string, bool> known_tenants_;  // tenant → exists (has had endpoints)
+  std::map<std::string, uint32_t> missing_policies_;     // found by recovery (see above)
 
   // The turn's work: one Mutations, one commit.
   Mutations mutations_;

@@ -15,7 +15,6 @@
 #include <unordered_map>
 
 #include "core/address_guard.h"
-#include "core/retry_after.h"
 #include "net/buffer_ring.h"
 #include "net/pacing.h"
 #include "net/signing.h"
@@ -102,6 +101,7 @@ struct Exchange {
   size_t addr_idx = 0;
   Phase phase = Phase::kFree;
   MonoTime t_start, t_mark, t_write;
+  MonoTime queued_at;      // when it joined its host queue (max_queue_wait)
   bool resolving = false;  // the resolver holds `resolve`
   bool orphan = false;     // completed while resolving: recycled when the resolver calls back
   bool queued = false;
@@ -208,7 +208,7 @@ struct Host {
   Exchange* qtail = nullptr;
   uint32_t queued = 0;
   TokenBucket bucket;
-  MonoTime throttle_until;
+  MonoTime paced_until;  // the latest token time promised to a deferred request
   // The one TLS connection doing a full handshake while no session is cached for this host:
   // other new connections wait for its session so they resume (≤ 1 full handshake per host).
   Connection* tls_probe = nullptr;
@@ -263,6 +263,7 @@ struct HttpTransport::Impl {
   void on_resolve_done(Exchange* ex);
   void on_resolved(Exchange* ex);
   void fail(Exchange* ex, ErrorCode code);
+  void defer(Exchange* ex, DeferReason why, MonoTime not_before);
   void finish(Exchange* ex);
   void finish_now(Exchange* ex);
   void on_deadline(Exchange* ex);
@@ -283,6 +284,7 @@ struct HttpTransport::Impl {
   void enqueue(Host* h, Exchange* ex);
   void dequeue(Exchange* ex);
   void pump(Host* h);
+  MonoTime pacing_slot(Host* h, MonoTime now, uint32_t ahead);
   void schedule_pump(Host* h);
   Connection* find_idle(Host* h, const IpAddress& addr);
   bool evict_one_idle();
@@ -441,8 +443,16 @@ void Impl::on_resolved(Exchange* ex) {
   if (ex->url_host == nullptr) ex->url_host = get_host(ex->url);  // hosts live as long as we do
   Host* h = ex->url_host;
   ex->host = h;
-  if (h->queued >= opt.max_queued_per_host) {  // bulkhead (R12.6)
-    fail(ex, ErrorCode::network(ENOBUFS));
+  const MonoTime now = loop.now();
+  if (h->queued >= opt.max_queued_per_host) {  // bulkhead (R12.6): try again once it drained
+    defer(ex, DeferReason::kQueueFull, now + opt.max_queue_wait);
+    return;
+  }
+  // Pacing: the token this request would get, behind everything queued before it. Beyond the
+  // queue wait it goes back now, told when its token will be there (staggered by position, so
+  // a burst of deferred requests does not come back all at once).
+  if (h->bucket.token_at(now, h->queued) - now > opt.max_queue_wait) {
+    defer(ex, DeferReason::kPacing, pacing_slot(h, now, h->queued));
     return;
   }
   enqueue(h, ex);
@@ -452,6 +462,19 @@ void Impl::on_resolved(Exchange* ex) {
 void Impl::fail(Exchange* ex, ErrorCode code) {
   ex->op->result.code = code;
   if (ex->conn) close_conn(ex->conn);
+  finish(ex);
+}
+
+// Back-pressure of our own (ISSUE 14 part 1): the op goes back unsent, with nothing in its result
+// but the reason and when a new try may go. No connection was started for it.
+void Impl::defer(Exchange* ex, DeferReason why, MonoTime not_before) {
+  assert(ex->conn == nullptr);
+  if (ex->queued) dequeue(ex);
+  TransportResult& r = ex->op->result;
+  reset_result(r);
+  r.deferred = why;
+  r.not_before = loop.wall_now() + std::max(Duration(0), not_before - loop.now());
+  st.deferred[static_cast<int>(why)]++;
   finish(ex);
 }
 
@@ -474,7 +497,9 @@ void Impl::finish_now(Exchange* ex) {
   TransportResult& r = op->result;
   r.timings.total = loop.now() - ex->t_start;
   st.completed++;
-  if (r.response_received) {
+  if (r.deferred != DeferReason::kNone) {
+    // counted in defer()
+  } else if (r.response_received) {
     st.responses++;
   } else if (r.code.kind == K::kTimeout) {
     st.timeouts++;
@@ -530,6 +555,11 @@ void Impl::on_deadlines() {
 }
 
 void Impl::on_deadline(Exchange* ex) {
+  if (ex->queued) {  // still waiting for its start (a slow DNS answer ate the time): never sent
+    unlink_deadline(ex);
+    defer(ex, DeferReason::kConnections, loop.now() + opt.defer_retry);
+    return;
+  }
   // SPEC R6: no answer within the exchange deadline → timeout (request_written tells the core
   // whether it is UNKNOWN, R12.1).
   ex->op->result.code = ErrorCode::of(K::kTimeout);
@@ -577,7 +607,7 @@ void Impl::sweep_hosts() {
   for (auto it = hosts.begin(); it != hosts.end();) {
     Host* h = it->second.get();
     const bool unused = h->connections == 0 && h->queued == 0 && !h->pump_timer.armed() &&
-                        h->throttle_until <= now && h->tls_probe == nullptr && h->bucket.full(now);
+                        h->tls_probe == nullptr && h->bucket.full(now) && h->paced_until <= now;
     if (unused) {
       it = hosts.erase(it);
     } else {
@@ -589,6 +619,7 @@ void Impl::sweep_hosts() {
 void Impl::enqueue(Host* h, Exchange* ex) {
   ex->phase = Phase::kQueued;
   ex->queued = true;
+  ex->queued_at = loop.now();
   ex->qnext = nullptr;
   ex->qprev = h->qtail;
   if (h->qtail) {
@@ -638,61 +669,71 @@ bool Impl::evict_one_idle() {
   return true;
 }
 
-// Hands queued exchanges of `h` to connections, in order, as pacing and the connection limit
-// allow. Bounded: each iteration dequeues one exchange or returns.
+// Hands queued exchanges of `h` to connections, in order, as pacing and the connection limits
+// allow. What cannot start within max_queue_wait of joining the queue goes back deferred (never
+// failed: ISSUE 14 part 1). Bounded: each iteration dequeues one exchange or returns.
 void Impl::pump(Host* h) {
   while (h->qhead != nullptr) {
     Exchange* ex = h->qhead;
     const MonoTime now = loop.now();
-    const MonoTime deadline = ex->deadline_at;
-    if (deadline - now < opt.min_time_to_start) {
-      // Too late to be worth a try: fail it unsent (provably not received) rather than send a
-      // request that will time out into UNKNOWN.
-      dequeue(ex);
-      fail(ex, ErrorCode::of(K::kTimeout));
-      continue;
-    }
-    if (h->throttle_until > now) {  // a 429 asked for a pause
-      if (h->throttle_until >= deadline) {
-        dequeue(ex);
-        fail(ex, ErrorCode::of(K::kTimeout));  // cannot be sent in time: not sent at all
-        continue;
-      }
-      loop.arm(&h->pump_timer, h->throttle_until);
-      return;
-    }
+    const MonoTime give_up_at = ex->queued_at + opt.max_queue_wait;
     const MonoTime token_at = h->bucket.next_token_at(now);
     if (token_at > now) {
-      if (token_at >= deadline) {
-        dequeue(ex);
-        fail(ex, ErrorCode::of(K::kTimeout));
+      if (token_at > give_up_at) {  // e.g. the host's rate was lowered while it waited
+        defer(ex, DeferReason::kPacing, pacing_slot(h, now, 0));
         continue;
       }
       loop.arm(&h->pump_timer, token_at);
       return;
     }
     Connection* c = find_idle(h, ex->addrs[ex->addr_idx]);
-    if (c == nullptr && h->tls_probe != nullptr) return;  // resumes once the probe has a session
-    if (c == nullptr) {
-      if (h->connections >= opt.max_connections_per_host) {
-        // Idle connections to another address of this host make room; else wait.
-        if (h->idle_tail == nullptr) return;
+    bool room = true;
+    if (c == nullptr && h->tls_probe != nullptr) {
+      room = false;  // resumes once the probe has a session
+    } else if (c == nullptr && h->connections >= opt.max_connections_per_host) {
+      // Idle connections to another address of this host make room; else wait.
+      if (h->idle_tail == nullptr) {
+        room = false;
+      } else {
         close_conn(h->idle_tail);
       }
-      if (total_conns >= opt.max_connections_total && !evict_one_idle()) {
-        dequeue(ex);
-        fail(ex, ErrorCode::network(ENOBUFS));
+    }
+    if (room && c == nullptr && total_conns >= opt.max_connections_total && !evict_one_idle()) {
+      room = false;
+    }
+    if (!room) {
+      if (now >= give_up_at) {
+        defer(ex, DeferReason::kConnections, now + opt.defer_retry);
         continue;
       }
+      // A freed connection pumps at once (schedule_pump); this timer gives up on the head.
+      if (!h->pump_timer.armed() || h->pump_timer.deadline() > give_up_at) {
+        loop.arm(&h->pump_timer, give_up_at);
+      }
+      return;
     }
     (void)h->bucket.try_take(now);
     dequeue(ex);
+    // The receiver's deadline starts now: the wait above was ours, not its (R6, R12.4).
+    unlink_deadline(ex);
+    ex->deadline_at = now + opt.exchange_timeout;
+    link_deadline(ex);
     if (c) {
       use_idle(c, ex);
     } else {
       open_conn(h, ex);
     }
   }
+}
+
+// When a request deferred for pacing may come back: the token after `ahead` queued ones, and
+// after every token already promised to requests deferred before it, so deferred requests come
+// back one token apart instead of all at once.
+MonoTime Impl::pacing_slot(Host* h, MonoTime now, uint32_t ahead) {
+  MonoTime at = h->bucket.token_at(now, ahead);
+  if (h->paced_until >= at) at = h->paced_until + h->bucket.interval();
+  h->paced_until = at;
+  return at;
 }
 
 // --- connections -------------------------------------------------------------------------------
@@ -1185,13 +1226,6 @@ void Impl::response_done(Connection* c) {
   r.retry_after = p.retry_after();
   r.body_prefix = p.body_prefix();
   Host* h = c->host;
-  if (r.http_status == 429 && opt.honour_429_retry_after && !r.retry_after.empty()) {
-    if (auto d = parse_retry_after(r.retry_after, loop.wall_now()); d && *d > Duration::zero()) {
-      const MonoTime until = loop.now() + std::min<Duration>(*d, opt.throttle_max);
-      if (until > h->throttle_until) h->throttle_until = until;
-      st.throttled_by_429++;
-    }
-  }
   if (c->tls) {
     // Records already received behind the response: application data there is unsolicited
     // (the connection must not carry it into the next exchange); tickets are fine.

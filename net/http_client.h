@@ -3,7 +3,9 @@
 // Invariants: it never retries (R12.3); it connects only to an address that passed the
 // address guard in this attempt and never resolves twice per attempt (DNS rebinding); every
 // send() completes exactly once, on the loop thread, never inside send(), and no later than
-// exchange_timeout after send(); everything it holds is bounded by the options below.
+// exchange_timeout after it left its host queue (where it waits at most max_queue_wait); what
+// could not start in time completes deferred (never sent, not an attempt); everything it holds
+// is bounded by the options below.
 //
 //   auto t = net::HttpTransport::create(loop, options);   // loop thread
 //   t->send(&op);                                          // op->on_complete() later
@@ -27,22 +29,25 @@
 namespace ringcast::net {
 
 struct HttpTransportOptions {
-  // Deadlines (SPEC R12.4). The exchange deadline runs from send(): DNS, waiting for a
-  // connection or pacing, connect, TLS, write and read all fit in it (R6 "no answer within
-  // 15 s" → timeout).
+  // Deadlines (SPEC R12.4). The exchange deadline runs from the moment the request leaves its
+  // host queue (DNS before the queue is bounded by it too): connect, TLS, write and read all fit
+  // in it (R6 "no answer within 15 s" → timeout). Time spent waiting for our own pacing or a
+  // free connection is never charged to the receiver.
   Duration exchange_timeout = seconds(15);
   Duration connect_timeout = seconds(5);         // → network_ETIMEDOUT
   Duration tls_handshake_timeout = seconds(10);  // → network_tls_handshake
   Duration idle_timeout = seconds(30);           // an idle pooled connection is closed after
-  // A queued request with less time than this left is failed unsent (timeout,
-  // connect_attempted = false) instead of being started.
-  Duration min_time_to_start = milliseconds(100);
+  // Back-pressure (ISSUE 14 part 1): a request waits in its host's queue at most this long for
+  // a pacing token or a connection; past that (or when it could not start in time at all) it
+  // completes deferred — not sent, not an attempt — with the time a new try may go.
+  Duration max_queue_wait = seconds(5);
+  Duration defer_retry = seconds(1);  // not_before for a connection wait of unknown length
 
   // Pools: keyed by (scheme, host, port); a connection is reused only for the same pinned
   // address, after a complete response, one request at a time (no pipelining).
   uint32_t max_connections_per_host = 32;
   uint32_t max_connections_total = 4096;  // over all hosts; idle ones are evicted first
-  uint32_t max_queued_per_host = 4096;    // bulkhead (R12.6); beyond → network_ENOBUFS
+  uint32_t max_queued_per_host = 4096;    // bulkhead (R12.6); beyond → deferred (queue_full)
   size_t max_hosts = 65536;  // host entries (pool, pacing); idle ones are swept beyond this
   // Receives: multishot recv into a shared ring of `recv_buffers` x `recv_buffer_bytes`
   // (power of two count); without it (or if the kernel refuses) one buffer per connection.
@@ -52,12 +57,11 @@ struct HttpTransportOptions {
 
   ResponseLimits response;  // 64 KiB / 100 headers, 512-byte prefix, 1 MiB drain
 
-  // Pacing per host: token bucket (0 = unlimited) and the pause a 429 Retry-After asks for,
-  // capped like R7.2. A request that cannot get a token before its deadline completes with
-  // `timeout` without being sent (connect_attempted = false).
+  // Pacing per host: a token bucket (0 = unlimited), an operator setting that only ever delays
+  // (a request without a token in time is deferred, never failed). A receiver's Retry-After is
+  // not applied here: it postpones that endpoint's deliveries in the scheduler (SPEC R7), not
+  // every endpoint that shares the host.
   RateLimit default_rate;
-  bool honour_429_retry_after = true;
-  Duration throttle_max = hours(1);
 
   // Policy (SPEC R6 refusals). allow_list overrides the address guard's deny ranges.
   UrlPolicy url_policy;
@@ -82,8 +86,8 @@ struct HttpTransportStats {
   uint64_t requests_on_reused_connections = 0;
   uint64_t idle_closed_by_peer = 0;  // detected while idle, never used for a request
   uint64_t idle_expired = 0;
-  uint64_t throttled_by_429 = 0;
-  uint64_t queued_max = 0;  // the deepest host queue seen
+  uint64_t deferred[kDeferReasons] = {};  // by DeferReason: given back unsent
+  uint64_t queued_max = 0;                // the deepest host queue seen
 };
 
 class HttpTransport final : public Transport {

@@ -23,6 +23,10 @@ class TokenBucket {
     last_ = now;
   }
   bool unlimited() const { return rate_per_s_ <= 0; }
+  // The time between two tokens (0 when unlimited).
+  Duration interval() const {
+    return unlimited() ? Duration(0) : Duration(static_cast<int64_t>(1e9 / rate_per_s_) + 1);
+  }
   bool full(MonoTime now) {
     refill(now);
     return unlimited() || tokens_ >= burst_;
@@ -37,12 +41,16 @@ class TokenBucket {
   }
 
   // When the next token is there (now if one is).
-  MonoTime next_token_at(MonoTime now) {
+  MonoTime next_token_at(MonoTime now) { return token_at(now, 0); }
+
+  // When the token after `ahead` others is there, if nobody else takes one: where a request
+  // queued behind `ahead` requests gets its turn.
+  MonoTime token_at(MonoTime now, uint64_t ahead) {
     if (unlimited()) return now;
     refill(now);
-    if (tokens_ >= 1.0) return now;
-    const double wait_s = (1.0 - tokens_) / rate_per_s_;
-    return now + Duration(static_cast<int64_t>(wait_s * 1e9) + 1);
+    const double need = static_cast<double>(ahead) + 1.0 - tokens_;
+    if (need <= 0) return now;
+    return now + Duration(static_cast<int64_t>(need / rate_per_s_ * 1e9) + 1);
   }
 
  private:

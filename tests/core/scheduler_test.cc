@@ -702,7 +702,7 @@ TEST_F(SchedulerTest, RecoveredDeliveryOfDisabledEndpointIsDead) {
   e.policy = "smengo";
   e.state = EndpointState::kDisabled;
   e.disabled_reason = ErrorCode::of(K::kGone);
-  s->restore_endpoint(e);
+  ASSERT_TRUE(s->restore_endpoint(e).ok());
   Delivery d;
   d.id = make_id(partition_of("acme"), 6);
   d.endpoint = e.id;
@@ -848,6 +848,182 @@ TEST_F(SchedulerTest, NextWakeupAndStats) {
   EXPECT_EQ(st.tenants, 1u);
   EXPECT_LE(st.slot_bytes, 96u);
   EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 1u);
+}
+
+// ---- ISSUE 14: ringcast's own back-pressure is never the receiver's failure ---------------------
+
+TransportResult deferred(DeferReason why, WallTime not_before) {
+  TransportResult r;
+  r.deferred = why;
+  r.not_before = not_before;
+  return r;
+}
+
+TEST_F(SchedulerTest, ADeferredSendSpendsNoAttemptAndRecordsNothing) {
+  Endpoint e = add_ep("acme", "xhub");
+  ASSERT_EQ(submit("acme"), 1u);
+  auto cmds = poll();
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_EQ(cmds[0].attempt, 1);
+  const DeliveryId id = cmds[0].delivery;
+  m.clear();
+  // Deferred ten times in a row (more than the xhub budget of 10): never an attempt.
+  for (int i = 0; i < 12; ++i) {
+    reply(cmds[0], deferred(DeferReason::kConnections, now + seconds(1)));
+    EXPECT_TRUE(m.attempts.empty());   // no attempt record at all
+    const Delivery* d = last_put(id);  // the lease, released
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->status, DeliveryStatus::kPending);
+    EXPECT_EQ(d->attempts, 0);
+    EXPECT_EQ(d->fast_attempts, 0);
+    EXPECT_TRUE(d->deferred());
+    EXPECT_EQ(d->next_attempt_at, now + seconds(1));  // visible: when it will go
+    EXPECT_EQ(s->stats().deferred_waiting, 1u);
+    EXPECT_TRUE(poll().empty());  // not before not_before
+    now = now + seconds(1);
+    cmds = poll();
+    ASSERT_EQ(cmds.size(), 1u) << i;
+    EXPECT_EQ(cmds[0].attempt, 1);  // still the first attempt the receiver sees (R5.4)
+    EXPECT_EQ(s->stats().deferred_waiting, 0u);
+    m.clear();
+  }
+  const SchedulerStats st = s->stats();
+  EXPECT_EQ(st.deferred, 12u);
+  EXPECT_EQ(st.results, 0u);
+  EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 0u);
+  BreakerView b = s->breaker_view("acme", now);
+  EXPECT_EQ(b.window_total, 0u);  // no breaker sample (R4.5)
+  EXPECT_EQ(b.snapshot.state, BreakerSnapshot::State::kClosed);
+  reply(cmds[0], http(200));
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kDelivered);
+  EXPECT_EQ(last_put(id)->attempts, 1);
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].number, 1);
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
+}
+
+TEST_F(SchedulerTest, DeferralsNeverAutoDisableAnEndpoint) {
+  // smengo-ms: 3 attempts, then the endpoint is auto-disabled (R8.1). Deferrals are not
+  // attempts, so they never get there.
+  Endpoint e = add_ep("acme", "smengo-ms");
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(submit("acme"), 1u);
+  for (int round = 0; round < 10; ++round) {
+    auto cmds = poll();
+    ASSERT_EQ(cmds.size(), 5u) << round;
+    for (const SendCommand& c : cmds) reply(c, deferred(DeferReason::kPacing, now));
+  }
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
+  EXPECT_EQ(count_status(DeliveryStatus::kDead), 0u);
+  EXPECT_EQ(count_status(DeliveryStatus::kFailed), 0u);
+  EXPECT_TRUE(m.notifications.empty());
+}
+
+TEST_F(SchedulerTest, ADeferredProbeFreesTheProbeSlot) {
+  opts.breaker.min_deliveries = 1;
+  opts.breaker.first_pause = seconds(1);
+  make();
+  add_ep("acme", "xhub");
+  ASSERT_EQ(submit("acme"), 1u);
+  auto cmds = poll();
+  reply(cmds[0], http(503));  // opens (1 delivery, 100 % failed)
+  ASSERT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kOpen);
+  now = now + seconds(2);
+  cmds = poll();
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_TRUE(cmds[0].probe);
+  reply(cmds[0], deferred(DeferReason::kConnections, now));
+  // Still half-open; the probe was never sent, so another probe may go at once.
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kHalfOpen);
+  cmds = poll();
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_TRUE(cmds[0].probe);
+  EXPECT_EQ(cmds[0].attempt, 2);  // the deferral did not count
+  reply(cmds[0], http(200));
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kClosed);
+}
+
+TEST_F(SchedulerTest, RetryAfterHoldsOnlyThatEndpoint) {
+  // SPEC R7 per endpoint: a 429 Retry-After: 3600 from one endpoint holds its queue for the
+  // hour (no attempt spent on the waiting ones); another tenant's endpoint keeps sending.
+  Endpoint limited = add_ep("acme", "xhub", {}, 1);
+  Endpoint other = add_ep("globex", "xhub", {}, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(submit("acme"), 1u);
+    ASSERT_EQ(submit("globex"), 1u);
+  }
+  auto cmds = poll();
+  ASSERT_EQ(cmds.size(), 2u);  // max_in_flight 1 each
+  for (const SendCommand& c : cmds) {
+    reply(c, c.endpoint == limited.id ? http(429, "3600") : http(200));
+  }
+  for (int i = 0; i < 2; ++i) {  // globex drains; acme sends nothing
+    cmds = poll();
+    ASSERT_EQ(cmds.size(), 1u);
+    EXPECT_EQ(cmds[0].endpoint, other.id);
+    reply(cmds[0], http(200));
+  }
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(s->stats().held_by_retry_after, 2u);
+  now = now + minutes(59);
+  EXPECT_TRUE(poll().empty());
+  now = now + minutes(2);
+  cmds = poll();
+  ASSERT_EQ(cmds.size(), 1u);  // the hold is over: in FIFO order, first attempts
+  EXPECT_EQ(cmds[0].endpoint, limited.id);
+  EXPECT_EQ(cmds[0].attempt, 1);
+}
+
+TEST_F(SchedulerTest, OneFailingDeliveryAloneNeverOpensTheBreaker) {
+  // SPEC R4.1 counts deliveries: one delivery retrying at +1, +2, +4, +8 s is one delivery in
+  // the window, however many attempts it makes.
+  add_ep("acme", "xhub");
+  ASSERT_EQ(submit("acme"), 1u);
+  for (int attempt = 1; attempt <= 10; ++attempt) {
+    auto cmds = poll();
+    if (cmds.empty()) {
+      now = now + seconds(300);
+      cmds = poll();
+    }
+    ASSERT_EQ(cmds.size(), 1u) << attempt;
+    reply(cmds[0], http(503));
+    const BreakerView b = s->breaker_view("acme", now);
+    EXPECT_EQ(b.snapshot.state, BreakerSnapshot::State::kClosed) << attempt;
+    EXPECT_LE(b.window_total, 1u);
+    now = now + seconds(1u << std::min(attempt - 1, 8));
+  }
+}
+
+TEST_F(SchedulerTest, FiveFailingDeliveriesOpenTheBreakerOnce) {
+  add_ep("acme", "xhub");
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(submit("acme"), 1u);
+  auto cmds = poll();
+  ASSERT_EQ(cmds.size(), 4u);
+  for (const SendCommand& c : cmds) reply(c, http(503));
+  // Four deliveries retried again and again: still four in the window, still closed.
+  for (int round = 0; round < 3; ++round) {
+    now = now + seconds(300);
+    cmds = poll();
+    ASSERT_EQ(cmds.size(), 4u);
+    for (const SendCommand& c : cmds) reply(c, http(503));
+    EXPECT_EQ(s->breaker_view("acme", now).window_total, 4u);
+    EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kClosed);
+  }
+  ASSERT_EQ(submit("acme"), 1u);  // the fifth delivery fails: 5 of 5 ≥ 80 %
+  cmds = poll();
+  ASSERT_EQ(cmds.size(), 1u);
+  reply(cmds[0], http(503));
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kOpen);
+}
+
+TEST_F(SchedulerTest, RestoringAnEndpointWhosePolicyIsGoneIsRefused) {
+  Endpoint e;
+  e.id = make_id(partition_of("acme"), 77);
+  e.tenant = "acme";
+  e.policy = "removed-from-config";
+  Result<void> r = s->restore_endpoint(e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_STREQ(r.error().reason, "unknown_policy");
+  EXPECT_EQ(s->find_endpoint(e.id), nullptr);  // no silent fall-back to smengo
 }
 
 }  // namespace

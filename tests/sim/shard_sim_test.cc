@@ -106,7 +106,7 @@ class SeqIds : public IdAllocator {
 class Forward : public RecoveryVisitor {
  public:
   Forward(Scheduler& s, WallTime now) : s_(s), now_(now) {}
-  void on_endpoint(const Endpoint& e) override { s_.restore_endpoint(e); }
+  void on_endpoint(const Endpoint& e) override { ASSERT_TRUE(s_.restore_endpoint(e).ok()); }
   void on_tenant(const Tenant& t) override { s_.restore_tenant(t); }
   void on_delivery(const Delivery& d) override { s_.restore_delivery(d, now_); }
 
