@@ -85,6 +85,23 @@ EngineOptions engine_options(const Config& cfg) {
   return e;
 }
 
+std::string transport_problem(const Config& cfg) {
+  const net::TlsClientOptions tls = transport_options(cfg).tls;
+  auto ctx = net::TlsClientContext::create(tls);
+  if (ctx.ok()) return "";
+  const char* field = ctx.error().field ? ctx.error().field : "";
+  if (std::string_view(field) == "extra_ca_file") {
+    return "transport.ca_file: \"" + cfg.transport.ca_file +
+           "\" holds no PEM certificate BoringSSL can load";
+  }
+  if (std::string_view(field) == "ca_file") {
+    return "transport.ca_file: no TLS trust anchors: the system CA bundle " + tls.ca_file +
+           " is missing (install ca-certificates) and transport.ca_file is not set";
+  }
+  return "transport: " + std::string(ctx.error().message) + " (system CA bundle " + tls.ca_file +
+         ")";
+}
+
 NotifierOptions notifier_options(const Config& cfg) {
   NotifierOptions n;
   n.url = cfg.notifications.webhook_url;

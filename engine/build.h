@@ -23,4 +23,9 @@ net::api::RestApiOptions api_options(const Config& cfg);
 NotifierOptions notifier_options(const Config& cfg);
 net::HttpServerOptions server_options(const Config& cfg);
 
+// What would keep the shards' HTTP transport from being created (ISSUE 14 part 3): one line
+// naming the key and the reason (a transport.ca_file that is not PEM, no system CA bundle), or
+// "" when it can be. `ringcast serve` refuses to start on it; `config check` reports it.
+std::string transport_problem(const Config& cfg);
+
 }  // namespace ringcast::engine

@@ -4,8 +4,8 @@
 
 namespace ringcast::engine {
 
-Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store,
-                                                 EngineOptions engine) {
+Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store, EngineOptions engine,
+                                                 std::string* why) {
   std::unique_ptr<Embedded> e(new Embedded());
   auto user_hook = std::move(store.on_durable);
   // The hook runs on the store's sync thread, also before the engine exists and while it
@@ -17,7 +17,7 @@ Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store,
   auto opened = storage::RocksStore::open(std::move(store));
   if (!opened.ok()) return opened.error();
   e->store_ = std::move(*opened);
-  auto started = EngineImpl::start(std::move(engine), *e->store_);
+  auto started = EngineImpl::start(std::move(engine), *e->store_, why);
   if (!started.ok()) return started.error();
   e->engine_ = std::move(*started);
   e->live_.store(e->engine_.get(), std::memory_order_release);

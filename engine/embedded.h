@@ -18,7 +18,9 @@ class Embedded {
  public:
   // Opens the store (recovering it), then starts the engine on it. A caller's own
   // store.on_durable hook still runs, before the shards are woken.
-  static Result<std::unique_ptr<Embedded>> open(storage::StoreOptions store, EngineOptions engine);
+  // `why`: as EngineImpl::start's.
+  static Result<std::unique_ptr<Embedded>> open(storage::StoreOptions store, EngineOptions engine,
+                                                std::string* why = nullptr);
   ~Embedded() { close(); }
   Embedded(const Embedded&) = delete;
   Embedded& operator=(const Embedded&) = delete;

@@ -1,6 +1,10 @@
 #include "engine/engine_impl.h"
 
+#include <map>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace ringcast::engine {
 
@@ -11,7 +15,8 @@ constexpr size_t kRecentDeliveries = 25;  // SPEC R10.2
 EngineImpl::EngineImpl(EngineOptions options, Store& store)
     : options_(std::move(options)), store_(store) {}
 
-Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Store& store) {
+Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Store& store,
+                                                      std::string* why) {
   if (options.shards == 0 || options.shards > kPartitions)
     return make_error(Errc::kInvalidArgument, "shards must be between 1 and 256", "engine.shards");
   if (!options.transport_factory)
@@ -20,14 +25,36 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Sto
   uint32_t n = e->options_.shards;
   for (uint32_t i = 0; i < n; ++i)
     e->shards_.push_back(std::make_unique<Shard>(i, e->options_, store));
+  std::optional<Error> policy_error;  // every shard recovers, so the count is complete
+  std::map<std::string, uint32_t> missing;
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<Partition> parts;
     for (uint32_t p = i; p < kPartitions; p += n) parts.push_back(static_cast<Partition>(p));
     auto r = e->shards_[i]->start(std::move(parts));
-    if (!r.ok()) {
-      e->stop();
-      return r.error();
+    if (r.ok()) continue;
+    const char* reason = r.error().reason;
+    if (reason != nullptr && std::string_view(reason) == "unknown_policy") {
+      policy_error = r.error();
+      for (const auto& [name, count] : e->shards_[i]->missing_policies()) missing[name] += count;
+      continue;
     }
+    e->stop();
+    return r.error();
+  }
+  if (policy_error) {
+    e->stop();
+    if (why != nullptr) {  // ISSUE 14 part 3: say which policy, and how many endpoints use it
+      why->clear();
+      for (const auto& [name, count] : missing) {
+        if (!why->empty()) why->append("; ");
+        *why += "policy \"" + name + "\" is not in the config but " + std::to_string(count) +
+                (count == 1 ? " stored endpoint uses it" : " stored endpoints use it");
+      }
+      why->append(
+          " (put [policies.<name>] back, move those endpoints to another policy with "
+          "`ringcast endpoints update --policy`, then remove it)");
+    }
+    return *policy_error;
   }
   return e;
 }

@@ -14,8 +14,11 @@ namespace ringcast::engine {
 
 class EngineImpl final : public Engine {
  public:
-  // Starts the shards and recovers every partition; `store` must outlive the engine.
-  static Result<std::unique_ptr<EngineImpl>> start(EngineOptions options, Store& store);
+  // Starts the shards and recovers every partition; `store` must outlive the engine. On a
+  // failure `why`, if given, gets a line for the operator with what the Error cannot carry
+  // (e.g. which stored policies are missing from the config, and how many endpoints use them).
+  static Result<std::unique_ptr<EngineImpl>> start(EngineOptions options, Store& store,
+                                                   std::string* why = nullptr);
   ~EngineImpl() override;
 
   // Graceful stop (SIGTERM): stop intake, finish or lease what is in flight, flush.

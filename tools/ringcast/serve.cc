@@ -25,6 +25,11 @@ int run_serve(const Config& cfg) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // What would leave a shard without a transport is refused here, with the key at fault.
+  if (const std::string problem = engine::transport_problem(cfg); !problem.empty()) {
+    std::fprintf(stderr, "ringcast: %s\n", problem.c_str());
+    return 1;
+  }
   engine::EngineOptions eopts;
   try {
     eopts = engine::engine_options(cfg);
@@ -71,10 +76,11 @@ int run_serve(const Config& cfg) {
   storage::StoreOptions sopts = engine::store_options(cfg);
   sopts.notification_outbox = notifier != nullptr;
   const std::string data_dir = sopts.path;
-  auto opened = engine::Embedded::open(std::move(sopts), std::move(eopts));
+  std::string why;
+  auto opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
   if (!opened.ok()) {
-    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s\n", data_dir.c_str(),
-                 opened.error().message);
+    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s%s%s\n", data_dir.c_str(),
+                 opened.error().message, why.empty() ? "" : ": ", why.c_str());
     return 1;
   }
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
