@@ -404,10 +404,16 @@ TEST_F(RestApiEngineTest, UnknownEndpointDeliveryAndEventAre404NamingThem) {
                "delivery");
   expect_error(call("GET", "/v1/tenants/acme/deliveries/xyz"), 404, "unknown_delivery", "delivery");
   expect_error(call("GET", "/v1/tenants/acme/events/nope"), 404, "unknown_event", "event");
-  // Deleted is unknown.
+  // Deleted is unknown; the tenant stays known without endpoints.
   ASSERT_EQ(call("DELETE", eps + id).status, 200);
   expect_error(call("GET", eps + id), 404, "unknown_endpoint", "endpoint");
   expect_error(call("DELETE", eps + id), 404, "unknown_endpoint", "endpoint");
+  ClientResponse r = call("GET", "/v1/tenants/acme/endpoints");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"endpoints":[]})");
+  r = call("GET", "/v1/tenants/acme/notifications");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"notifications":[]})");
 }
 
 // --- endpoints ----------------------------------------------------------------------------------
