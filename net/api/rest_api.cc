@@ -145,7 +145,8 @@ SharedResponder share(Responder r) {
 // notifications) that found nothing asks it, so that a tenant that never had an endpoint is
 // 404 unknown_tenant there too, as on the endpoint list, intake, breaker and subscription
 // routes (and not 200 with an empty list, which hides a misspelt tenant). One hop to the shard,
-// only for empty answers; it blocks the read thread, bounded by kTenantCheckWait.
+// only for empty answers; it blocks the read thread (the HTTP loop when read_threads is 0),
+// bounded by kTenantCheckWait. Shard threads never wait for either, so this cannot deadlock.
 constexpr auto kTenantCheckWait = std::chrono::seconds(5);
 
 Result<void> check_tenant(Engine& engine, const std::string& tenant) {
