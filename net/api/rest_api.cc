@@ -5,8 +5,10 @@
 
 #include <simdjson.h>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -118,14 +120,46 @@ HttpResponse bad_request(std::string_view code, std::string_view message,
   return HttpResponse::error(400, code, message, field);
 }
 
+// 404 answers name what was not found (docs/operations.md, "Errors"): `not_found` only for a
+// route that does not exist; a tenant, endpoint, delivery or event that does not exist is
+// `unknown_<thing>` with `field` = <thing>, the codes the engine answers with for tenants and
+// endpoints (engine/shard.cc), so that one route never answers one thing in two ways.
 HttpResponse not_found(std::string_view what) {
   return HttpResponse::error(404, "not_found", std::string(what) + " not found");
+}
+
+HttpResponse unknown(std::string_view thing, std::string_view id) {
+  return HttpResponse::error(
+      404, "unknown_" + std::string(thing),
+      "no " + std::string(thing) + " " + std::string(id) + " for this tenant", thing);
 }
 
 // A copyable handle on a move-only Responder, for std::function callbacks.
 using SharedResponder = std::shared_ptr<Responder>;
 SharedResponder share(Responder r) {
   return std::make_shared<Responder>(std::move(r));
+}
+
+// The delivery log is read from the store, which keeps no list of tenants: the shard owning a
+// tenant knows whether it exists. A collection read (deliveries, deliveries/recent,
+// notifications) that found nothing asks it, so that a tenant that never had an endpoint is
+// 404 unknown_tenant there too, as on the endpoint list, intake, breaker and subscription
+// routes (and not 200 with an empty list, which hides a misspelt tenant). One hop to the shard,
+// only for empty answers; it blocks the read thread (the HTTP loop when read_threads is 0),
+// bounded by kTenantCheckWait. Shard threads never wait for either, so this cannot deadlock.
+constexpr auto kTenantCheckWait = std::chrono::seconds(5);
+
+Result<void> check_tenant(Engine& engine, const std::string& tenant) {
+  auto answer = std::make_shared<std::promise<Result<void>>>();
+  std::future<Result<void>> known = answer->get_future();
+  engine.list_endpoints(tenant, [answer](Result<std::vector<Endpoint>> r) {
+    answer->set_value(r.ok() ? ok() : Result<void>(r.error()));
+  });
+  if (known.wait_for(kTenantCheckWait) != std::future_status::ready) {
+    return make_error(Errc::kUnavailable, "the engine did not answer in time", nullptr,
+                      "overloaded");
+  }
+  return known.get();
 }
 
 bool valid_tenant(std::string_view t, size_t max) {
@@ -612,7 +646,7 @@ void endpoint_routes(Call& c, const std::string& tenant) {
     return c.answer(method_not_allowed("GET, POST"));
   }
   auto id = parse_u64(segs[4]);
-  if (!id) return c.answer(not_found("endpoint " + segs[4]));
+  if (!id) return c.answer(unknown("endpoint", segs[4]));
   if (segs.size() == 5) {
     if (m == "GET") {
       return c.engine.get_endpoint(tenant, *id,
@@ -624,7 +658,7 @@ void endpoint_routes(Call& c, const std::string& tenant) {
       EndpointId eid = *id;
       c.engine.delete_endpoint(tenant, eid, [r, eid](Result<bool> res) {
         if (!res) return r->send(error_response(res.error()));
-        if (!*res) return r->send(not_found("endpoint " + id_text(eid)));
+        if (!*res) return r->send(unknown("endpoint", id_text(eid)));
         Writer w;
         w.begin_object().field("id", id_text(eid)).field("deleted", true).end_object();
         r->send(ok_json(200, w));
@@ -886,6 +920,9 @@ void list_deliveries(Call& c, const std::string& tenant) {
           cursor = std::move(cursor)]() -> HttpResponse {
     auto page = engine.list_deliveries(tenant, endpoint, status, limit, cursor);
     if (!page) return error_response(page.error());
+    if (page->items.empty()) {
+      if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
+    }
     // Each item names its event (producer id and type); a page often shares events (fan-out).
     std::unordered_map<EventSeq, std::optional<Event>> events;
     Writer w;
@@ -933,6 +970,9 @@ void recent_deliveries(Call& c, const std::string& tenant) {
   c.read([&engine = c.engine, tenant]() -> HttpResponse {
     auto recent = engine.recent_deliveries(tenant);
     if (!recent) return error_response(recent.error());
+    if (recent->empty()) {
+      if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
+    }
     Writer w;
     w.begin_object().key("deliveries").begin_array();
     for (const auto& d : *recent) {
@@ -952,12 +992,12 @@ void recent_deliveries(Call& c, const std::string& tenant) {
 
 void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
   auto id = parse_u64(id_text_in);
-  if (!id) return c.answer(not_found("delivery " + std::string(id_text_in)));
+  if (!id) return c.answer(unknown("delivery", id_text_in));
   c.read(
       [&engine = c.engine, tenant, id = *id, id_text = std::string(id_text_in)]() -> HttpResponse {
         auto d = engine.get_delivery(tenant, id);
         if (!d) return error_response(d.error());
-        if (!d->has_value() || (*d)->tenant != tenant) return not_found("delivery " + id_text);
+        if (!d->has_value() || (*d)->tenant != tenant) return unknown("delivery", id_text);
         Writer w;
         write_delivery_full(w, engine, tenant, **d);
         return ok_json(200, w);
@@ -987,7 +1027,7 @@ void tenant_routes(Call& c) {
       return c.read([&engine = c.engine, tenant, event_id = segs[4]]() -> HttpResponse {
         auto ev = engine.get_event(tenant, event_id);
         if (!ev) return error_response(ev.error());
-        if (!ev->has_value()) return not_found("event " + event_id);
+        if (!ev->has_value()) return unknown("event", event_id);
         Writer w;
         write_event(w, **ev);
         return ok_json(200, w);
@@ -1052,6 +1092,9 @@ void tenant_routes(Call& c) {
     return c.read([&engine = c.engine, tenant]() -> HttpResponse {
       auto list = engine.notifications(tenant);
       if (!list) return error_response(list.error());
+      if (list->empty()) {
+        if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
+      }
       Writer w;
       w.begin_object().key("notifications").begin_array();
       for (const auto& n : *list) write_notification(w, n);

@@ -20,7 +20,9 @@
 //   PUT  /v1/tenants/{t}/subscription {"active": bool}
 //   GET  /v1/tenants/{t}/notifications        (SPEC R8.4)
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
-// 401 auth, 404 unknown route/tenant/endpoint/delivery, 405 wrong method, 409 conflict,
+// 401 auth, 404 not_found (route) / unknown_tenant / unknown_endpoint / unknown_delivery /
+// unknown_event (with the field naming it; a tenant that never had an endpoint is
+// unknown_tenant on every collection route), 405 wrong method, 409 conflict,
 // 413 body or bulk too large, 422 URL form errors (code = the SPEC R6 code: not_https, ...),
 // 429 engine limit, 503 engine unavailable, read queue full ("overloaded", Retry-After: 1) or
 // shutting down.

@@ -152,8 +152,10 @@ TEST(E2eApi, BadRequestsGet4xxNamingTheProblem) {
   expect_error(d.call("GET", "/v1/tenants/ghost/endpoints"), 404, "unknown_tenant");
   expect_error(d.call("GET", eps + "/123456789"), 404, "unknown_endpoint");
   expect_error(d.call("POST", eps + "/123456789/pause"), 404, "unknown_endpoint");
-  expect_error(d.call("GET", eps + "/not-a-number"), 404, "not_found");
-  expect_error(d.call("GET", "/v1/tenants/" + t + "/deliveries/987654321"), 404, "not_found");
+  expect_error(d.call("GET", eps + "/not-a-number"), 404, "unknown_endpoint", "endpoint");
+  expect_error(d.call("GET", "/v1/tenants/" + t + "/deliveries/987654321"), 404, "unknown_delivery",
+               "delivery");
+  expect_error(d.call("GET", "/v1/tenants/ghost/deliveries"), 404, "unknown_tenant", "tenant");
   expect_error(d.call("GET", "/v1/nothing-here"), 404, "not_found");
   expect_error(d.call("DELETE", events), 405, "method_not_allowed");
   expect_error(d.call("GET", "/v1/tenants/" + t + "/deliveries?limit=0"), 400, "invalid_value",
@@ -164,7 +166,7 @@ TEST(E2eApi, BadRequestsGet4xxNamingTheProblem) {
       "{\"id\": \"big\", \"type\": \"a\", \"payload\": \"" + std::string(16384, 'x') + "\"}";
   expect_error(d.call("POST", events, big), 413, "body_too_large", "body");
   // ... and the daemon still serves afterwards; the oversize event was not taken.
-  expect_error(d.call("GET", "/v1/tenants/" + t + "/events/big"), 404, "not_found");
+  expect_error(d.call("GET", "/v1/tenants/" + t + "/events/big"), 404, "unknown_event", "event");
 
   // Auth: missing or wrong token → 401 on /v1; health needs none.
   Reply none = d.call_with_auth("GET", eps, "", std::nullopt);

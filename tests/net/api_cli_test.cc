@@ -149,7 +149,7 @@ TEST_F(CliTest, EndpointsCreateListGetPauseTestRotateDelete) {
   ASSERT_TRUE(r.status.ok()) << r.err;
   r = client({"endpoints", "get", "--tenant", "acme", id});
   EXPECT_EQ(r.status.code, 1);
-  EXPECT_THAT(r.err, HasSubstr("404 not_found"));
+  EXPECT_THAT(r.err, HasSubstr("404 unknown_endpoint"));
 
   r = client({"endpoints", "create", "--tenant", "acme", "--url", "http://hooks.example.com/a"});
   EXPECT_EQ(r.status.code, 1);

@@ -1,7 +1,12 @@
-// A hand-written in-memory Engine for the REST adapter tests. Asynchronous calls complete on
-// a worker thread (like a shard thread would), never inline. Tenants exist once they have an
-// endpoint or are listed in `known_tenants`; everything else is kNotFound. Delivery-log reads
-// are synchronous (like the store reads they stand for) and can be held at a gate.
+// A hand-written in-memory Engine, kept only for what the real engine cannot do on demand:
+// hold delivery-log reads at a gate (api_read_pool_test), answer the next submissions 503
+// (api_cli_test's resend), and serve a seeded log with hand-made bytes and recorded call
+// arguments. The routes themselves are tested on the real engine (tests/engine/
+// rest_api_test.cc); where this fake answers, it answers as the real engine does: codes
+// unknown_tenant / unknown_endpoint (engine/shard.cc), and delivery-log reads of an unknown
+// tenant are empty, as the store's are. Asynchronous calls complete on a worker thread (like a
+// shard thread would), never inline. Tenants exist once they have an endpoint or are listed
+// in `known_tenants`.
 #pragma once
 
 #include <chrono>
@@ -194,7 +199,7 @@ class FakeEngine final : public Engine {
   void delete_endpoint(std::string tenant, EndpointId id, Callback<bool> done) override {
     post([=, this] {
       std::lock_guard lock(mu_);
-      if (!find(tenant, id)) return done(false);
+      if (!find(tenant, id)) return done(unknown_endpoint());
       endpoints_.erase(id);
       done(true);
     });
@@ -281,15 +286,15 @@ class FakeEngine final : public Engine {
                                                      DeliveryId id) override {
     read_gate();
     std::lock_guard lock(mu_);
-    if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     auto it = deliveries.find(id);
-    if (it == deliveries.end()) return std::optional<DeliveryDetail>();
+    if (it == deliveries.end() || it->second.tenant != tenant) {
+      return std::optional<DeliveryDetail>();
+    }
     return std::optional<DeliveryDetail>(it->second);
   }
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant) override {
     read_gate();
     std::lock_guard lock(mu_);
-    if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     std::vector<Delivery> out;
     for (auto it = deliveries.rbegin(); it != deliveries.rend() && out.size() < 25; ++it) {
       if (it->second.tenant == tenant) out.push_back(it->second.delivery);
@@ -302,7 +307,6 @@ class FakeEngine final : public Engine {
     read_gate();
     std::lock_guard lock(mu_);
     last_list = ListArgs{std::string(tenant), endpoint, status, limit, std::string(cursor)};
-    if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     DeliveryPage page;
     for (auto& [id, d] : deliveries) {
       if (d.tenant != tenant) continue;
@@ -320,7 +324,6 @@ class FakeEngine final : public Engine {
                                          std::string_view event_id) override {
     read_gate();
     std::lock_guard lock(mu_);
-    if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     for (auto& [seq, e] : events_by_seq) {
       if (e.tenant == tenant && e.id == event_id) return std::optional<Event>(e);
     }
@@ -336,7 +339,6 @@ class FakeEngine final : public Engine {
   Result<std::vector<Notification>> notifications(std::string_view tenant) override {
     read_gate();
     std::lock_guard lock(mu_);
-    if (!known_tenants.count(std::string(tenant))) return unknown_tenant();
     std::vector<Notification> out;
     for (const auto& n : notes) {
       if (n.tenant == tenant) out.push_back(n);
@@ -364,9 +366,14 @@ class FakeEngine final : public Engine {
   }
 
  private:
-  static Error unknown_tenant() { return make_error(Errc::kNotFound, "unknown tenant", "tenant"); }
+  // As engine/shard.cc answers.
+  static Error unknown_tenant() {
+    return make_error(Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant",
+                      "unknown_tenant");
+  }
   static Error unknown_endpoint() {
-    return make_error(Errc::kNotFound, "unknown endpoint", "endpoint");
+    return make_error(Errc::kNotFound, "no such endpoint for this tenant", "endpoint",
+                      "unknown_endpoint");
   }
 
   void read_gate() {
@@ -388,6 +395,11 @@ class FakeEngine final : public Engine {
   Result<SubmitResult> submit_locked(const EventInput& e) {
     submitted.push_back(e);
     if (!known_tenants.count(e.tenant)) return unknown_tenant();
+    if (e.id.find(' ') != std::string::npos) {
+      return make_error(Errc::kInvalidArgument,
+                        "event id must be 1-256 printable ASCII characters without spaces", "id",
+                        "invalid_event_id");
+    }
     if (unavailable_next > 0) {  // as a stopping engine answers (per line in a bulk request)
       --unavailable_next;
       return make_error(Errc::kUnavailable, "the engine is shutting down", nullptr,

@@ -206,7 +206,7 @@ TEST_F(ReadPoolApiTest, EveryReadRouteRunsOffTheLoopWithTheSameAnswer) {
   c->send_raw(request("GET", "/v1/tenants/acme/deliveries?limit=0"));
   expect_error(c->read_one(), 400, "invalid_value");
   c->send_raw(request("GET", "/v1/tenants/acme/deliveries/xyz"));
-  expect_error(c->read_one(), 404, "not_found");
+  expect_error(c->read_one(), 404, "unknown_delivery");
   EXPECT_EQ(engine_.reads_started(), before);
 }
 
