@@ -35,6 +35,8 @@ net::HttpTransportOptions transport_options(const Config& cfg) {
   t.response.header_bytes_max = cfg.transport.max_response_header_bytes;
   t.response.body_drain_max = cfg.transport.max_response_drain_bytes;
   t.default_rate = RateLimit{cfg.transport.host_rate_per_second, cfg.transport.host_burst};
+  t.max_queue_wait = cfg.transport.max_queue_wait;
+  t.max_queued_per_host = cfg.transport.max_queued_per_host;
   t.url_policy = url_policy(cfg);
   // From the text (validate() refuses what does not parse), so that a Config built in code
   // needs only allow_private, like a TOML file.

@@ -114,6 +114,8 @@ const std::vector<KeyDef>& config_keys() {
              1024.0 * 1024 * 1024),
       RC_KEY("transport.host_rate_per_second", kDouble, transport.host_rate_per_second, 0, 1e9),
       RC_KEY("transport.host_burst", kU32, transport.host_burst, 0, 1e9),
+      RC_KEY("transport.max_queue_wait", kDuration, transport.max_queue_wait),
+      RC_KEY("transport.max_queued_per_host", kU32, transport.max_queued_per_host, 1, 1'000'000),
 
       RC_KEY("signing.rotation_overlap", kDuration, signing.rotation_overlap),
 
@@ -955,6 +957,7 @@ void Config::validate() const {
   positive("transport.connect_timeout", transport.connect_timeout);
   positive("transport.tls_timeout", transport.tls_timeout);
   positive("transport.request_timeout", transport.request_timeout);
+  positive("transport.max_queue_wait", transport.max_queue_wait);
   positive("transport.dns_timeout", transport.dns_timeout);
   positive("transport.idle_timeout", transport.idle_timeout);
   for (size_t i = 0; i < transport.allow_private.size(); ++i) {

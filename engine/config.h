@@ -89,6 +89,10 @@ struct TransportConfig {
   uint64_t max_response_drain_bytes = 1024 * 1024;
   double host_rate_per_second = 0;  // pacing per host; 0 = unlimited
   uint32_t host_burst = 0;
+  // ISSUE 14 part 1: how long a send waits in its host's queue (pacing, connection limits)
+  // before it is given back deferred — not sent, not an attempt — and how many may wait.
+  Duration max_queue_wait = seconds(5);
+  uint32_t max_queued_per_host = 4096;
 };
 
 // A named policy from [policies.<name>]: a preset (`base`) with some parts replaced; unset
