@@ -204,7 +204,7 @@ void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m)
 
 // Terminal: written once, then the slot is recycled (the store keeps the record).
 void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m) {
-  clear_deferred(s->d);
+  clear_wait_flags(s->d);
   s->d.status = st;
   if (!code.is_none()) s->d.last_code = code;
   switch (st) {
@@ -226,10 +226,15 @@ void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m)
   free_slot(s);
 }
 
-void Scheduler::clear_deferred(Delivery& d) {
-  if (!d.deferred()) return;
-  d.flags &= static_cast<uint8_t>(~Delivery::kFlagDeferred);
-  --deferred_waiting_;
+void Scheduler::clear_wait_flags(Delivery& d) {
+  if (d.deferred()) {
+    d.flags &= static_cast<uint8_t>(~Delivery::kFlagDeferred);
+    --deferred_waiting_;
+  }
+  if (d.flags & Delivery::kFlagRetryAfterHold) {
+    d.flags &= static_cast<uint8_t>(~Delivery::kFlagRetryAfterHold);
+    --held_waiting_;
+  }
 }
 
 // ---- queues -------------------------------------------------------------------------------------
@@ -283,6 +288,10 @@ void Scheduler::route(Slot* s, WallTime now, Mutations& m) {
     }
     if (!ep->tenant->subscription_active) {  // SPEC R6 subscription_inactive
       postpone_subscription(ep, s, now, m);
+      return;
+    }
+    if (now.ms() < ep->hold_until_ms) {  // SPEC R7: the receiver asked us to wait
+      park_for_hold(*ep, s, m);
       return;
     }
   }
@@ -351,11 +360,30 @@ void Scheduler::arm_endpoint_timer(EpState& ep, int64_t at_ms) {
 
 // SPEC R7 per endpoint: a receiver that answered Retry-After gets nothing more from this
 // endpoint's queue until then (not one more attempt spent on it); other endpoints on the same
-// host are not affected. Extends, never shortens, a hold.
-void Scheduler::hold_endpoint(EpState& ep, WallTime until) {
+// host are not affected. Extends, never shortens, a hold. What is queued now, and what becomes
+// due during the hold, waits in the wheel with next_attempt_at at the hold's end, persisted: the
+// API shows when it will go, and a restart keeps the hold.
+void Scheduler::hold_endpoint(EpState& ep, WallTime until, Mutations& m) {
   if (until.ms() <= ep.hold_until_ms) return;
   ep.hold_until_ms = until.ms();
   arm_endpoint_timer(ep, ep.hold_until_ms);
+  while (!list_empty(&ep.ready)) {
+    Slot* s = slot_of(ep.ready.next);
+    ready_unlink(ep, s);
+    park_for_hold(ep, s, m);
+  }
+}
+
+void Scheduler::park_for_hold(EpState& ep, Slot* s, Mutations& m) {
+  Delivery& d = s->d;
+  d.status = DeliveryStatus::kPending;
+  d.next_attempt_at = std::max(d.next_attempt_at, WallTime::from_ms(ep.hold_until_ms));
+  if (!(d.flags & Delivery::kFlagRetryAfterHold)) {
+    d.flags |= Delivery::kFlagRetryAfterHold;
+    ++held_waiting_;
+  }
+  put(s, false, m);
+  schedule_at(s, d.next_attempt_at);
 }
 
 void Scheduler::activate(EpState& ep, WallTime now) {
@@ -399,6 +427,14 @@ void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
   s->d = d;
   s->d.status = DeliveryStatus::kPending;  // a lease the store did not turn back: retried
   if (s->d.deferred()) ++deferred_waiting_;
+  if (s->d.flags & Delivery::kFlagRetryAfterHold) {
+    ++held_waiting_;
+    // The endpoint's hold outlives a restart: its other deliveries wait for it too (R7).
+    if (EpState* ep = ep_of(d.endpoint); ep != nullptr && d.next_attempt_at > now) {
+      ep->hold_until_ms = std::max(ep->hold_until_ms, d.next_attempt_at.ms());
+      arm_endpoint_timer(*ep, ep->hold_until_ms);
+    }
+  }
   schedule_at(s, std::max(d.next_attempt_at, now));
 }
 
@@ -779,7 +815,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
 void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<SendCommand>& out,
                       Mutations& m) {
   Delivery& d = s->d;
-  clear_deferred(d);
+  clear_wait_flags(d);
   // The attempt is counted when it is leased, so a crash mid-flight cannot overspend.
   ++d.attempts;
   if (d.ladder() == Ladder::kSlow) {
@@ -876,7 +912,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
     }
   }
   if (c.retry_after && *c.retry_after > Duration::zero()) {
-    hold_endpoint(*ep, now + std::min(*c.retry_after, kRetryAfterCap));  // SPEC R7.2
+    hold_endpoint(*ep, now + std::min(*c.retry_after, kRetryAfterCap), m);  // SPEC R7.2
   }
   apply_decision(ep, s, decide(d, c, *ep->policy, now, rng_), now, m);
   activate(*ep, now);
@@ -1026,7 +1062,6 @@ SchedulerStats Scheduler::stats() const {
     }
     for (const auto& [id, ep] : endpoints_) {
       if (ep->cfg.state == EndpointState::kPaused) g.held_by_pause += ep->ready_count;
-      if (now_.ms() < ep->hold_until_ms) g.held_by_retry_after += ep->ready_count;
       if (ep->policy->use_breaker &&
           ep->tenant->breaker.state() != BreakerSnapshot::State::kClosed) {
         g.held_by_breaker += ep->ready_count;
@@ -1039,7 +1074,7 @@ SchedulerStats Scheduler::stats() const {
   s.breakers_half_open = gauges_.breakers_half_open;
   s.held_by_pause = gauges_.held_by_pause;
   s.held_by_breaker = gauges_.held_by_breaker;
-  s.held_by_retry_after = gauges_.held_by_retry_after;
+  s.held_by_retry_after = held_waiting_;
   s.deferred_waiting = deferred_waiting_;
   return s;
 }

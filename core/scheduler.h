@@ -66,7 +66,7 @@ struct SchedulerStats {
   uint64_t in_flight = 0;
   uint64_t held_by_breaker = 0;      // ready, their tenant's breaker not closed (R4.6)
   uint64_t held_by_pause = 0;        // ready, their endpoint paused (R9.2)
-  uint64_t held_by_retry_after = 0;  // ready, their endpoint asked to wait (R7, 429/5xx)
+  uint64_t held_by_retry_after = 0;  // waiting out their endpoint's Retry-After (R7, 429/5xx)
   uint64_t deferred_waiting = 0;     // waiting after the transport gave their send back unsent
   uint64_t slab_slots = 0;           // allocated slots (memory: slab_slots * slot_bytes)
   uint64_t slot_bytes = 0;
@@ -189,9 +189,10 @@ class Scheduler {
   void postpone_subscription(EpState* ep, Slot* s, WallTime now, Mutations& m);
   void release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r, WallTime now,
                       Mutations& m);
-  void hold_endpoint(EpState& ep, WallTime until);
+  void hold_endpoint(EpState& ep, WallTime until, Mutations& m);
+  void park_for_hold(EpState& ep, Slot* s, Mutations& m);
   void arm_endpoint_timer(EpState& ep, int64_t at_ms);
-  void clear_deferred(Delivery& d);
+  void clear_wait_flags(Delivery& d);
   void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
   void put(const Slot* s, bool is_new, Mutations& m);
   void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);
@@ -218,6 +219,7 @@ class Scheduler {
   uint64_t live_ = 0;
   uint64_t ready_total_ = 0;
   uint64_t deferred_waiting_ = 0;  // live deliveries with kFlagDeferred
+  uint64_t held_waiting_ = 0;      // live deliveries with kFlagRetryAfterHold
 
   std::vector<Slot*> inflight_;  // SendCommand::slot → slot
   std::vector<uint32_t> inflight_free_;

@@ -64,7 +64,9 @@ class SendOp {
 
   SendRequest request;
   TransportResult result;
-  WallTime started_at;  // set by the transport when the attempt starts
+  // Set by the transport when the attempt starts: when the request leaves its host queue for a
+  // connection (time waiting for pacing or a connection is not the receiver's).
+  WallTime started_at;
 
   // Runs on the loop thread once `result` is final. The op may be reused or freed inside.
   virtual void on_complete() = 0;

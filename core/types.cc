@@ -2,6 +2,7 @@
 
 #include "core/transport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -15,6 +16,33 @@ uint64_t tenant_hash(std::string_view tenant) {
 }
 uint64_t payload_hash(std::string_view payload) {
   return XXH3_64bits(payload.data(), payload.size());
+}
+
+namespace {
+// 128 bits as 26 Crockford base32 digits, most significant first (the first digit holds 3 bits).
+void append_base32_128(std::string& out, uint64_t hi, uint64_t lo) {
+  static constexpr char kDigits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  char buf[26];
+  for (int i = 25; i >= 0; --i) {
+    buf[i] = kDigits[lo & 31];
+    lo = (lo >> 5) | (hi << 59);
+    hi >>= 5;
+  }
+  out.append(buf, sizeof buf);
+}
+}  // namespace
+
+std::string make_message_id(WallTime accepted_at, uint64_t random_hi, uint64_t random_lo) {
+  const uint64_t ms = static_cast<uint64_t>(std::max<int64_t>(0, accepted_at.ms()));
+  std::string out;
+  out.reserve(kMessageIdChars);
+  out.append("msg_");
+  append_base32_128(out, (ms << 16) | (random_hi & 0xffff), random_lo);
+  return out;
+}
+
+std::string legacy_message_id(WallTime created_at, EventSeq seq) {
+  return make_message_id(created_at, 0, seq);
 }
 
 const char* outcome_name(Outcome o) {

@@ -107,12 +107,23 @@ inline bool is_terminal(DeliveryStatus s) {
 // Which ladder an attempt was spent on (R3.4: separate budgets).
 enum class Ladder : uint8_t { kNone, kFast, kSlow };
 
+// The webhook id receivers deduplicate by (`webhook-id`, `X-Webhook-Id`, SPEC R11.3): unique
+// across tenants and across time (ISSUE 14 part 4), assigned when an event is accepted and the
+// same on every attempt of every delivery of it. "msg_" + 26 Crockford base32 characters of 128
+// bits: 48 bits of Unix milliseconds (ids sort by acceptance time), then 80 random bits.
+inline constexpr size_t kMessageIdChars = 30;
+std::string make_message_id(WallTime accepted_at, uint64_t random_hi, uint64_t random_lo);
+// For events stored before message ids existed: derived from the store's own sequence (unique
+// within that store) so they keep one stable id.
+std::string legacy_message_id(WallTime created_at, EventSeq seq);
+
 struct Event {
   EventSeq seq = 0;
   std::string tenant;
-  std::string id;       // the producer's idempotency key, unique per tenant
-  std::string type;     // e.g. payment.status_changed
-  std::string payload;  // raw JSON bytes, delivered byte-for-byte (R1)
+  std::string id;          // the producer's idempotency key, unique per tenant (R12.5)
+  std::string message_id;  // the webhook id (see make_message_id)
+  std::string type;        // e.g. payment.status_changed
+  std::string payload;     // raw JSON bytes, delivered byte-for-byte (R1)
   WallTime created_at;
   uint64_t payload_hash = 0;
 };
@@ -189,6 +200,9 @@ struct Delivery {
   // It waits because the transport gave its send back unsent (ringcast's own back-pressure:
   // pacing, connection limits), not because of a receiver's answer. Cleared when leased again.
   static constexpr uint8_t kFlagDeferred = 8;
+  // It waits because its endpoint answered Retry-After (SPEC R7): next_attempt_at is the end of
+  // that hold, persisted so a restart keeps it. Cleared when leased again.
+  static constexpr uint8_t kFlagRetryAfterHold = 16;
   bool money() const { return flags & kFlagMoney; }
   bool test() const { return flags & kFlagTest; }
   bool deferred() const { return flags & kFlagDeferred; }

@@ -112,6 +112,23 @@ uint64_t Shard::next_id(Partition p) {
   return make_id(p, next_seq_[p]++);
 }
 
+// xoshiro128+-style generator seeded from the system CSPRNG at thread start: 80 random bits per
+// id, no syscall per event. Unpredictability is not needed (the id is not a secret), only
+// uniqueness across processes and restarts, which the seed and the millisecond prefix give.
+std::string Shard::new_message_id(WallTime now) {
+  auto next = [this] {
+    uint64_t s1 = msg_rng_[0];
+    const uint64_t s0 = msg_rng_[1];
+    const uint64_t out = s0 + s1;
+    msg_rng_[0] = s0;
+    s1 ^= s1 << 23;
+    msg_rng_[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
+    return out;
+  };
+  const uint64_t hi = next();
+  return make_message_id(now, hi, next());
+}
+
 void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started) {
   const std::string name = "rc-shard-" + std::to_string(index_);  // top -H, perf, gdb
   ::pthread_setname_np(::pthread_self(), name.c_str());
@@ -122,6 +139,8 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   }
   loop_ = std::move(*loop);
   loop_->refresh_now();
+  RAND_bytes(reinterpret_cast<uint8_t*>(msg_rng_), sizeof msg_rng_);
+  if ((msg_rng_[0] | msg_rng_[1]) == 0) msg_rng_[1] = 1;  // xorshift must not start at zero
   WallTime now = loop_->wall_now();
   uint64_t seed = options_.rng_seed ? options_.rng_seed + index_
                                     : static_cast<uint64_t>(now.ns()) ^ (uint64_t{index_} << 32);
@@ -344,10 +363,10 @@ void Shard::prepare_send(const SendCommand& cmd) {
     req.secrets.clear();
   }
   if (ev) {
-    // The id receivers deduplicate by (R11.3): the producer's event id, the same on every
-    // attempt and every endpoint (Standard Webhooks' message id). Intake admits only
-    // printable, space-free ASCII ids, so it is safe in a header.
-    req.message_id = ev->id;
+    // The id receivers deduplicate by (R11.3): the event's message id, assigned at acceptance,
+    // unique across tenants and time and the same on every attempt and endpoint (ISSUE 14
+    // part 4; the producer's id is only the intake idempotency key, unique per tenant).
+    req.message_id.assign(ev->message_id);
     req.body = ev->payload;
   }
   if (!ep || !ev) {
@@ -504,6 +523,7 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   ev.payload = std::move(in.payload);
   ev.created_at = now;
   ev.payload_hash = hash;
+  ev.message_id = new_message_id(now);
   const EventSeq seq = ev.seq;
   uint32_t n = scheduler_->fan_out(std::move(ev), now, *this, mutations_);
   if (n > 0) cache_after_commit_.push_back(mutations_.events.size() - 1);
@@ -613,17 +633,25 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
 }
 
+// What the API shows of an endpoint: only the secrets that still sign (secrets_active).
+Endpoint Shard::view(const Endpoint& e) const {
+  Endpoint v = e;
+  const WallTime now = loop_->wall_now();
+  std::erase_if(v.secrets, [now](const Secret& s) { return s.expires_at <= now; });
+  return v;
+}
+
 void Shard::list_endpoints(const std::string& tenant, Callback<std::vector<Endpoint>> done) {
   if (!known_tenants_.count(tenant)) return done(unknown_tenant());
   std::vector<Endpoint> out;
-  for (const Endpoint* e : scheduler_->endpoints_of(tenant)) out.push_back(*e);
+  for (const Endpoint* e : scheduler_->endpoints_of(tenant)) out.push_back(view(*e));
   done(std::move(out));
 }
 
 void Shard::get_endpoint(const std::string& tenant, EndpointId id, Callback<Endpoint> done) {
   const Endpoint* e = owned_endpoint(tenant, id);
   if (!e) return done(unknown_endpoint());
-  done(*e);
+  done(view(*e));
 }
 
 void Shard::update_endpoint(const std::string& tenant, EndpointId id, EndpointPatch patch,
@@ -651,7 +679,7 @@ void Shard::update_endpoint(const std::string& tenant, EndpointId id, EndpointPa
   e.updated_at = now;
   auto r = scheduler_->update_endpoint(e, now, mutations_);
   if (!r.ok()) return done(r.error());
-  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+  after_durable([done = std::move(done), ep = view(*r)]() mutable { done(std::move(ep)); });
 }
 
 void Shard::delete_endpoint(const std::string& tenant, EndpointId id, Callback<bool> done) {
@@ -668,7 +696,7 @@ void Shard::endpoint_action(const std::string& tenant, EndpointId id, EndpointAc
   if (!owned_endpoint(tenant, id)) return done(unknown_endpoint());
   auto r = scheduler_->endpoint_action(id, action, loop_->wall_now(), mutations_);
   if (!r.ok()) return done(r.error());
-  after_durable([done = std::move(done), ep = std::move(*r)]() mutable { done(std::move(ep)); });
+  after_durable([done = std::move(done), ep = view(*r)]() mutable { done(std::move(ep)); });
 }
 
 void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done) {
@@ -679,9 +707,10 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
   Event ev;
   ev.seq = next_id(partition_of(tenant));
   ev.tenant = tenant;
-  // Ids in the API's form (decimal strings), so the receiver can match them to what the
-  // operator sees: the test event's id is also its webhook message id.
+  // Ids in the API's form (decimal strings), so the operator can find it; like every event it
+  // gets a message id of its own, its webhook id.
   ev.id = "test_" + std::to_string(ev.seq);
+  ev.message_id = new_message_id(now);
   ev.type = "ringcast.test";
   char buf[160];
   std::snprintf(buf, sizeof buf,
@@ -714,7 +743,10 @@ void Shard::rotate_secret(const std::string& tenant, EndpointId id,
   std::vector<Secret> kept;
   kept.push_back(Secret{std::move(*key), WallTime::max()});
   for (Secret s : e.secrets) {
-    if (s.expires_at <= now) continue;  // expired: no longer signs
+    if (s.expires_at <= now) continue;  // expired: no longer signs, pruned
+    // At most kMaxSigningSecrets sign at once (newest first): rotating faster than the
+    // overlap drops the oldest instead of growing every request's signature header.
+    if (kept.size() >= kMaxSigningSecrets) break;
     s.expires_at = std::min(s.expires_at, now + options_.secret_rotation_overlap);
     kept.push_back(std::move(s));
   }

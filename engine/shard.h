@@ -27,6 +27,9 @@
 
 namespace ringcast::engine {
 
+// SPEC R11.2: every unexpired secret signs during a rotation; at most this many at once.
+inline constexpr size_t kMaxSigningSecrets = 10;
+
 class Shard final : public IdAllocator {
  public:
   Shard(uint32_t index, const EngineOptions& options, Store& store);
@@ -99,6 +102,8 @@ class Shard final : public IdAllocator {
   const Event* turn_event(EventSeq seq);
   const Endpoint* owned_endpoint(const std::string& tenant, EndpointId id) const;
   std::string new_secret();
+  std::string new_message_id(WallTime now);
+  Endpoint view(const Endpoint& e) const;
   void refresh_gauges();
 
   const uint32_t index_;
@@ -117,6 +122,7 @@ class Shard final : public IdAllocator {
   std::unordered_map<Partition, uint64_t> next_seq_;
   std::unordered_map<std::string, bool> known_tenants_;  // tenant → exists (has had endpoints)
   std::map<std::string, uint32_t> missing_policies_;     // found by recovery (see above)
+  uint64_t msg_rng_[2] = {};                             // new_message_id()'s state
 
   // The turn's work: one Mutations, one commit.
   Mutations mutations_;

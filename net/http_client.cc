@@ -714,10 +714,12 @@ void Impl::pump(Host* h) {
     }
     (void)h->bucket.try_take(now);
     dequeue(ex);
-    // The receiver's deadline starts now: the wait above was ours, not its (R6, R12.4).
+    // The receiver's deadline starts now: the wait above was ours, not its (R6, R12.4); so does
+    // the attempt (its started_at and duration in the log).
     unlink_deadline(ex);
     ex->deadline_at = now + opt.exchange_timeout;
     link_deadline(ex);
+    ex->op->started_at = loop.wall_now();
     if (c) {
       use_idle(c, ex);
     } else {

@@ -96,19 +96,22 @@ Result<Event> decode_event(EventSeq seq, std::string_view v) {
   e.payload = r.bytes();
   if (!r.done()) return corrupt("event: truncated or trailing bytes");
   if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
+  e.message_id = legacy_message_id(e.created_at, seq);  // written before message ids existed
   return e;
 }
 
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out) {
-  put_u8(out, kEventInLog);
+  put_u8(out, kEventInLogWithMessageId);
   put_event_fields(e, out);
+  put_bytes(out, e.message_id);
   put_varint(out, ref.segment);
   put_varint(out, ref.offset);
   put_varint(out, ref.size);
 }
 
 Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
-  if (v.empty() || static_cast<uint8_t>(v[0]) != kEventInLog) {
+  const uint8_t tag = v.empty() ? 0 : static_cast<uint8_t>(v[0]);
+  if (tag != kEventInLog && tag != kEventInLogWithMessageId) {
     auto e = decode_event(seq, v);
     if (!e) return e.error();
     return StoredEvent{std::move(*e), std::nullopt};
@@ -117,6 +120,10 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   r.u8();
   StoredEvent s;
   get_event_fields(seq, r, s.event);
+  if (tag == kEventInLogWithMessageId) s.event.message_id = r.bytes();
+  // Written before message ids existed (or by a writer that had none): one derived from the
+  // sequence, stable and unique within this store.
+  if (s.event.message_id.empty()) s.event.message_id = legacy_message_id(s.event.created_at, seq);
   PayloadRef ref;
   ref.segment = r.varint();
   ref.offset = r.varint();

@@ -287,6 +287,9 @@ Result<Event> decode_event(EventSeq seq, std::string_view v);
 // forms: `ref` is set when the payload is still to be read from the log (and checked against
 // event.payload_hash), empty when the value held the bytes (a store written before the log).
 inline constexpr uint8_t kEventInLog = 2;
+// The same with the event's message id (ISSUE 14 part 4), what the store writes since schema
+// version 2. The older forms are still read; their message id is legacy_message_id().
+inline constexpr uint8_t kEventInLogWithMessageId = 3;
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out);
 struct StoredEvent {
   Event event;

@@ -187,6 +187,11 @@ Result<void> RocksStore::open_db() {
     if (!s.ok()) return to_error(s);
   } else if (!s.ok()) {
     return to_error(s);
+  } else if (version == std::string_view(&kSchemaVersionBeforeMessageIds, 1)) {
+    rocksdb::WriteOptions wo;  // upgrade in place: old records still decode (schema.h)
+    wo.sync = true;
+    s = db_->Put(wo, cf(kCfMeta), sl(kSchemaKey), Slice(&kSchemaVersion, 1));
+    if (!s.ok()) return to_error(s);
   } else if (version != std::string_view(&kSchemaVersion, 1)) {
     return make_error(Errc::kCorruption, "the store has an unsupported schema version");
   }

@@ -125,6 +125,7 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
   w.field("event_seq", id_text(d.event));
   if (event) {
     w.field("event_id", event->id);
+    w.field("message_id", event->message_id);
     w.field("event_type", event->type);
   }
   w.field("endpoint", id_text(d.endpoint));
@@ -178,6 +179,7 @@ void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
 void write_event(JsonWriter& w, const Event& e) {
   w.begin_object();
   w.field("id", e.id);
+  w.field("message_id", e.message_id);  // the webhook id receivers see (ISSUE 14 part 4)
   w.field("tenant", e.tenant);
   w.field("type", e.type);
   w.field("seq", id_text(e.seq));

@@ -964,6 +964,13 @@ TEST_F(SchedulerTest, RetryAfterHoldsOnlyThatEndpoint) {
   }
   EXPECT_TRUE(poll().empty());
   EXPECT_EQ(s->stats().held_by_retry_after, 2u);
+  // The waiting ones are persisted with the hold's end: the API shows it, a restart keeps it.
+  size_t parked = 0;
+  for (const DeliveryPut& p : m.deliveries) {
+    if (p.delivery.endpoint != limited.id || p.delivery.attempts != 0) continue;
+    if (p.delivery.next_attempt_at == now + hours(1)) ++parked;
+  }
+  EXPECT_EQ(parked, 2u);
   now = now + minutes(59);
   EXPECT_TRUE(poll().empty());
   now = now + minutes(2);

@@ -78,11 +78,14 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   EXPECT_EQ(br.json()["duplicates"].i64(), 1);
   EXPECT_EQ(br.json()["conflicts"].i64(), 1);
 
-  // Accepted once → delivered once (no fault on the sink), with the producer's id.
-  std::vector<std::string> ids = {"idem-1", "idem-2"};
+  // Accepted once → delivered once (no fault on the sink), with the event's message id: its
+  // own, not the producer's id (ISSUE 14 part 4), the same in the log and on the wire.
+  std::vector<std::string> ids = message_ids_of(d, t, {"idem-1", "idem-2"});
+  for (const std::string& m : ids) EXPECT_EQ(m.rfind("msg_", 0), 0u) << m;
+  EXPECT_NE(ids[0], ids[1]);
   EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(5s)));
   std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(sink_lines_for(sink, "idem-1"), 1u) << test::read_file(sink.ids_file);
+  EXPECT_EQ(sink_lines_for(sink, ids[0]), 1u) << test::read_file(sink.ids_file);
   // The store's sizes on /metrics: the payloads taken in above are in the payload log.
   const std::string metrics = d.call("GET", "/metrics").body;
   const std::string gauge = "ringcast_store_bytes{part=\"payload_log\"} ";

@@ -37,7 +37,8 @@ TEST(E2eBreaker, OpensHoldsProbesClosesAndDrains) {
   const std::string breaker = "/v1/tenants/" + t + "/breaker";
 
   ASSERT_EQ(submit_event(d, t, "b-0", "order.created", "{}").status, 202);
-  ASSERT_TRUE(wait_until([&] { return sink_lines_for(sink, "b-0") == 1; }, scaled(5s)));
+  const std::string first = message_id_of(d, t, "b-0");
+  ASSERT_TRUE(wait_until([&] { return sink_lines_for(sink, first) == 1; }, scaled(5s)));
   EXPECT_EQ(d.call("GET", breaker).json()["state"].str(), "closed");
 
   // The receiver goes away.
@@ -84,6 +85,7 @@ TEST(E2eBreaker, OpensHoldsProbesClosesAndDrains) {
       {"--quiet", "--listen", "127.0.0.1:" + std::to_string(port), "--ids-file", ids_file},
       dir.path());
   ASSERT_EQ(back.port, port);
+  ids = message_ids_of(d, t, ids);
   EXPECT_TRUE(wait_until([&] { return missing_ids(back, ids).empty(); }, scaled(10s)))
       << "missing: " << sample(missing_ids(back, ids)) << "\n"
       << d.call("GET", breaker).body << "\n"

@@ -330,6 +330,21 @@ Json get_endpoint(const Daemon& d, const std::string& tenant, const std::string&
   return d.call("GET", "/v1/tenants/" + tenant + "/endpoints/" + endpoint_id).json();
 }
 
+std::string message_id_of(const Daemon& d, const std::string& tenant, const std::string& event_id) {
+  Reply r = d.call("GET", "/v1/tenants/" + tenant + "/events/" + event_id);
+  if (r.status != 200) return "";
+  Json j = r.json();
+  return j.has("event") ? j["event"]["message_id"].str() : j["message_id"].str();
+}
+
+std::vector<std::string> message_ids_of(const Daemon& d, const std::string& tenant,
+                                        const std::vector<std::string>& event_ids) {
+  std::vector<std::string> out;
+  out.reserve(event_ids.size());
+  for (const std::string& id : event_ids) out.push_back(message_id_of(d, tenant, id));
+  return out;
+}
+
 std::vector<std::string> sink_ids_with_status(const test::SinkProcess& sink,
                                               const std::string& status) {
   std::set<std::string> ids;

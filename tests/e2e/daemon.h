@@ -139,6 +139,12 @@ Json delivery_for_event(const Daemon& d, const std::string& tenant, const std::s
 // GET /v1/tenants/{tenant}/endpoints/{id}.
 Json get_endpoint(const Daemon& d, const std::string& tenant, const std::string& endpoint_id);
 
+// The webhook id receivers see for an event: its message id (ISSUE 14 part 4), from
+// GET /v1/tenants/{tenant}/events/{id}; "" when the event is unknown. The sink records these.
+std::string message_id_of(const Daemon& d, const std::string& tenant, const std::string& event_id);
+std::vector<std::string> message_ids_of(const Daemon& d, const std::string& tenant,
+                                        const std::vector<std::string>& event_ids);
+
 // The sink's ids file as a set of ids that got `status` ("200" by default).
 std::vector<std::string> sink_ids_with_status(const test::SinkProcess& sink,
                                               const std::string& status = "200");

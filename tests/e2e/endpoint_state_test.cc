@@ -3,6 +3,8 @@
 // pause / resume / test while paused (R9), inactive subscription (R6 subscription_inactive).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/e2e/daemon.h"
 
 namespace ringcast::e2e {
@@ -41,13 +43,20 @@ std::vector<int64_t> submit_bulk(const Daemon& d, const std::string& tenant,
   return out;
 }
 
-size_t count_prefix(const SinkProcess& sink, const std::string& prefix,
-                    const std::string& status = "") {
+// Sink lines whose webhook id is one of `ids` (message ids) and, if given, with `status`.
+size_t count_ids(const SinkProcess& sink, const std::vector<std::string>& ids,
+                 const std::string& status = "") {
   size_t n = 0;
   for (const auto& l : sink.ids()) {
-    n += l.id.rfind(prefix, 0) == 0 && (status.empty() || l.status == status);
+    n += std::find(ids.begin(), ids.end(), l.id) != ids.end() &&
+         (status.empty() || l.status == status);
   }
   return n;
+}
+
+// The message id of the test event behind a POST .../test answer.
+std::string test_message_id(const Daemon& d, const std::string& tenant, const Reply& test) {
+  return get_delivery(d, tenant, test.json()["delivery_id"].str())["event"]["message_id"].str();
 }
 
 Reply sink_set_faults(const SinkProcess& sink, const std::string& rules) {
@@ -173,13 +182,15 @@ TEST(E2eEndpointState, ExhaustionDisablesNotifiesAndRecoversThroughATestEvent) {
   Reply test = d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/test");
   ASSERT_EQ(test.status, 202) << test.describe();
   EXPECT_FALSE(test.json()["delivery_id"].str().empty());
-  EXPECT_TRUE(wait_until([&] { return count_prefix(sink, "test_", "200") >= 1; }, scaled(5s)))
+  const std::vector<std::string> test_id = {test_message_id(d, t, test)};
+  EXPECT_TRUE(wait_until([&] { return count_ids(sink, test_id, "200") >= 1; }, scaled(5s)))
       << test::read_file(sink.ids_file);
   ASSERT_EQ(d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/enable").status, 200);
   Reply r3 = submit_event(d, t, "ex-3", "a.b", "{\"v\":3}");
   ASSERT_EQ(r3.status, 202);
   EXPECT_EQ(r3.json()["deliveries"].i64(), 2);
-  EXPECT_TRUE(wait_until([&] { return count_prefix(sink, "ex-3", "200") >= 2; }, scaled(5s)))
+  const std::vector<std::string> ex3 = {message_id_of(d, t, "ex-3")};
+  EXPECT_TRUE(wait_until([&] { return count_ids(sink, ex3, "200") >= 2; }, scaled(5s)))
       << test::read_file(sink.ids_file);
   auto st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
@@ -207,13 +218,15 @@ TEST(E2eEndpointState, PauseHoldsTheQueueTakesNoNewEventsAndStillSendsTests) {
   // R9.3: a test event goes out while paused.
   Reply test = d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/test");
   ASSERT_EQ(test.status, 202) << test.describe();
-  EXPECT_TRUE(wait_until([&] { return count_prefix(sink, "test_", "200") == 1; }, scaled(5s)))
+  const std::vector<std::string> test_id = {test_message_id(d, t, test)};
+  EXPECT_TRUE(wait_until([&] { return count_ids(sink, test_id, "200") == 1; }, scaled(5s)))
       << test::read_file(sink.ids_file);
 
   // R9.2: the queued ones stay queued while paused (at most the one already on the wire).
-  size_t during = count_prefix(sink, "p-");
+  const std::vector<std::string> queued = message_ids_of(d, t, {"p-1", "p-2", "p-3"});
+  size_t during = count_ids(sink, queued);
   std::this_thread::sleep_for(scaled(1200ms));
-  EXPECT_EQ(count_prefix(sink, "p-"), during) << test::read_file(sink.ids_file);
+  EXPECT_EQ(count_ids(sink, queued), during) << test::read_file(sink.ids_file);
   EXPECT_LE(during, 1u) << test::read_file(sink.ids_file);
   EXPECT_EQ(get_endpoint(d, t, ep)["state"].str(), "paused");
 
@@ -221,10 +234,10 @@ TEST(E2eEndpointState, PauseHoldsTheQueueTakesNoNewEventsAndStillSendsTests) {
   Reply rr = d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/resume");
   ASSERT_EQ(rr.status, 200) << rr.describe();
   EXPECT_EQ(rr.json()["state"].str(), "enabled");
-  std::vector<std::string> queued = {"p-1", "p-2", "p-3"};
   EXPECT_TRUE(wait_until([&] { return missing_ids(sink, queued).empty(); }, scaled(8s)))
       << test::read_file(sink.ids_file);
-  EXPECT_EQ(sink_lines_for(sink, "p-4"), 0u) << "an event taken while paused was delivered";
+  EXPECT_EQ(sink_lines_for(sink, message_id_of(d, t, "p-4")), 0u)
+      << "an event taken while paused was delivered";
   auto st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }
@@ -260,13 +273,13 @@ TEST(E2eEndpointState, InactiveSubscriptionPostponesWithoutSpendingAttempts) {
   int64_t next = rfc3339_ms(det["delivery"]["next_attempt_at"].str());
   EXPECT_GE(next - created, 1900) << "postponed by engine.subscription_postpone";
   std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(sink_lines_for(sink, "s-1"), 0u);
+  const std::string s1 = message_id_of(d, t, "s-1");
+  EXPECT_EQ(sink_lines_for(sink, s1), 0u);
   EXPECT_EQ(get_endpoint(d, t, ep)["state"].str(), "enabled") << "the endpoint is not disabled";
 
   Reply on = d.call("PUT", "/v1/tenants/" + t + "/subscription", "{\"active\":true}");
   ASSERT_EQ(on.status, 200) << on.describe();
-  EXPECT_TRUE(wait_until([&] { return sink_lines_for(sink, "s-1") >= 1; }, scaled(6s)))
-      << d.output();
+  EXPECT_TRUE(wait_until([&] { return sink_lines_for(sink, s1) >= 1; }, scaled(6s))) << d.output();
   Json done = delivery_for_event(d, t, ep, "s-1");
   EXPECT_EQ(done["delivery"]["status"].str(), "delivered");
   EXPECT_EQ(done["delivery"]["attempts"].i64(), 1);

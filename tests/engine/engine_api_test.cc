@@ -101,6 +101,11 @@ class EngineApiTest : public ::testing::Test {
   static Duration ms(int64_t n) { return milliseconds(n); }
 
   Engine& api() { return core_->engine(); }
+  // The webhook id receivers get for a producer's event id (ISSUE 14 part 4).
+  std::string msg(const std::string& event_id) {
+    auto ev = api().get_event(kTenant, event_id);
+    return ev.ok() && ev->has_value() ? (*ev)->message_id : "";
+  }
   std::string url(const std::string& path) const { return receiver_.url(path); }
 
   Result<Endpoint> create(EndpointSpec spec) {
@@ -252,10 +257,14 @@ TEST_F(EngineApiTest, SubmitDeliversSignedByteExactPayload) {
   EXPECT_EQ(q.target, "/hook");
   EXPECT_EQ(q.body, payload);
   EXPECT_EQ(q.header("content-type"), "application/json");
-  EXPECT_EQ(q.header("webhook-id"), "evt_sig");
+  // The webhook id is the event's message id, not the producer's id (ISSUE 14 part 4).
+  const std::string id = msg("evt_sig");
+  EXPECT_EQ(id.rfind("msg_", 0), 0u) << id;
+  EXPECT_EQ(id.size(), kMessageIdChars);
+  EXPECT_EQ(q.header("webhook-id"), id);
   ASSERT_FALSE(q.header("webhook-signature").empty());
   std::vector<std::string> keys = {ep.secrets.at(0).key};
-  EXPECT_TRUE(net::verify_standard(q.header("webhook-signature"), keys, "evt_sig",
+  EXPECT_TRUE(net::verify_standard(q.header("webhook-signature"), keys, id,
                                    q.header("webhook-timestamp"), q.body));
   // The check can fail: another key, or one byte more of body, does not verify.
   EXPECT_FALSE(net::verify_standard(q.header("webhook-signature"), {"another key"}, "evt_sig",
@@ -391,10 +400,10 @@ TEST_F(EngineApiTest, FanOutByEventTypeFilter) {
     for (const auto& q : rec_.to(path)) out.insert(q.header("webhook-id"));
     return out;
   };
-  EXPECT_EQ(ids("/exact"), (std::set<std::string>{"e1"}));
-  EXPECT_EQ(ids("/wild"), (std::set<std::string>{"e1", "e2"}));
-  EXPECT_EQ(ids("/all"), (std::set<std::string>{"e1", "e2", "e3", "e4"}));
-  EXPECT_EQ(ids("/refund"), (std::set<std::string>{"e3"}));
+  EXPECT_EQ(ids("/exact"), (std::set<std::string>{msg("e1")}));
+  EXPECT_EQ(ids("/wild"), (std::set<std::string>{msg("e1"), msg("e2")}));
+  EXPECT_EQ(ids("/all"), (std::set<std::string>{msg("e1"), msg("e2"), msg("e3"), msg("e4")}));
+  EXPECT_EQ(ids("/refund"), (std::set<std::string>{msg("e3")}));
 }
 
 TEST_F(EngineApiTest, PausedEndpointGetsNoDeliveries) {
@@ -440,8 +449,8 @@ TEST_F(EngineApiTest, PausedEndpointGetsNoDeliveries) {
   EXPECT_EQ(wait_terminal(paused.id, 2).size(), 2u);
   std::set<std::string> got;
   for (const auto& q : rec_.to("/paused")) got.insert(q.header("webhook-id"));
-  EXPECT_EQ(got.count("while_paused"), 0u);
-  EXPECT_EQ(got.count("after_resume"), 1u);
+  EXPECT_EQ(got.count(msg("while_paused")), 0u);
+  EXPECT_EQ(got.count(msg("after_resume")), 1u);
 }
 
 // A test event's id is "test_<its sequence>": a producer may have taken that id already. The
@@ -493,7 +502,8 @@ TEST_F(EngineApiTest, RestartRecoversEndpointsAndDeliveries) {
   };
   for (auto deadline = Clock::now() + kWait; flaky_ids().size() < 2 && Clock::now() < deadline;)
     std::this_thread::sleep_for(milliseconds(10));
-  ASSERT_EQ(flaky_ids(), (std::set<std::string>{"r1", "r2"}));
+  const std::set<std::string> before_restart = {msg("r1"), msg("r2")};
+  ASSERT_EQ(flaky_ids(), before_restart);
 
   close();
   rec_.set_status("/flaky", 200);
@@ -529,6 +539,10 @@ TEST_F(EngineApiTest, RestartRecoversEndpointsAndDeliveries) {
     EXPECT_EQ(attempts.back().http_status, 200);
     for (size_t i = 0; i < attempts.size(); ++i) EXPECT_EQ(attempts[i].number, i + 1);
   }
+  // Message ids are stored with the event: the same after the restart, and the retries after
+  // it carried them (receivers deduplicate by them, R11.3).
+  EXPECT_EQ((std::set<std::string>{msg("r1"), msg("r2")}), before_restart);
+  EXPECT_EQ(flaky_ids(), before_restart);
   auto recent = api().recent_deliveries(kTenant);
   ASSERT_TRUE(recent.ok());
   EXPECT_EQ(recent->size(), 3u);

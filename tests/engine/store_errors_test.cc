@@ -123,12 +123,18 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   store.fail_next_reads(1);
   ASSERT_TRUE(wait_until([&] { return received.load() >= 2; }));
   EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 3);
+  std::vector<std::string> want;  // the webhook ids: the events' message ids
+  for (const char* id : {"e1", "e2"}) {
+    auto ev = eng->get_event("acme", id);
+    ASSERT_TRUE(ev.ok() && ev->has_value());
+    want.push_back((*ev)->message_id);
+  }
   eng->stop();
   eng.reset();
 
   {
     std::lock_guard lock(ids_mu);
-    EXPECT_EQ(ids, (std::vector<std::string>{"e1", "e2"}));
+    EXPECT_EQ(ids, want);
   }
   // e2's delivery: one attempt that never left (internal_error), then the delivered one.
   size_t checked = 0;
@@ -201,13 +207,19 @@ TEST(EngineStoreErrors, BodiesReadBackForOneTurnArriveIntactWhenWrittenTurnsLate
   }));
   // Only the first turn's sends could take their event from the batch itself.
   EXPECT_GE(counter(*eng, "ringcast_payload_cache_misses_total"), kEvents - 4);
+  std::map<std::string, std::string> message_id;  // producer id -> webhook id
+  for (const auto& [id, body] : sent) {
+    auto ev = eng->get_event("acme", id);
+    ASSERT_TRUE(ev.ok() && ev->has_value());
+    message_id[id] = (*ev)->message_id;
+  }
   eng->stop();
   eng.reset();
   std::lock_guard lock(mu);
   ASSERT_EQ(got.size(), sent.size());
   int wrong = 0;
   for (const auto& [id, body] : sent) {
-    auto it = got.find(id);
+    auto it = got.find(message_id[id]);
     if (it == got.end() || it->second != body) ++wrong;
   }
   EXPECT_EQ(wrong, 0) << "bodies that did not arrive byte for byte";

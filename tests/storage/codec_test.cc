@@ -106,6 +106,15 @@ TEST(StorageCodec, LoggedEventHeadAndArchivedDeliveryRoundTrip) {
   EXPECT_EQ(back->event.id, e.id);
   EXPECT_EQ(back->event.payload_hash, e.payload_hash);
   EXPECT_TRUE(back->event.payload.empty());
+  // No message id given (a writer that had none): a stable one derived from the sequence.
+  EXPECT_EQ(back->event.message_id, legacy_message_id(e.created_at, e.seq));
+  Event with_id = e;
+  with_id.message_id = make_message_id(e.created_at, 7, 9);
+  std::string v2;
+  encode_event_logged(with_id, ref, v2);
+  auto back2 = decode_stored_event(e.seq, v2);
+  ASSERT_TRUE(back2.ok());
+  EXPECT_EQ(back2->event.message_id, with_id.message_id);
   // (its version byte is kEventInLog, so the shared helper's "bad version" case does not apply)
   for (size_t n = 0; n < v.size(); ++n)
     EXPECT_FALSE(decode_stored_event(e.seq, std::string_view(v).substr(0, n)).ok()) << n;
@@ -118,6 +127,7 @@ TEST(StorageCodec, LoggedEventHeadAndArchivedDeliveryRoundTrip) {
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(old->ref.has_value());
   EXPECT_EQ(old->event.payload, e.payload);
+  EXPECT_EQ(old->event.message_id, legacy_message_id(e.created_at, e.seq));
 
   Delivery d = make_delivery(e, 5, 78, DeliveryStatus::kDelivered);
   Attempt a = make_attempt(d.id, 7, Outcome::kSuccess);

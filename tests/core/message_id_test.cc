@@ -1,0 +1,48 @@
+// Message ids (ISSUE 14 part 4): the webhook id receivers deduplicate by, assigned at acceptance.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "core/types.h"
+
+namespace ringcast {
+namespace {
+
+const WallTime kT0 = WallTime::from_ms(1'767'225'600'000);
+
+TEST(MessageId, FormIsMsgAnd26CrockfordDigits) {
+  const std::string id = make_message_id(kT0, 0xabcd, 0x0123456789abcdefULL);
+  ASSERT_EQ(id.size(), kMessageIdChars);
+  EXPECT_EQ(id.rfind("msg_", 0), 0u);
+  for (char c : id.substr(4)) {
+    EXPECT_NE(std::string("0123456789ABCDEFGHJKMNPQRSTVWXYZ").find(c), std::string::npos) << c;
+  }
+  // Safe in a header and in a URL path: no space, no separator, printable ASCII only.
+  for (char c : id) EXPECT_TRUE(c > 0x20 && c < 0x7f);
+}
+
+TEST(MessageId, EveryBitCountsAndIdsSortByTime) {
+  // Any difference in the 128 bits is a different id (no bit is dropped by the encoding).
+  std::set<std::string> seen;
+  for (int bit = 0; bit < 64; ++bit) {
+    seen.insert(make_message_id(kT0, 0, uint64_t{1} << bit));
+  }
+  for (int bit = 0; bit < 16; ++bit) seen.insert(make_message_id(kT0, uint64_t{1} << bit, 0));
+  seen.insert(make_message_id(kT0, 0, 0));
+  EXPECT_EQ(seen.size(), 64u + 16u + 1u);
+  // The millisecond prefix leads: a later acceptance sorts after, whatever the random part.
+  EXPECT_LT(make_message_id(kT0, 0xffff, ~uint64_t{0}),
+            make_message_id(kT0 + milliseconds(1), 0, 0));
+  // Only the low 16 bits of random_hi are used: the time is never overwritten.
+  EXPECT_EQ(make_message_id(kT0, 0x10000, 5), make_message_id(kT0, 0, 5));
+}
+
+TEST(MessageId, LegacyIdsAreStableAndDistinctPerSequence) {
+  EXPECT_EQ(legacy_message_id(kT0, 42), legacy_message_id(kT0, 42));
+  EXPECT_NE(legacy_message_id(kT0, 42), legacy_message_id(kT0, 43));
+  EXPECT_EQ(legacy_message_id(kT0, 42).size(), kMessageIdChars);
+}
+
+}  // namespace
+}  // namespace ringcast
