@@ -374,6 +374,40 @@ std::vector<std::string> missing_ids(const test::SinkProcess& sink,
   return out;
 }
 
+Metrics scrape_metrics(const Daemon& d) {
+  Metrics out;
+  Reply r = d.call_with_auth("GET", "/metrics", "", std::nullopt);
+  if (r.status != 200) return out;
+  std::istringstream in(r.body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    // The value follows the last space; label values never hold one in ringcast's metrics.
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos || sp == 0) continue;
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
+}
+
+double metric(const Metrics& m, const std::string& sample) {
+  auto it = m.find(sample);
+  return it == m.end() ? -1 : it->second;
+}
+
+double metric_sum(const Metrics& m, const std::string& name) {
+  double sum = 0;
+  bool any = false;
+  for (auto it = m.lower_bound(name); it != m.end() && it->first.compare(0, name.size(), name) == 0;
+       ++it) {
+    const std::string& k = it->first;
+    if (k.size() != name.size() && k[name.size()] != '{') continue;  // a longer metric name
+    sum += it->second;
+    any = true;
+  }
+  return any ? sum : -1;
+}
+
 std::string sample(const std::vector<std::string>& ids, size_t n) {
   std::string out;
   for (size_t i = 0; i < ids.size() && i < n; ++i) out += (i ? ", " : "") + ids[i];

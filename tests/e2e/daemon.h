@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -154,6 +155,16 @@ size_t sink_lines_for(const test::SinkProcess& sink, const std::string& id);
 std::vector<std::string> missing_ids(const test::SinkProcess& sink,
                                      const std::vector<std::string>& want,
                                      const std::string& status = "200");
+// GET /metrics, parsed: each sample line as "name{labels}" exactly as rendered (or "name" when
+// it has no labels) → value. Empty when the daemon did not answer 200.
+using Metrics = std::map<std::string, double>;
+Metrics scrape_metrics(const Daemon& d);
+// One sample of `m`, e.g. metric(m, "ringcast_sends_deferred_total{reason=\"pacing\"}");
+// -1 when the sample is absent (so a missing metric fails a ">= 0" or "== 0" check).
+double metric(const Metrics& m, const std::string& sample);
+// The sum of every sample of the metric `name` (all label values), -1 when there is none.
+double metric_sum(const Metrics& m, const std::string& name);
+
 // First few entries of `ids`, comma-separated (assertion messages).
 std::string sample(const std::vector<std::string>& ids, size_t n = 10);
 
