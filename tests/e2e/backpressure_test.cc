@@ -100,7 +100,7 @@ TEST(E2eBackpressure, RetryAfterHoldsOnlyTheEndpointThatAskedNotItsHost) {
   const int64_t submitted_ms =
       std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const std::vector<std::string> ids_a = submit_bulk(d, "A", "a", kEventsA);
+  const std::vector<std::string> ids_a = message_ids_of(d, "A", submit_bulk(d, "A", "a", kEventsA));
   // A's first sends come back 429 + Retry-After and the rest of its queue is held.
   ASSERT_TRUE(wait_until(
       [&] { return metric(scrape_metrics(d), "ringcast_deliveries_held_by_retry_after") > 0; },
@@ -108,8 +108,10 @@ TEST(E2eBackpressure, RetryAfterHoldsOnlyTheEndpointThatAskedNotItsHost) {
       << "ids: " << test::read_file(sink.ids_file) << "\n"
       << d.call("GET", "/metrics").body;
 
-  const std::vector<std::string> ids_b = submit_bulk(d, "B", "b", kEventsBC);
-  const std::vector<std::string> ids_c = submit_bulk(d, "C", "c", kEventsBC);
+  const std::vector<std::string> ids_b =
+      message_ids_of(d, "B", submit_bulk(d, "B", "b", kEventsBC));
+  const std::vector<std::string> ids_c =
+      message_ids_of(d, "C", submit_bulk(d, "C", "c", kEventsBC));
   EXPECT_TRUE(wait_until(
       [&] {
         return all_delivered(d, "B", ep_b, kEventsBC) && all_delivered(d, "C", ep_c, kEventsBC);
@@ -212,7 +214,8 @@ TEST(E2eBackpressure, ConnectionLimitDefersWithoutSpendingAttempts) {
   // "fast" (4 attempts, 100-300 ms apart): a deferral taken for a failure would show as a retry.
   const std::string ep = make_endpoint(d, "pool", sink.base_url() + "/slow", "fast", kEvents);
   ASSERT_FALSE(ep.empty());
-  const std::vector<std::string> ids = submit_bulk(d, "pool", "p", kEvents);
+  const std::vector<std::string> ids =
+      message_ids_of(d, "pool", submit_bulk(d, "pool", "p", kEvents));
 
   EXPECT_TRUE(wait_until([&] { return all_delivered(d, "pool", ep, kEvents); }, scaled(20s), 50ms))
       << d.call("GET", "/v1/tenants/pool/deliveries?limit=30").body << "\n"
@@ -248,7 +251,8 @@ TEST(E2eBackpressure, HostPacingDefersWithoutSpendingAttempts) {
   constexpr double kRate = 5, kBurst = 1;
   const std::string ep = make_endpoint(d, "pace", sink.base_url() + "/paced", "fast", kEvents);
   ASSERT_FALSE(ep.empty());
-  const std::vector<std::string> ids = submit_bulk(d, "pace", "q", kEvents);
+  const std::vector<std::string> ids =
+      message_ids_of(d, "pace", submit_bulk(d, "pace", "q", kEvents));
 
   EXPECT_TRUE(wait_until([&] { return all_delivered(d, "pace", ep, kEvents); }, scaled(20s), 50ms))
       << d.call("GET", "/v1/tenants/pace/deliveries?limit=30").body << "\n"

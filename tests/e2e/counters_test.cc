@@ -181,7 +181,8 @@ TEST(E2eCounters, TransportFailuresAndBusinessOutcomesAreCountedApart) {
   }
   // The sink saw what the log says: one faulty exchange, then the same id again.
   for (const char* id : {"c-503", "c-502", "c-reset", "c-slow"})
-    EXPECT_EQ(sink_lines_for(sink, id), 2u) << id << "\n" << test::read_file(sink.ids_file);
+    EXPECT_EQ(sink_lines_for(sink, message_id_of(d, t, id)), 2u) << id << "\n"
+                                                                 << test::read_file(sink.ids_file);
   auto st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }

@@ -171,7 +171,8 @@ TEST(E2eStartup, StoredEndpointsOfARemovedPolicyAreRefusedNamingItAndTheirCount)
   }
   // And they deliver.
   ASSERT_EQ(submit_event(d, t, "after-restart", "job.done", "{}").status, 202);
-  EXPECT_TRUE(wait_until([&] { return sink_lines_for(sink, "after-restart") == 3; }, scaled(5s)))
+  const std::string after = message_id_of(d, t, "after-restart");
+  EXPECT_TRUE(wait_until([&] { return sink_lines_for(sink, after) == 3; }, scaled(5s)))
       << test::read_file(sink.ids_file);
   st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
