@@ -129,7 +129,7 @@ void BM_Scheduler(benchmark::State& state) {
     m.clear();
     for (int i = 0; i < kBatch; ++i) {
       ev.seq = ++seq;
-      ev.tenant = "t" + std::to_string(i % kEndpoints % 8);
+      ev.tenant = std::string("t").append(std::to_string(i % kEndpoints % 8));
       ev.type = types[static_cast<size_t>(i % kEndpoints)];
       s.fan_out(ev, now, ids, m);
     }
@@ -157,7 +157,8 @@ class NaiveScheduler {
   NaiveScheduler(const RetryPolicy& p, int endpoints) : p_(p), rng_(1) {
     for (int i = 0; i < endpoints; ++i) {
       eps_[static_cast<EndpointId>(i + 1)].filter = "type" + std::to_string(i);
-      tenant_eps_["t" + std::to_string(i % 8)].push_back(static_cast<EndpointId>(i + 1));
+      tenant_eps_[std::string("t").append(std::to_string(i % 8))].push_back(
+          static_cast<EndpointId>(i + 1));
     }
   }
   void fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mutations& m) {
@@ -246,7 +247,7 @@ void BM_NaivePeer(benchmark::State& state) {
     m.clear();
     for (int i = 0; i < kBatch; ++i) {
       ev.seq = ++seq;
-      ev.tenant = "t" + std::to_string(i % kEndpoints % 8);
+      ev.tenant = std::string("t").append(std::to_string(i % kEndpoints % 8));
       ev.type = types[static_cast<size_t>(i % kEndpoints)];
       s.fan_out(ev, now, ids, m);
     }
@@ -285,7 +286,7 @@ void BM_SchedulerPendingMemory(benchmark::State& state) {
     s->set_subscription("t", false, kT0, m);
     Event ev;
     ev.tenant = "t";
-    ev.type = "x";
+    ev.type = std::string("x");
     for (int64_t i = 0; i < n / 100; ++i) {
       ev.seq = static_cast<uint64_t>(i + 1);
       s->fan_out(ev, kT0, ids, m);

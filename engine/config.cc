@@ -80,6 +80,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.sync", kSync, storage.sync),
       RC_KEY("storage.sync_interval", kDuration, storage.sync_interval),
       RC_KEY("storage.retention", kDuration, storage.retention),
+      RC_KEY("storage.retention_interval", kDuration, storage.retention_interval),
 
       RC_KEY("engine.shards", kU32, engine.shards, 0, 256),
       RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
@@ -942,6 +943,7 @@ void Config::validate() const {
   if (storage.data_dir.empty()) fail("", "storage.data_dir", "must not be empty");
   positive("storage.sync_interval", storage.sync_interval);
   if (storage.retention < hours(1)) fail("", "storage.retention", "must be at least 1h");
+  positive("storage.retention_interval", storage.retention_interval);
   // engine
   if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");
   positive("engine.subscription_postpone", engine.subscription_postpone);

@@ -48,6 +48,8 @@ struct StorageConfig {
   SyncPolicy sync = SyncPolicy::kInterval;
   Duration sync_interval = milliseconds(10);
   Duration retention = days(30);  // SPEC R10.1
+  // How often `ringcast serve` runs a retention pass (on its own thread; also one at start).
+  Duration retention_interval = hours(1);
 };
 
 // SPEC R4: the per-tenant circuit breaker.

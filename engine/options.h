@@ -37,6 +37,9 @@ struct EngineOptions {
   // left leased (kInFlight) and become `lease_expired` attempts at the next start.
   Duration stop_grace = seconds(5);
   uint64_t rng_seed = 0;  // 0: seeded from the wall clock at start
+  // A shard takes at most this many events of one submit_batch per loop turn (one store write
+  // each); a larger batch goes in parts, the next once the one before it is durable, and is
+  // answered once, in input order, when the last part is durable (Shard::submit_batch).
   size_t max_batch_events = 10'000;
   // Events kept in memory for the send path, in bytes, over all shards (payloads also stay in
   // the store; a miss reads them back).

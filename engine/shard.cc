@@ -543,34 +543,68 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
 
 void Shard::submit_batch(std::vector<EventInput> events,
                          std::function<void(std::vector<Result<SubmitResult>>)> done) {
-  std::vector<Result<SubmitResult>> results(events.size(), Result<SubmitResult>(SubmitResult{}));
-  // One MultiGet for the keys of every well-formed event instead of a lookup each.
-  std::vector<size_t> valid;
-  std::vector<Store::EventKeyRef> refs;
-  valid.reserve(events.size());
-  refs.reserve(events.size());
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (auto c = check_event_input(events[i]); !c.ok()) {
-      results[i] = c.error();
-      continue;
+  // A turn takes at most max_batch_events of a batch (STYLE 5: bounded work per turn, and one
+  // bounded WriteBatch per turn). A larger batch goes in parts: the next part is taken once the
+  // part before it is durable (the ack of a part takes the next one, so the parts of a 100k-line
+  // bulk request follow each other turn by turn, interleaved with the rest of the shard's work).
+  // One answer, in input order, once the last part is durable. While the shard drains, what is
+  // left is refused (shutting_down) at once: no part waits on a loop that is about to end.
+  struct Parts {
+    std::vector<EventInput> events;
+    std::vector<Result<SubmitResult>> results;
+    size_t next = 0;  // the first event not taken yet
+    std::function<void(std::vector<Result<SubmitResult>>)> done;
+  };
+  auto parts = std::make_shared<Parts>();
+  parts->results.assign(events.size(), Result<SubmitResult>(SubmitResult{}));
+  parts->events = std::move(events);
+  parts->done = std::move(done);
+
+  // Takes one part now (all the rest while draining); `self` is this lambda, for the next part.
+  auto take_parts = [this](const auto& self, std::shared_ptr<Parts> p) -> void {
+    const size_t part_max = std::max<size_t>(1, options_.max_batch_events);
+    std::vector<size_t> valid;
+    std::vector<Store::EventKeyRef> refs;
+    bool any_ok = false;
+    do {
+      const size_t first = p->next;
+      const size_t last = std::min(p->events.size(), first + part_max);
+      p->next = last;
+      // One MultiGet for the keys of every well-formed event instead of a lookup each.
+      valid.clear();
+      refs.clear();
+      for (size_t i = first; i < last; ++i) {
+        if (auto c = check_event_input(p->events[i]); !c.ok()) {
+          p->results[i] = c.error();
+          continue;
+        }
+        valid.push_back(i);
+        refs.push_back({p->events[i].tenant, p->events[i].id});
+      }
+      if (valid.empty()) continue;
+      auto stored = store_.find_event_keys(refs);
+      if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+      for (size_t k = 0; k < valid.size(); ++k) {
+        const size_t i = valid[k];
+        p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
+                                    : Result<SubmitResult>(stored.error());
+        any_ok = any_ok || p->results[i].ok();
+      }
+    } while (draining_ && p->next < p->events.size());
+
+    if (p->next < p->events.size()) {
+      // This part is committed at the end of the turn; the next one is taken once it is durable.
+      after_durable([self, p = std::move(p)]() mutable { self(self, std::move(p)); });
+      loop_->wake();  // taken inside an ack: make the next turn commit it without waiting
+      return;
     }
-    valid.push_back(i);
-    refs.push_back({events[i].tenant, events[i].id});
-  }
-  auto stored = store_.find_event_keys(refs);
-  if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
-  for (size_t k = 0; k < valid.size(); ++k) {
-    const size_t i = valid[k];
-    results[i] =
-        stored.ok() ? take_in(events[i], (*stored)[k]) : Result<SubmitResult>(stored.error());
-  }
-  // Refusals only: final at once. Otherwise one answer for the batch once this turn's commit is
-  // durable (a duplicate's original may not be durable yet either).
-  if (std::none_of(results.begin(), results.end(), [](const auto& r) { return r.ok(); }))
-    return done(std::move(results));
-  after_durable([done = std::move(done), results = std::move(results)]() mutable {
-    done(std::move(results));
-  });
+    // The last part. Earlier parts are durable already. Refusals only: final at once. Otherwise
+    // the answer waits until this turn's commit is durable (a duplicate's original may not be
+    // durable yet either).
+    if (!any_ok) return p->done(std::move(p->results));
+    after_durable([p = std::move(p)]() mutable { p->done(std::move(p->results)); });
+  };
+  take_parts(take_parts, std::move(parts));
 }
 
 // ---- endpoints -------------------------------------------------------------------------------

@@ -1133,7 +1133,7 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
 
 // ---- retention --------------------------------------------------------------------------------
 
-Result<RetentionStats> RocksStore::run_retention(WallTime now) {
+Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::function<bool()>& stop) {
   std::lock_guard guard(retention_mu_);
   RetentionStats st;
   const int64_t cutoff = (now - options_.retention).ms();
@@ -1203,6 +1203,13 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now) {
       }
       if (!it->status().ok()) return to_error(it->status());
       if (n == 0) break;
+      // Asked once per chunk that has work, before it is written (each chunk commits on its own):
+      // a stop drops this chunk and leaves the partition's progress where it was, so the next
+      // pass seeks from there and finds what is left.
+      if (stop && stop()) {
+        st.stopped = true;
+        return st;
+      }
       const bool more = it->Valid();
       st.expiry_entries += n;
 

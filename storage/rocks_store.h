@@ -69,6 +69,7 @@ struct RetentionStats {
   uint64_t payloads_moved = 0;    // payloads of long-lived events copied to the active segment
   uint64_t payload_segments = 0;  // payload log segments removed
   uint64_t expiry_entries = 0;    // index entries processed
+  bool stopped = false;           // `stop` was seen: the rest waits for the next pass
 };
 
 // Sizes of the on-disk state (bench and operators).
@@ -133,8 +134,11 @@ class RocksStore final : public Store {
   // Deletes what became deletable before now - retention (SPEC R10.1): terminal deliveries
   // with their attempts and index entries, events without deliveries left, notifications.
   // Cost is proportional to what expires (an expiry index, no scan). A daemon calls it
-  // periodically (e.g. each minute); safe to call concurrently with write().
-  Result<RetentionStats> run_retention(WallTime now);
+  // periodically (e.g. each minute); safe to call concurrently with write(). `stop`, when set,
+  // is asked before each chunk that has work (kRetentionChunk ids, committed on its own): once it
+  // answers true the pass returns what it did (stats.stopped), so a shutdown need not wait for a
+  // long pass; the next pass goes on from there, nothing is skipped.
+  Result<RetentionStats> run_retention(WallTime now, const std::function<bool()>& stop = {});
 
   // Flushes every memtable to SST files (and the WAL); with compact, also compacts every
   // column family fully. For tests, benchmarks and operators.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job, end to end on this machine: installs what is needed, builds, starts a local
+# The main job, end to end on this machine: installs what building and running needs (not the
+# test and benchmark peers), builds, starts a local
 # ringcast-sink (with some faults) and the ringcast daemon on its embedded RocksDB store,
 # registers endpoints for a few tenants, fans out a batch of events with a live progress
 # line, waits for the deliveries to settle and prints what was delivered, retried and failed.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 EVENTS=${1:-20000}
 TENANTS=4
 
-bash tools/install-deps.sh
+bash tools/install-deps.sh runtime  # build + run only; the test peers come with tools/test.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 --target ringcast ringcast-sink
 

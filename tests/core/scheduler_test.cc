@@ -816,7 +816,7 @@ TEST_F(SchedulerTest, DeterministicForASeed) {
       Event ev;
       ev.seq = static_cast<uint64_t>(k + 1);
       ev.tenant = "t";
-      ev.type = "x";
+      ev.type = std::string("x");
       sc.fan_out(ev, kT0, i, mm);
     }
     std::vector<SendCommand> out;

@@ -11,9 +11,9 @@ namespace {
 std::shared_ptr<const Event> event(EventSeq seq, size_t payload_bytes) {
   auto e = std::make_shared<Event>();
   e->seq = seq;
-  e->tenant = "t";
-  e->id = "e" + std::to_string(seq);
-  e->type = "x";
+  e->tenant = std::string("t");
+  e->id = std::string("e").append(std::to_string(seq));
+  e->type = std::string("x");
   e->payload.assign(payload_bytes, 'p');
   return e;
 }

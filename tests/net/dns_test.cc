@@ -122,7 +122,7 @@ TEST(DnsTest, ResolvesCachesForTheTtlAndCoalesces) {
   auto loop = std::move(Loop::create(lo)).value();
   DnsOptions o;
   o.servers = server.server();
-  o.lookups = "b";
+  o.lookups = std::string("b");
   auto r = std::move(CaresResolver::create(*loop, o)).value();
 
   Op a, b;
@@ -167,7 +167,7 @@ TEST(DnsTest, TtlIsCapped) {
   auto loop = std::move(Loop::create({})).value();
   DnsOptions o;
   o.servers = server.server();
-  o.lookups = "b";
+  o.lookups = std::string("b");
   o.ttl_max = seconds(60);
   auto r = std::move(CaresResolver::create(*loop, o)).value();
   Op a;
@@ -182,7 +182,7 @@ TEST(DnsTest, SilentServerFailsAtTheDeadline) {
   auto loop = std::move(Loop::create({})).value();
   DnsOptions o;
   o.servers = server.server();
-  o.lookups = "b";
+  o.lookups = std::string("b");
   o.deadline = milliseconds(200);
   o.try_timeout_ms = 5000;  // c-ares alone would wait much longer
   auto r = std::move(CaresResolver::create(*loop, o)).value();

@@ -96,7 +96,7 @@ TEST(ResponseParserTest, HeaderCaps) {
   {
     ResponseParser p;  // 100 headers max by default
     std::string r = "HTTP/1.1 200 OK\r\n";
-    for (int i = 0; i < 101; ++i) r += "H" + std::to_string(i) + ": v\r\n";
+    for (int i = 0; i < 101; ++i) r.append("H").append(std::to_string(i)).append(": v\r\n");
     r += "\r\n";
     EXPECT_EQ(feed_all(p, r, 4096), State::kError);
     EXPECT_EQ(p.error_errno(), EMSGSIZE);
@@ -104,7 +104,7 @@ TEST(ResponseParserTest, HeaderCaps) {
   {
     ResponseParser p;
     std::string r = "HTTP/1.1 200 OK\r\n";
-    for (int i = 0; i < 100; ++i) r += "H" + std::to_string(i) + ": v\r\n";
+    for (int i = 0; i < 100; ++i) r.append("H").append(std::to_string(i)).append(": v\r\n");
     r += "Content-Length: 0\r\n\r\n";
     EXPECT_EQ(feed_all(p, r, 4096), State::kError) << "101 headers counting Content-Length";
   }

@@ -173,8 +173,8 @@ TEST_F(HttpServerTest, PipelineDeeperThanTheCapPausesAndResumesParsing) {
   TestClient c(port());
   std::string batch;
   for (int i = 0; i < 25; ++i) {
-    batch +=
-        TestClient::format("POST", i % 3 == 0 ? "/async?1" : "/echo", "n" + std::to_string(i), {});
+    batch += TestClient::format("POST", i % 3 == 0 ? "/async?1" : "/echo",
+                                std::string("n").append(std::to_string(i)), {});
   }
   ASSERT_TRUE(c.send_raw(batch));
   auto rs = c.read_responses(25);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "core/ip_address.h"
@@ -12,6 +13,7 @@
 #include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "engine/notifier.h"
+#include "engine/retention.h"
 #include "net/system_clock.h"
 
 namespace ringcast {
@@ -61,8 +63,14 @@ int run_serve(const Config& cfg) {
     notifier = std::move(*n);
     eopts.on_notification = [n = notifier.get()](const Notification& note) { n->enqueue(note); };
   }
-  eopts.extra_metrics = [&open_store, n = notifier.get()] {
+  // Retention (SPEC R10.1) runs on its own thread, not on this one: a long pass must not delay
+  // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
+  std::unique_ptr<engine::RetentionThread> retention;
+  std::atomic<engine::RetentionThread*> retention_metrics{nullptr};
+  eopts.extra_metrics = [&open_store, &retention_metrics, n = notifier.get()] {
     std::string out = n ? engine::render_notifier_metrics(n->metrics()) : std::string();
+    if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
+      out += r->metrics_text();
     if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
       const storage::StoreSizes z = s->sizes();
       out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
@@ -121,26 +129,24 @@ int run_serve(const Config& cfg) {
               cfg.storage.data_dir.c_str());
   std::fflush(stdout);
 
-  // Retention runs here, off the shards' hot path, once an hour and at start.
-  net::SystemClock clock;
-  auto retention = [&] {
-    auto r = core->store().run_retention(clock.wall_now());
-    if (!r.ok()) std::fprintf(stderr, "ringcast: retention: %s\n", r.error().message);
-  };
-  retention();
-  MonoTime next_retention = clock.mono_now() + hours(1);
+  // Retention: off the shards' hot path and off this thread, at start and every
+  // storage.retention_interval.
+  storage::RocksStore* store = &core->store();
+  retention = std::make_unique<engine::RetentionThread>(
+      [store](const std::function<bool()>& stop) {
+        return store->run_retention(net::SystemClock().wall_now(), stop);
+      },
+      cfg.storage.retention_interval);
+  retention->start();
+  retention_metrics.store(retention.get(), std::memory_order_release);
+
   int sig = 0;
-  for (;;) {
-    timespec wait{1, 0};
-    sig = sigtimedwait(&sigs, nullptr, &wait);
-    if (sig == SIGTERM || sig == SIGINT) break;
-    if (clock.mono_now() >= next_retention) {
-      retention();
-      next_retention = clock.mono_now() + hours(1);
-    }
-  }
+  do {
+    sig = sigwaitinfo(&sigs, nullptr);
+  } while (sig != SIGTERM && sig != SIGINT);
   std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  retention->stop();  // a running pass ends at its next chunk; before the store closes
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
   shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
