@@ -9,6 +9,7 @@ PKGS=(
   libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   openssl wrk nginx-light python3 procps iproute2 ca-certificates curl time util-linux
+  redis-server redis-tools libhiredis-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -19,4 +20,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The redis tests start their own redis-server processes; Debian's package enables (and, where
+# services may start, starts) a system one on 6379: stop it and keep it from coming back.
+if dpkg-query -W -f='${Status}' redis-server 2>/dev/null | grep -q "install ok installed"; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now redis-server >/dev/null 2>&1 || true
+  else
+    service redis-server stop >/dev/null 2>&1 || true
+    systemctl disable redis-server >/dev/null 2>&1 || true  # removes the enablement links
+    update-rc.d redis-server disable >/dev/null 2>&1 || true
+  fi
 fi
