@@ -187,6 +187,16 @@ void RedisServer::restart(std::chrono::milliseconds timeout) {
 
 void RedisServer::pause() {
   process_.signal(SIGSTOP);
+  // SIGSTOP is asynchronous: wait (bounded) until the kernel reports the process stopped, so
+  // that nothing sent after pause() is answered.
+  const std::string stat = "/proc/" + std::to_string(process_.pid()) + "/stat";
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(2);
+  while (SteadyClock::now() < deadline) {
+    const std::string s = read_file(stat);
+    const size_t paren = s.rfind(')');
+    if (paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 void RedisServer::resume() {
   process_.signal(SIGCONT);

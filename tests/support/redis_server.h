@@ -58,7 +58,7 @@ class RedisServer {
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
   // stop() (if running), then start again on the same port and dir; waits for PING.
   void restart(std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  void pause();   // SIGSTOP
+  void pause();   // SIGSTOP, and waits until the process is stopped
   void resume();  // SIGCONT
 
   // One command over a fresh blocking connection (AUTH first when requirepass is set).
