@@ -14,6 +14,9 @@
 namespace ringcast::redis {
 namespace {
 
+// Node indices live in int16_t slot entries (-1: no node).
+static_assert(kSlots - 1 <= INT16_MAX, "a node index per slot fits int16_t");
+
 Error err(Errc code, const char* message, const char* reason) {
   return make_error(code, message, nullptr, reason);
 }

@@ -258,6 +258,40 @@ TEST_F(ConnectionTest, ACutMidReplyFailsTheCommandNeverATruncatedValue) {
   EXPECT_EQ(proxy.connections(), 2);
 }
 
+TEST_F(ConnectionTest, ALostReplyIsReportedAndTheCommandIsNeverResent) {
+  start_server();
+  testing::CutProxy proxy(server_->port());
+  ConnectionOptions o;
+  o.port = proxy.port();
+  o.default_timeout = seconds(5);
+  auto c = connect(o);
+  ASSERT_TRUE(call(*c, {"PING"}).ok());
+  proxy.cut_after(0);  // the server runs INCR, its reply never arrives
+  auto r = call(*c, {"INCR", "once"});
+  ASSERT_FALSE(r.ok()) << show(r);
+  EXPECT_STREQ(r.error().reason, kConnectionLost);
+  EXPECT_TRUE(may_have_executed(r.error()));
+  // After the reconnect the counter shows one execution: nothing re-sent the INCR.
+  auto get = call(*c, {"GET", "once"});
+  ASSERT_TRUE(get.ok()) << show(get);
+  EXPECT_EQ(*get, Reply::string("1"));
+  EXPECT_EQ(c->stats().connection_lost, 1u);
+}
+
+TEST_F(ConnectionTest, AReplyBeyondTheReaderLimitFailsAndTheConnectionRecovers) {
+  start_server();
+  ASSERT_FALSE(server_->cmd({"SET", "large", std::string(64 * 1024, 'x')}).is_error());
+  ConnectionOptions o;
+  o.reader.max_buffered_bytes = 16 * 1024;
+  auto c = connect(o);
+  auto r = call(*c, {"GET", "large"});
+  ASSERT_FALSE(r.ok()) << show(r);
+  EXPECT_STREQ(r.error().reason, kReplyTooLarge);
+  auto next = call(*c, {"STRLEN", "large"});
+  ASSERT_TRUE(next.ok()) << show(next);
+  EXPECT_EQ(*next, Reply::integer(64 * 1024));
+}
+
 TEST_F(ConnectionTest, CloseFailsWhatIsHeldAndRefusesMore) {
   start_server();
   auto c = connect();
