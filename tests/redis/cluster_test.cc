@@ -278,6 +278,18 @@ TEST_F(ClusterTest, NoRouteBeforeTheDeadlineWhenNoSeedAnswers) {
   EXPECT_STREQ(r.error().reason, kNoRoute);
   EXPECT_FALSE(may_have_executed(r.error()));
   EXPECT_FALSE((*c)->map_complete());
+  // A command still waiting for a route when the client goes away completes, not sent.
+  std::optional<Result<Reply>> got;
+  CommandOptions slow;
+  slow.timeout = seconds(30);
+  (*c)->command(
+      {"GET", "k"}, [&](Result<Reply> res) { got.emplace(std::move(res)); }, slow);
+  testing::run_for(*loop_, milliseconds(50));
+  EXPECT_FALSE(got.has_value());
+  c->reset();
+  ASSERT_TRUE(got.has_value());
+  ASSERT_FALSE(got->ok());
+  EXPECT_STREQ(got->error().reason, kClosed);
 }
 
 }  // namespace

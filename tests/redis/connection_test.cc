@@ -292,6 +292,25 @@ TEST_F(ConnectionTest, AReplyBeyondTheReaderLimitFailsAndTheConnectionRecovers) 
   EXPECT_EQ(*next, Reply::integer(64 * 1024));
 }
 
+TEST_F(ConnectionTest, DestroyingFailsCommandsInFlightAsMaybeExecuted) {
+  start_server();
+  auto c = connect();
+  ASSERT_TRUE(call(*c, {"PING"}).ok());
+  server_->pause();
+  std::optional<Result<Reply>> got;
+  CommandOptions o;
+  o.timeout = seconds(5);
+  c->command(
+      {"SET", "x", "1"}, [&](Result<Reply> r) { got.emplace(std::move(r)); }, o);
+  ASSERT_TRUE(run_until(*loop_, [&] { return c->stats().awaiting == 1; }));
+  c.reset();
+  ASSERT_TRUE(got.has_value()) << "the destructor completes what it holds";
+  ASSERT_FALSE(got->ok());
+  EXPECT_STREQ(got->error().reason, kConnectionLost);
+  EXPECT_TRUE(may_have_executed(got->error()));
+  server_->resume();
+}
+
 TEST_F(ConnectionTest, CloseFailsWhatIsHeldAndRefusesMore) {
   start_server();
   auto c = connect();
