@@ -241,7 +241,7 @@ TEST_F(ClusterTest, ClusterdownIsRetriedWithinTheDeadline) {
     ASSERT_FALSE(cluster_->node(i).cmd({"CLUSTER", "DELSLOTS", slot}).is_error());
   }
   CommandOptions quick;
-  quick.timeout = milliseconds(150);
+  quick.timeout = milliseconds(400);
   auto r = call(*c, {"GET", key}, quick);
   ASSERT_TRUE(r.ok()) << show(r);
   EXPECT_TRUE(r->error_is("CLUSTERDOWN")) << r->debug_string();
