@@ -7,9 +7,10 @@
 #            bench/e2e_delivery.sh (tools/test.sh and CI)
 # Usage: tools/install-deps.sh [runtime|test]   (default: test, everything)
 #
-# Installing nginx-light on Debian starts nginx and enables it as a system service. Nothing here
-# uses that service: the tests run nginx as their own child process with a config in a temp dir
-# (tests/support/nginx.*). So while this script installs it, a policy-rc.d forbids service starts
+# Installing nginx-light (or redis-server) on Debian starts it and enables it as a system service.
+# Nothing here uses those services: the tests run nginx and redis-server as their own child
+# processes with a config in a temp dir (tests/support/nginx.*, tests/support/redis_server.*).
+# So while this script installs them, a policy-rc.d forbids service starts
 # (one already there, e.g. Docker's, is kept), and afterwards the service is disabled (systemd
 # unit links and SysV rc links, with or without a running systemd) and stopped if it runs.
 set -euo pipefail
@@ -18,11 +19,12 @@ RUNTIME=(
   build-essential cmake ninja-build pkg-config
   liburing-dev node-llhttp android-libboringssl-dev
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
-  libfmt-dev libxxhash-dev
+  libfmt-dev libxxhash-dev libhiredis-dev
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nginx-light wrk curl time util-linux procps iproute2 openssl ca-certificates python3
+  redis-server redis-tools
   git clang-format
 )
 case "$SET" in
@@ -37,12 +39,14 @@ missing=()
 for p in "${PKGS[@]}"; do installed "$p" || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-installs_nginx=0
-for p in "${missing[@]}"; do [ "$p" = nginx-light ] && installs_nginx=1; done
+installs_service=0  # a package that starts a system service when installed
+for p in "${missing[@]}"; do
+  case "$p" in nginx-light | redis-server) installs_service=1 ;; esac
+done
 
 POLICY=/usr/sbin/policy-rc.d
 own_policy=0
-if [ "$installs_nginx" = 1 ] && [ ! -e "$POLICY" ]; then
+if [ "$installs_service" = 1 ] && [ ! -e "$POLICY" ]; then
   # invoke-rc.d and deb-systemd-invoke ask this before starting a service: 101 = not allowed.
   printf '#!/bin/sh\n# tools/install-deps.sh: no service starts while it installs packages\nexit 101\n' \
     >"$POLICY"
@@ -56,21 +60,30 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 
-if [ "$installs_nginx" = 1 ]; then
+# Keeps a packaged service from running or starting at boot (systemd unit links and SysV rc
+# links, with or without a running systemd): the tests start their own nginx and redis-server.
+disable_service() {  # unit name
+  local svc=$1
   if [ -d /run/systemd/system ]; then  # systemd runs: disable the unit and stop it
-    systemctl disable --now nginx.service >/dev/null 2>&1 || true
+    systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
   elif command -v systemctl >/dev/null; then  # installed, not running (a container): the links
-    systemctl disable nginx.service >/dev/null 2>&1 || true
+    systemctl disable "$svc.service" >/dev/null 2>&1 || true
   else  # no systemd at all: the link deb-systemd-helper made for a later boot with it
-    rm -f /etc/systemd/system/multi-user.target.wants/nginx.service
+    rm -f "/etc/systemd/system/multi-user.target.wants/$svc.service"
   fi
-  update-rc.d nginx disable >/dev/null 2>&1 || true  # SysV rc links: S01nginx -> K01nginx
-  if [ ! -d /run/systemd/system ] && [ -x /etc/init.d/nginx ] &&
-    /etc/init.d/nginx status >/dev/null 2>&1; then
-    /etc/init.d/nginx stop >/dev/null 2>&1 || true  # started despite the policy (a site's own)
+  update-rc.d "$svc" disable >/dev/null 2>&1 || true  # SysV rc links: S01 -> K01
+  if [ ! -d /run/systemd/system ] && [ -x "/etc/init.d/$svc" ] &&
+    "/etc/init.d/$svc" status >/dev/null 2>&1; then
+    "/etc/init.d/$svc" stop >/dev/null 2>&1 || true  # started despite the policy (a site's own)
   fi
-  echo "install-deps: nginx-light is for the tests, which start nginx themselves;" \
+  echo "install-deps: $svc is for the tests, which start it themselves;" \
     "its system service is disabled and not running"
-fi
+}
+for p in "${missing[@]}"; do
+  case "$p" in
+    nginx-light) disable_service nginx ;;
+    redis-server) disable_service redis-server ;;
+  esac
+done
 [ "$own_policy" = 1 ] && rm -f "$POLICY" && trap - EXIT
 exit 0

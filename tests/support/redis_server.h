@@ -1,0 +1,113 @@
+// Real redis-server processes (Debian redis-server 7.0) for the redis tests: one server with a
+// generated config in a temp dir on a free 127.0.0.1 port, or a cluster of primaries, and a
+// blocking hiredis client as the test's oracle (independent of redis/, which uses hiredis only
+// as a codec). Invariants: servers listen on 127.0.0.1 only, persist nothing unless asked
+// (`save ""`), write only under their dir, and die with the test (Process: SIGKILL on
+// destruction and PR_SET_PDEATHSIG); every wait is bounded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.h"
+
+namespace ringcast::test {
+
+// A reply as the test oracle sees it.
+struct SyncReply {
+  enum class Type { kNil, kInteger, kStatus, kString, kError, kArray };
+  Type type = Type::kNil;
+  long long integer = 0;
+  std::string str;
+  std::vector<SyncReply> elements;
+  bool is_error() const { return type == Type::kError; }
+};
+
+struct RedisServerOptions {
+  std::string requirepass;
+  bool appendonly = false;
+  bool cluster = false;                   // cluster-enabled yes, cluster-node-timeout 1000
+  std::vector<std::string> extra_config;  // more config lines
+};
+
+class RedisServer {
+ public:
+  static constexpr const char* kBinary = "/usr/bin/redis-server";
+  static bool available();
+
+  // Writes <dir>/redis.conf and starts redis-server on a free port (retrying another port if
+  // the bind races), then waits until PING answers. Throws std::runtime_error with the log.
+  static std::unique_ptr<RedisServer> start(
+      const std::string& dir, const RedisServerOptions& options = {},
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  ~RedisServer();
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+  const std::string& dir() const { return dir_; }
+  pid_t pid() const { return process_.pid(); }
+  bool running() { return process_.running(); }
+
+  // SIGTERM, then SIGKILL after `grace`.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  // stop() (if running), then start again on the same port and dir; waits for PING.
+  void restart(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  void pause();   // SIGSTOP, and waits until the process is stopped
+  void resume();  // SIGCONT
+
+  // One command over a fresh blocking connection (AUTH first when requirepass is set).
+  // Throws std::runtime_error on a connection or protocol failure; error replies are returned.
+  SyncReply cmd(const std::vector<std::string>& args,
+                std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+  // The same commands on one connection, in order (for SELECT / MULTI sequences).
+  std::vector<SyncReply> cmds(const std::vector<std::vector<std::string>>& commands,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+  std::string log() const;
+
+ private:
+  RedisServer() = default;
+  void launch();
+  bool wait_ready(std::chrono::milliseconds timeout);
+  std::string dir_;
+  std::string host_ = "127.0.0.1";
+  uint16_t port_ = 0;
+  RedisServerOptions options_;
+  Process process_;
+  int generation_ = 0;
+};
+
+// N primaries (no replicas) forming one Redis Cluster, slots split evenly in order:
+// node 0 has the lowest slots. Built by hand (ADDSLOTSRANGE, SET-CONFIG-EPOCH, MEET), which is
+// faster and more predictable than redis-cli --cluster create.
+class RedisCluster {
+ public:
+  static std::unique_ptr<RedisCluster> start(
+      const std::string& dir, int primaries = 3,
+      std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  RedisServer& node(size_t i) { return *nodes_[i]; }
+  size_t size() const { return nodes_.size(); }
+  std::vector<std::string> addresses() const;
+  std::string node_id(size_t i) const;
+  // The node that owns `slot` per CLUSTER SLOTS as node 0 sees it; -1 if none.
+  int owner_of(int slot) const;
+  int key_slot(const std::string& key) const;  // CLUSTER KEYSLOT on node 0
+  // Waits until every node reports cluster_state:ok and the same owner for every slot range.
+  bool wait_consistent(std::chrono::milliseconds timeout);
+
+  // Slot migration, step by step (the MOVED/ASK/TRYAGAIN tests stop in between):
+  void begin_migration(int slot, size_t from, size_t to);  // IMPORTING on to, MIGRATING on from
+  void migrate_keys(int slot, size_t from, size_t to, const std::vector<std::string>& keys);
+  void finish_migration(int slot, size_t to);  // SETSLOT NODE on every node (the target first)
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::vector<std::string> ids_;
+};
+
+}  // namespace ringcast::test
