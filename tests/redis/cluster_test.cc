@@ -53,7 +53,7 @@ class ClusterTest : public ::testing::Test {
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (cluster_ == nullptr) GTEST_SKIP() << "redis-server not installed";
+    ASSERT_NE(cluster_, nullptr) << "redis-server is not installed (bash tools/install-deps.sh)";
     loop_ = testing::make_loop();
   }
   std::unique_ptr<ClusterClient> client(ClusterOptions o = {}) {

@@ -27,7 +27,8 @@ using testing::show;
 class ConnectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServer::available()) GTEST_SKIP() << "redis-server not installed";
+    ASSERT_TRUE(RedisServer::available())
+        << "redis-server is not installed (bash tools/install-deps.sh)";
     loop_ = testing::make_loop();
   }
   void start_server(const RedisServerOptions& o = {}) {
