@@ -745,7 +745,13 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   const int fd =
       ::socket(addr.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    fail(ex, ErrorCode::network(errno));
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+      // Out of our own descriptors or memory: nothing went towards the receiver (ISSUE 14).
+      defer(ex, DeferReason::kConnections, loop.now() + opt.defer_retry);
+      return;
+    }
+    fail(ex, ErrorCode::network(err));
     return;
   }
   const int one = 1;
@@ -768,7 +774,9 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   ex->op->result.connect_attempted = true;
   ex->t_mark = loop.now();
   if (!loop.connect(&c->connect_op, c->file(), reinterpret_cast<sockaddr*>(&c->sa), c->sa_len)) {
-    fail(ex, ErrorCode::network(ENOBUFS));
+    // The loop has no room for the connect (its in-flight bound): our limit, not the receiver's.
+    close_conn(c);
+    defer(ex, DeferReason::kConnections, loop.now() + opt.defer_retry);
     return;
   }
   c->connect_pending = true;
