@@ -439,7 +439,15 @@ class Sim {
       op.acted = status >= 200 && status < 300;
     };
     const int64_t gone = gone_at_ms_[c.endpoint];
-    if (!d.test() && gone >= 0 && to_ms(now() - start_) >= gone && now() < faults_end_) {
+    if (now() < faults_end_ && chance(8)) {
+      // ringcast's own back-pressure (pacing, connection limits): given back unsent, told
+      // when to try again. Not an attempt; the receiver never sees it (ISSUE 14 part 1).
+      r = TransportResult{};
+      r.deferred = chance(50) ? DeferReason::kPacing : DeferReason::kConnections;
+      r.not_before = now() + milliseconds(static_cast<int64_t>(rnd(500)));
+      op.done = now() + milliseconds(1 + static_cast<int64_t>(rnd(20)));
+      --receiver_[c.delivery].seen;
+    } else if (!d.test() && gone >= 0 && to_ms(now() - start_) >= gone && now() < faults_end_) {
       answer(410);
     } else {
       switch (mode) {
@@ -554,7 +562,7 @@ class Sim {
   struct Summary {
     uint64_t deliveries = 0, delivered = 0, failed = 0, dead = 0, sends = 0, probes = 0;
     uint64_t breaker_opened = 0, disabled = 0, crashes = 0, postponed = 0, unknown = 0;
-    uint64_t hold_expired = 0, deadline = 0, redelivered_after_acting = 0;
+    uint64_t hold_expired = 0, deadline = 0, redelivered_after_acting = 0, deferred = 0;
   };
   void add_to(Summary& s) const {
     s.deliveries += store_.deliveries().size();
@@ -574,6 +582,7 @@ class Sim {
     s.breaker_opened += st.breaker_opened;
     s.disabled += st.endpoints_disabled;
     s.postponed += st.subscription_postponed;
+    s.deferred += st.deferred;
     s.unknown += st.outcome[static_cast<int>(Outcome::kUnknown)];
     s.hold_expired += st.hold_expired;
     s.deadline += st.deadline_exceeded;
@@ -653,18 +662,19 @@ TEST(ShardSim, ManySeeds) {
     EXPECT_GT(sum.hold_expired, 0u);
     EXPECT_GT(sum.deadline, 0u);
     EXPECT_GT(sum.redelivered_after_acting, 0u);
+    EXPECT_GT(sum.deferred, 0u);
   }
   std::printf(
       "sim: %zu seeds, %lu deliveries (%lu delivered, %lu failed, %lu dead), %lu sends, "
       "%lu probes, %lu breaker openings, %lu endpoints disabled, %lu crashes, %lu postponed, "
       "%lu unknown outcomes, %lu hold-expired, %lu past a ceiling, %lu redelivered after the "
-      "receiver acted\n",
+      "receiver acted, %lu sends deferred\n",
       seeds.size(), (unsigned long)sum.deliveries, (unsigned long)sum.delivered,
       (unsigned long)sum.failed, (unsigned long)sum.dead, (unsigned long)sum.sends,
       (unsigned long)sum.probes, (unsigned long)sum.breaker_opened, (unsigned long)sum.disabled,
       (unsigned long)sum.crashes, (unsigned long)sum.postponed, (unsigned long)sum.unknown,
       (unsigned long)sum.hold_expired, (unsigned long)sum.deadline,
-      (unsigned long)sum.redelivered_after_acting);
+      (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.deferred);
 }
 
 }  // namespace
