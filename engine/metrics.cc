@@ -191,6 +191,9 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
   w.gauge("ringcast_deliveries_held_by_retry_after",
           "Deliveries due but held: their endpoint answered Retry-After (SPEC R7).",
           [](M s) -> const Gauge& { return s.held_by_retry_after; });
+  w.gauge("ringcast_deliveries_unknown",
+          "Live deliveries whose latest attempt was UNKNOWN (the receiver may have acted).",
+          [](M s) -> const Gauge& { return s.unknown_live; });
   w.gauge("ringcast_breakers_open", "Tenants whose circuit breaker is open or half-open.",
           [](M s) -> const Gauge& { return s.breakers_open; });
   w.gauge("ringcast_endpoints", "Endpoints known to the shards.",

@@ -57,6 +57,7 @@ struct ShardMetrics {
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};
   Gauge deferred_waiting{0}, held_by_retry_after{0};
+  Gauge unknown_live{0};  // live deliveries whose latest attempt was UNKNOWN (R12.8)
   Gauge tenants{0}, endpoints{0}, intake_waiting_durable{0};
 };
 

@@ -472,6 +472,8 @@ void Shard::refresh_gauges() {
                                      std::memory_order_relaxed);
   metrics_.deferred_waiting.store(static_cast<int64_t>(s.deferred_waiting),
                                   std::memory_order_relaxed);
+  metrics_.unknown_live.store(static_cast<int64_t>(unknown_since_.size()),
+                              std::memory_order_relaxed);
   metrics_.breakers_open.store(static_cast<int64_t>(s.breakers_open + s.breakers_half_open),
                                std::memory_order_relaxed);
   metrics_.endpoints.store(static_cast<int64_t>(s.endpoints), std::memory_order_relaxed);
