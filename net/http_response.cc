@@ -124,6 +124,12 @@ int ResponseParser::on_header_value_complete(llhttp_t* p) {
 int ResponseParser::on_headers_complete(llhttp_t* p) {
   ResponseParser* s = self(p);
   const int status = llhttp_get_status_code(p);
+  // RFC 9110 15: the first digit is the class; 000-099 have none (llhttp takes any three
+  // digits). Read as a status, 0 would also pass for "no response" in the attempt record.
+  if (status < 100) {
+    s->error_errno_ = EPROTO;
+    return -1;
+  }
   if (status == 101) {  // we never ask for an upgrade
     s->error_errno_ = EPROTO;
     return -1;

@@ -122,6 +122,23 @@ TEST(ResponseParserTest, GarbageIsEproto) {
   }
 }
 
+// Found by fuzz_http_response (tests/fuzz/corpus/http_response/status_without_class): llhttp
+// accepts any three digits, and "HTTP/1.0 021" came out as a final response with status 21;
+// "000" would have been recorded as status 0, which the log reads as "no response".
+TEST(ResponseParserTest, StatusWithoutAClassIsEproto) {
+  for (const char* status : {"000", "021", "099"}) {
+    SCOPED_TRACE(status);
+    ResponseParser p;
+    EXPECT_EQ(feed_all(p, std::string("HTTP/1.1 ") + status + " X\r\nContent-Length: 0\r\n\r\n", 5),
+              State::kError);
+    EXPECT_EQ(p.error_errno(), EPROTO);
+    EXPECT_FALSE(p.headers_complete());
+  }
+  ResponseParser p;  // 600-999 are invalid too, but have a class digit: classify decides
+  EXPECT_EQ(feed_all(p, "HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n", 5), State::kDone);
+  EXPECT_EQ(p.status(), 600);
+}
+
 TEST(ResponseParserTest, EofHandling) {
   {
     ResponseParser p;  // body until EOF
