@@ -263,6 +263,13 @@ RequestParser::Feed RequestParser::feed(const char* data, size_t len) {
       break;
     }
     default: {
+      const char* pos = llhttp_get_error_pos(&parser_);
+      if (!failed_ && err == HPE_INVALID_HEADER_TOKEN && pos && pos < data + len &&
+          (*pos == ' ' || *pos == '\t')) {
+        // llhttp (strict mode) stops at the blank itself, which in a value would be fine: so
+        // it is in a field name. Say what RFC 9112 5.1 says.
+        bad("whitespace between a header field name and the colon (RFC 9112 5.1)");
+      }
       if (!failed_) {
         std::string msg = std::string("malformed HTTP request: ") + llhttp_errno_name(err);
         if (const char* reason = llhttp_get_error_reason(&parser_)) {
@@ -272,7 +279,6 @@ RequestParser::Feed RequestParser::feed(const char* data, size_t len) {
         }
         bad(msg);
       }
-      const char* pos = llhttp_get_error_pos(&parser_);
       out.consumed = pos ? static_cast<size_t>(pos - data) : len;
       out.status = Status::kFailed;
       break;

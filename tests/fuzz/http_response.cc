@@ -26,8 +26,10 @@ struct Outcome {
   size_t consumed = 0;
 
   bool same(const Outcome& o) const {
-    if (state != o.state || error_errno != o.error_errno || capped != o.capped) return false;
-    if (state == ResponseParser::State::kError) return true;  // what was read before may differ
+    if (state != o.state || capped != o.capped) return false;
+    // Which error is found first (a cap counted per span, or a bad byte) may depend on where a
+    // read ends; what was read before it too.
+    if (state == ResponseParser::State::kError) return true;
     if (status != o.status || headers_complete != o.headers_complete ||
         informational != o.informational || retry_after != o.retry_after ||
         body_prefix != o.body_prefix || keep_alive != o.keep_alive) {
@@ -35,6 +37,14 @@ struct Outcome {
     }
     // At the body cap the last read's span decides how far it got.
     return capped || (body_bytes == o.body_bytes && consumed == o.consumed);
+  }
+  void print(const char* what) const {
+    std::fprintf(stderr,
+                 "%s: state %d status %d errno %d headers %d capped %d keep-alive %d 1xx %u "
+                 "retry-after '%s' prefix %zu body %llu consumed %zu\n",
+                 what, static_cast<int>(state), status, error_errno, headers_complete, capped,
+                 keep_alive, informational, retry_after.c_str(), body_prefix.size(),
+                 static_cast<unsigned long long>(body_bytes), consumed);
   }
 };
 
@@ -101,6 +111,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool eof = flags & 1;
   Outcome whole = run(bytes, 0, eof, limits);
   Outcome cut = run(bytes, cut_seed | 1, eof, limits);
+  if (!whole.same(cut)) {
+    whole.print("whole");
+    cut.print("cut");
+  }
   FUZZ_CHECK(whole.same(cut));
   return 0;
 }

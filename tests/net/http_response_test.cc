@@ -139,6 +139,21 @@ TEST(ResponseParserTest, StatusWithoutAClassIsEproto) {
   EXPECT_EQ(p.status(), 600);
 }
 
+// Found by fuzz_http_response (corpus/http_response/bare_cr_status_line): llhttp's loose
+// mode read "OK\r" plus any byte as the end of the status line, so "\rContent-Length: 5"
+// lost its "C" and the length was never seen. Built in strict mode, it is a protocol error.
+TEST(ResponseParserTest, BareCrIsNotALineEnd) {
+  for (const char* r : {"HTTP/1.1 200 OK\rContent-Length: 5\r\n\r\nhello",
+                        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\rX"}) {
+    for (size_t step : {1u, 1000u}) {
+      SCOPED_TRACE(step);
+      ResponseParser p;
+      EXPECT_EQ(feed_all(p, r, step), State::kError) << r;
+      EXPECT_EQ(p.error_errno(), EPROTO);
+    }
+  }
+}
+
 TEST(ResponseParserTest, EofHandling) {
   {
     ResponseParser p;  // body until EOF
