@@ -135,8 +135,11 @@ int ResponseParser::on_headers_complete(llhttp_t* p) {
     return -1;
   }
   if (status >= 100 && status < 200) {
-    s->informational_++;  // 1xx: no body; the final response follows (llhttp knows)
-    return 0;
+    // 1xx: the final response follows. RFC 9110 15.2: a 1xx ends with its header section,
+    // whatever Content-Length or Transfer-Encoding it names; llhttp knows that only for 100
+    // and would read a 103's "body" out of the final response. 1 tells it: no body.
+    s->informational_++;
+    return 1;
   }
   s->status_ = status;
   s->headers_complete_ = true;

@@ -154,6 +154,26 @@ TEST(ResponseParserTest, BareCrIsNotALineEnd) {
   }
 }
 
+// Found by fuzz_http_response (corpus/http_response/informational_with_body): llhttp gives a
+// 1xx other than 100 a body when it names Content-Length or chunked, so the final response's
+// bytes were read as that body (and a body cap hit there ended parsing with no status).
+TEST(ResponseParserTest, InformationalResponsesHaveNoBody) {
+  const std::string final_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  for (const char* head : {"HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n",
+                           "HTTP/1.1 102 Processing\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+    for (size_t step : {1u, 1000u}) {
+      SCOPED_TRACE(head);
+      ResponseParser p;
+      size_t extra = 99;
+      EXPECT_EQ(feed_all(p, head + final_response, step, &extra), State::kDone);
+      EXPECT_EQ(p.status(), 200);
+      EXPECT_EQ(p.body_prefix(), "ok");
+      EXPECT_EQ(p.informational_skipped(), 1u);
+      EXPECT_EQ(extra, 0u);
+    }
+  }
+}
+
 TEST(ResponseParserTest, EofHandling) {
   {
     ResponseParser p;  // body until EOF
