@@ -8,8 +8,9 @@
 #   --seconds N      time per target (default 20: the CI budget); longer by hand, e.g. 600
 #   --only NAMES     run only these targets (http_request, codec, ...)
 #   --keep-corpus    keep what the fuzzer learns in build-fuzz/corpus/<name>/ across runs
-#                    (default: a fresh copy of the seeds each run, so CI runs are reproducible)
+#                    (default: a fresh copy of the seeds each run: a CI run starts from them alone)
 #   --no-build       use the binaries already in build-fuzz
+# JOBS (default 2) is both the build's -j and how many fuzzers run at once.
 # Findings land in build-fuzz/artifacts/<name>/; add a minimised copy of each to
 # tests/fuzz/corpus/<name>/ with the fix (CONTRIBUTING.md "Fuzzing").
 set -euo pipefail
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --keep-corpus) KEEP=1; shift ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -71,43 +72,62 @@ fi
 # Leaks are findings; an input that runs for 10 s is a hang; 2 GiB is an out-of-memory.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-failed=0
-summary=()
-for name in "${targets[@]}"; do
-  bin="$DIR/tests/fuzz/fuzz_$name"
-  seeds="tests/fuzz/corpus/$name"
-  work="$DIR/corpus/$name"
-  artifacts="$DIR/artifacts/$name"
-  log="$DIR/logs/$name.log"
-  mkdir -p "$seeds" "$artifacts" "$(dirname "$log")"
+
+run_one() {  # name: fuzzes it, writes its summary line to $DIR/logs/<name>.summary
+  local name=$1
+  local bin="$DIR/tests/fuzz/fuzz_$name" seeds="tests/fuzz/corpus/$name" work="$DIR/corpus/$name"
+  local artifacts="$DIR/artifacts/$name" log="$DIR/logs/$name.log" rc=0 dict=()
+  mkdir -p "$seeds" "$artifacts" "$DIR/logs"
   if [ "$KEEP" = 0 ]; then rm -rf "$work"; fi
   mkdir -p "$work"
-  dict=()
   [ -f "tests/fuzz/dict/$name.dict" ] && dict=(-dict="tests/fuzz/dict/$name.dict")
-  rc=0
   # New inputs go to the first directory (the work copy); the seeds are only read.
   "$bin" "$work" "$seeds" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
     -rss_limit_mb=2048 -max_len=65536 -detect_leaks=1 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" >"$log" 2>&1 || rc=$?
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  corpus=$(find "$work" -type f | wc -l)
+  local runs cov corpus line
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  corpus=$(find "$work" -type f | wc -l || true)
   if [ "$rc" = 0 ]; then
     line=$(printf 'fuzz %-14s ok      %9s runs  %4ss  cov %5s  corpus %4s' "$name" "${runs:-?}" \
       "$SECONDS_PER_TARGET" "${cov:-?}" "$corpus")
   else
-    failed=1
+    local what artifact
     what=$(grep -m1 -oE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer): [a-z-]+|runtime error|FUZZ_CHECK failed|ALARM: working on the last Unit|out-of-memory' "$log" || true)
-    artifact=$(ls -t "$artifacts" 2>/dev/null | head -1)
+    artifact=$(ls -t "$artifacts" 2>/dev/null | head -1 || true)
     line=$(printf 'fuzz %-14s FAILED  (%s) exit %s  artifact %s  log %s' "$name" "${what:-see log}" \
       "$rc" "${artifact:+$artifacts/$artifact}" "$log")
-    tail -40 "$log" >&2
   fi
+  echo "$line" >"$DIR/logs/$name.summary"
   echo "$line"
+  return "$rc"
+}
+
+# Each fuzzer is one process on one core: run JOBS of them at a time.
+running=0
+for name in "${targets[@]}"; do
+  rm -f "$DIR/logs/$name.summary"
+  run_one "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait || true
+failed=0
+summary=()
+for name in "${targets[@]}"; do
+  line=$(cat "$DIR/logs/$name.summary" 2>/dev/null || echo "fuzz $name FAILED (no result)")
   summary+=("$line")
+  if [[ "$line" != *" ok "* ]]; then
+    failed=1
+    tail -40 "$DIR/logs/$name.log" >&2 || true
+  fi
 done
 ended=$(date +%s)
 echo "---"
 printf '%s\n' "${summary[@]}"
-echo "fuzz: build $((built - started)) s, runs $((ended - built)) s, ${#targets[@]} targets x ${SECONDS_PER_TARGET} s"
+echo "fuzz: build $((built - started)) s, runs $((ended - built)) s, ${#targets[@]} targets x ${SECONDS_PER_TARGET} s, $JOBS at a time"
 exit "$failed"
