@@ -254,7 +254,12 @@ std::optional<double> as_double(const Input& in) {
     if (end != t.c_str() + t.size() || !std::isfinite(v)) return std::nullopt;
     return v;
   }
-  if (auto f = in.node->as_floating_point()) return f->get();
+  // TOML has nan and inf literals: refused like the environment's, since a NaN passes every
+  // range check (NaN < min and NaN > max are both false).
+  if (auto f = in.node->as_floating_point()) {
+    if (!std::isfinite(f->get())) return std::nullopt;
+    return f->get();
+  }
   if (auto i = in.node->as_integer()) return static_cast<double>(i->get());
   return std::nullopt;
 }

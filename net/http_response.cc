@@ -124,13 +124,22 @@ int ResponseParser::on_header_value_complete(llhttp_t* p) {
 int ResponseParser::on_headers_complete(llhttp_t* p) {
   ResponseParser* s = self(p);
   const int status = llhttp_get_status_code(p);
+  // RFC 9110 15: the first digit is the class; 000-099 have none (llhttp takes any three
+  // digits). Read as a status, 0 would also pass for "no response" in the attempt record.
+  if (status < 100) {
+    s->error_errno_ = EPROTO;
+    return -1;
+  }
   if (status == 101) {  // we never ask for an upgrade
     s->error_errno_ = EPROTO;
     return -1;
   }
   if (status >= 100 && status < 200) {
-    s->informational_++;  // 1xx: no body; the final response follows (llhttp knows)
-    return 0;
+    // 1xx: the final response follows. RFC 9110 15.2: a 1xx ends with its header section,
+    // whatever Content-Length or Transfer-Encoding it names; llhttp knows that only for 100
+    // and would read a 103's "body" out of the final response. 1 tells it: no body.
+    s->informational_++;
+    return 1;
   }
   s->status_ = status;
   s->headers_complete_ = true;

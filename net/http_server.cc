@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <arpa/inet.h>
-#include <llhttp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -20,6 +19,7 @@
 #include <unordered_set>
 
 #include "net/api/json_writer.h"
+#include "net/http_request_parser.h"
 
 namespace ringcast::net {
 
@@ -235,10 +235,7 @@ class detail::HttpServerCore {
       : loop_(loop),
         handler_(handler),
         options_(std::move(options)),
-        gate_(std::make_shared<Gate>()) {
-    llhttp_settings_init(&settings_);
-    install_callbacks();
-  }
+        gate_(std::make_shared<Gate>()) {}
   ~HttpServerCore();
 
   Result<void> start(uint16_t* port);
@@ -251,12 +248,10 @@ class detail::HttpServerCore {
   HttpHandler& handler_;
   HttpServerOptions options_;
   std::shared_ptr<Gate> gate_;
-  llhttp_settings_t settings_;
   HttpServerStats stats_;
   std::unordered_set<Connection*> connections_;
 
  private:
-  void install_callbacks();
   void arm_accept();
   void on_accept(int res);
 
@@ -291,11 +286,13 @@ class detail::HttpServerCore {
 
 namespace {
 
-class Connection {
+class Connection final : RequestParser::Sink {
  public:
-  Connection(detail::HttpServerCore& server, int fd) : server_(server), fd_(fd) {
-    llhttp_init(&parser_, HTTP_REQUEST, &server_.settings_);
-    parser_.data = this;
+  Connection(detail::HttpServerCore& server, int fd)
+      : server_(server),
+        fd_(fd),
+        parser_(*this,
+                RequestLimits{server.options_.max_header_bytes, server.options_.max_headers}) {
     rbuf_.resize(server_.options_.recv_buffer_bytes);
     last_activity_ = server_.loop_.now();
   }
@@ -332,83 +329,33 @@ class Connection {
     finish_entry();
   }
 
-  // --- llhttp callbacks ----------------------------------------------------------------------
-  int on_message_begin() {
-    cur_ = HttpRequest();
-    head_bytes_ = 0;
-    field_.clear();
-    value_.clear();
-    in_message_ = true;
-    request_started_ = server_.loop_.now();
-    return 0;
+  // --- RequestParser::Sink --------------------------------------------------------------------
+  void on_request_begin() override { request_started_ = server_.loop_.now(); }
+  size_t body_limit(const HttpRequest& head) override {
+    return server_.handler_.max_body_bytes(head);
   }
-  int on_head_data(std::string& into, const char* at, size_t len) {
-    head_bytes_ += len;
-    if (head_bytes_ > server_.options_.max_header_bytes) {
-      return fail_request(
-          HttpResponse::error(431, "headers_too_large",
-                              "request line and headers exceed " +
-                                  std::to_string(server_.options_.max_header_bytes) + " bytes"));
-    }
-    into.append(at, len);
-    return 0;
-  }
-  int on_url(const char* at, size_t len) { return on_head_data(cur_.target, at, len); }
-  int on_header_field(const char* at, size_t len) { return on_head_data(field_, at, len); }
-  int on_header_value(const char* at, size_t len) { return on_head_data(value_, at, len); }
-  int on_header_value_complete() {
-    if (cur_.headers.size() >= server_.options_.max_headers) {
-      return fail_request(HttpResponse::error(
-          431, "headers_too_large",
-          "more than " + std::to_string(server_.options_.max_headers) + " headers"));
-    }
-    for (char& c : field_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    cur_.headers.push_back(HttpHeader{std::move(field_), std::move(value_)});
-    field_.clear();
-    value_.clear();
-    return 0;
-  }
-  int on_headers_complete() {
-    cur_.method = llhttp_method_name(static_cast<llhttp_method_t>(llhttp_get_method(&parser_)));
-    body_limit_ = server_.handler_.max_body_bytes(cur_);
-    const bool has_length = (parser_.flags & F_CONTENT_LENGTH) != 0;
-    if (has_length && parser_.content_length > body_limit_) {
-      return fail_request(too_large_response());
-    }
-    if (has_length) cur_.body.reserve(parser_.content_length + kBodyPadding);
-    const std::string* expect = cur_.header("expect");
+  void on_head(const HttpRequest& head) override {
+    const std::string* expect = head.header("expect");
     if (expect && strcasecmp(expect->c_str(), "100-continue") == 0 && queue_.empty() &&
         out_.empty() && !send_in_flight_) {
       out_ += "HTTP/1.1 100 Continue\r\n\r\n";
       want_flush_ = true;
     }
-    return 0;
   }
-  int on_body(const char* at, size_t len) {
-    if (cur_.body.size() + len > body_limit_) return fail_request(too_large_response());
-    cur_.body.append(at, len);
-    return 0;
-  }
-  int on_message_complete() {
-    in_message_ = false;
-    cur_.keep_alive = llhttp_should_keep_alive(&parser_) != 0;
-    if (cur_.body.capacity() < cur_.body.size() + kBodyPadding) {
-      cur_.body.reserve(cur_.body.size() + kBodyPadding);
-    }
+  bool on_request(HttpRequest&& request, const RequestParser::RequestInfo& info) override {
     auto* slot = new PendingResponse(server_.gate_, this);
-    slot->head = cur_.method == "HEAD";
-    slot->keep_alive = cur_.keep_alive && !draining_;
-    slot->http10 = llhttp_get_http_major(&parser_) == 1 && llhttp_get_http_minor(&parser_) == 0;
+    slot->head = request.method == "HEAD";
+    slot->keep_alive = info.keep_alive && !draining_;
+    slot->http10 = info.http10;
     queue_.push_back(slot);
     server_.stats_.requests++;
     const bool more = slot->keep_alive;
-    server_.handler_.handle(std::move(cur_), Responder(slot));
+    server_.handler_.handle(std::move(request), Responder(slot));
     if (!more) {
       no_more_requests_ = true;
-      return HPE_PAUSED;  // bytes after a last request are ignored
+      return false;  // bytes after a last request are ignored
     }
-    if (queue_.size() >= server_.options_.max_pipelined) return HPE_PAUSED;
-    return 0;
+    return queue_.size() < server_.options_.max_pipelined;
   }
 
   bool dead() const { return closed_; }
@@ -435,14 +382,8 @@ class Connection {
     Connection* c;
   };
 
-  HttpResponse too_large_response() {
-    return HttpResponse::error(
-        413, "body_too_large",
-        "request body exceeds " + std::to_string(body_limit_) + " bytes for this route", "body");
-  }
-
   // Ends request parsing on this connection with `r` as the last response.
-  int fail_request(HttpResponse r) {
+  void fail_request(HttpResponse r) {
     if (r.status == 413 || r.status == 431) {
       server_.stats_.too_large++;
     }
@@ -453,19 +394,19 @@ class Connection {
     slot->keep_alive = false;
     queue_.push_back(slot);
     no_more_requests_ = true;
-    in_message_ = false;
-    return HPE_USER;
   }
 
+  bool in_message() const { return parser_.in_message(); }
+
   bool idle() const {
-    return queue_.empty() && !in_message_ && !send_in_flight_ && out_.empty() && !lingering_;
+    return queue_.empty() && !in_message() && !send_in_flight_ && out_.empty() && !lingering_;
   }
 
   void arm_recv() {
     if (closed_ || recv_in_flight_) return;
     if (!lingering_) {
       if (no_more_requests_ || paused_ || out_.size() > kMaxBufferedOutput) return;
-      if (draining_ && !in_message_) return;
+      if (draining_ && !in_message()) return;
     }
     if (!server_.loop_.recv(&recv_op_, fd_, rbuf_.data(), rbuf_.size())) {
       close_now();
@@ -502,34 +443,32 @@ class Connection {
 
   // Parses `len` bytes at `data`; remembers the unparsed rest when the parser pauses.
   void feed(const char* data, size_t len) {
-    llhttp_errno_t err = llhttp_execute(&parser_, data, len);
-    if (err == HPE_OK) return;
-    if (err == HPE_PAUSED && !no_more_requests_) {
-      const char* pos = llhttp_get_error_pos(&parser_);
-      size_t used = pos ? static_cast<size_t>(pos - data) : len;
-      paused_ = true;
-      pending_.assign(data + used, len - used);
-      return;
+    const RequestParser::Feed r = parser_.feed(data, len);
+    switch (r.status) {
+      case RequestParser::Status::kNeedMore:
+        return;
+      case RequestParser::Status::kPaused:
+        if (!no_more_requests_) {  // else: the last request; what follows is ignored
+          paused_ = true;
+          pending_.assign(data + r.consumed, len - r.consumed);
+        }
+        return;
+      case RequestParser::Status::kUpgrade:
+        no_more_requests_ = true;  // the request was answered normally; no protocol switch
+        return;
+      case RequestParser::Status::kFailed: {
+        HttpResponse e = parser_.error();
+        if (e.status != 413 && e.status != 431) server_.stats_.parse_errors++;
+        fail_request(std::move(e));
+        return;
+      }
     }
-    if (err == HPE_PAUSED || err == HPE_USER) return;  // last request, or fail_request queued
-    if (err == HPE_PAUSED_UPGRADE) {
-      no_more_requests_ = true;  // the request was answered normally; no protocol switch
-      return;
-    }
-    server_.stats_.parse_errors++;
-    std::string msg = std::string("malformed HTTP request: ") + llhttp_errno_name(err);
-    if (const char* reason = llhttp_get_error_reason(&parser_)) {
-      msg += " (";
-      msg += reason;
-      msg += ")";
-    }
-    fail_request(HttpResponse::error(400, "bad_request", msg));
   }
 
   void maybe_resume_parsing() {
     if (!paused_ || closed_ || queue_.size() >= server_.options_.max_pipelined) return;
     paused_ = false;
-    llhttp_resume(&parser_);
+    parser_.resume();
     std::string rest = std::move(pending_);
     pending_.clear();
     if (!rest.empty()) feed(rest.data(), rest.size());
@@ -543,7 +482,7 @@ class Connection {
       queue_.pop_front();
       // While draining, the last answer we owe says so (the client reconnects elsewhere).
       bool close =
-          s->response.close || !s->keep_alive || (draining_ && queue_.empty() && !in_message_);
+          s->response.close || !s->keep_alive || (draining_ && queue_.empty() && !in_message());
       serialize(*s, close);
       delete s;
       server_.stats_.responses++;
@@ -668,7 +607,7 @@ class Connection {
       server_.loop_.arm_after(&timer_, idle_limit);
       return;
     }
-    MonoTime since = in_message_ ? request_started_ : last_activity_;
+    MonoTime since = in_message() ? request_started_ : last_activity_;
     if (now - since >= idle_limit) {
       server_.stats_.idle_closed++;
       close_now();
@@ -700,7 +639,7 @@ class Connection {
 
   detail::HttpServerCore& server_;
   int fd_;
-  llhttp_t parser_;
+  RequestParser parser_;
   std::vector<char> rbuf_;
   std::string pending_;  // parsed-later bytes while the parser is paused
   RecvOp recv_op_{this};
@@ -715,25 +654,15 @@ class Connection {
   bool lingering_ = false;
   bool draining_ = false;
   bool closed_ = false;
-  bool in_message_ = false;
   bool want_flush_ = false;
   std::deque<PendingResponse*> queue_;
   std::string out_;
   std::string sending_;
   size_t sent_ = 0;
-  HttpRequest cur_;
-  std::string field_;
-  std::string value_;
-  size_t head_bytes_ = 0;
-  size_t body_limit_ = 0;
   MonoTime last_activity_;
   MonoTime request_started_;
   MonoTime linger_until_;
 };
-
-Connection* conn_of(llhttp_t* p) {
-  return static_cast<Connection*>(p->data);
-}
 
 }  // namespace
 
@@ -744,27 +673,6 @@ void PendingResponse::run() {
   }
   state.store(State::kReady, std::memory_order_release);
   conn->on_slot_ready();
-}
-
-void detail::HttpServerCore::install_callbacks() {
-  settings_.on_message_begin = [](llhttp_t* p) { return conn_of(p)->on_message_begin(); };
-  settings_.on_url = [](llhttp_t* p, const char* at, size_t n) {
-    return conn_of(p)->on_url(at, n);
-  };
-  settings_.on_header_field = [](llhttp_t* p, const char* at, size_t n) {
-    return conn_of(p)->on_header_field(at, n);
-  };
-  settings_.on_header_value = [](llhttp_t* p, const char* at, size_t n) {
-    return conn_of(p)->on_header_value(at, n);
-  };
-  settings_.on_header_value_complete = [](llhttp_t* p) {
-    return conn_of(p)->on_header_value_complete();
-  };
-  settings_.on_headers_complete = [](llhttp_t* p) { return conn_of(p)->on_headers_complete(); };
-  settings_.on_body = [](llhttp_t* p, const char* at, size_t n) {
-    return conn_of(p)->on_body(at, n);
-  };
-  settings_.on_message_complete = [](llhttp_t* p) { return conn_of(p)->on_message_complete(); };
 }
 
 detail::HttpServerCore::~HttpServerCore() {

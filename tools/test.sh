@@ -2,19 +2,21 @@
 # Installs what is needed (the runtime set and the test and benchmark peers), builds, and runs
 # every test: once in a normal build (RelWithDebInfo), once under AddressSanitizer +
 # UndefinedBehaviorSanitizer (Debug), once in Release (-O3, where GCC warns differently; -Werror
-# holds there too).
-# Usage: tools/test.sh [--no-asan] [--no-release]
+# holds there too), then every fuzz target for 20 s (tools/fuzz.sh).
+# Usage: tools/test.sh [--no-asan] [--no-release] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh test
 JOBS=${JOBS:-2}
 ASAN=1
 RELEASE=1
+FUZZ=1
 for arg in "$@"; do
   case "$arg" in
     --no-asan) ASAN=0 ;;
     --no-release) RELEASE=0 ;;
-    *) echo "usage: $0 [--no-asan] [--no-release]" >&2; exit 2 ;;
+    --no-fuzz) FUZZ=0 ;;
+    *) echo "usage: $0 [--no-asan] [--no-release] [--no-fuzz]" >&2; exit 2 ;;
   esac
 done
 
@@ -38,4 +40,9 @@ if [ "$RELEASE" = 1 ]; then
   # Every target, benchmarks included, in Release (-O3, where GCC 12 warns differently), and the
   # suite once more there: on 2 cores the build takes ~4-5 min cold, the suite ~30 s.
   build_and_test build-release -DCMAKE_BUILD_TYPE=Release -DRINGCAST_BUILD_BENCH=ON
+fi
+if [ "$FUZZ" = 1 ]; then
+  # The parsers that face the network, each fuzzed for a bounded time over its corpus (the
+  # findings so far included): a crash, leak, hang or out-of-memory fails the run.
+  JOBS=$JOBS bash tools/fuzz.sh --seconds "${RINGCAST_FUZZ_SECONDS:-20}"
 fi

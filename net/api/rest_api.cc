@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 
 #include <simdjson.h>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <future>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "net/api/json_views.h"
@@ -240,6 +242,36 @@ Bad wrong_type(std::string_view field, std::string_view want) {
              std::string(field)};
 }
 
+Bad duplicate(std::string_view path) {
+  return Bad{"duplicate_field", "field \"" + std::string(path) + "\" appears twice",
+             std::string(path)};
+}
+
+// The names of one JSON object seen so far. A repeated name is refused at every depth, never
+// resolved: RFC 8259 4 leaves duplicates to the implementation and parsers disagree on which
+// one wins (ringcast's money scanner takes the first, JSON.parse the last), so accepting one
+// would let ringcast and a receiver read different values from the same bytes. The views must
+// outlive the set (they point into the parser's string buffer, valid for the document).
+class KeySet {
+ public:
+  // False when `key` was seen before; remembers it otherwise.
+  bool insert(std::string_view key) {
+    if (n_few_ == kFew) return many_.insert(key).second;
+    for (size_t i = 0; i < n_few_; ++i) {
+      if (few_[i] == key) return false;
+    }
+    few_[n_few_++] = key;
+    if (n_few_ == kFew) many_.insert(few_.begin(), few_.end());
+    return true;
+  }
+
+ private:
+  static constexpr size_t kFew = 16;  // up to here: a scan, no allocation
+  std::array<std::string_view, kFew> few_;
+  size_t n_few_ = 0;
+  std::unordered_set<std::string_view> many_;  // from kFew names on: O(1) per name
+};
+
 // Reads one JSON object field by field. `on_field(key, value)` returns nullopt or a Bad.
 using FieldFn = std::function<std::optional<Bad>(std::string_view, od::value&)>;
 
@@ -254,19 +286,11 @@ std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len,
     }
     return json_error(e);
   }
-  // Keys seen so far; the views point into the parser's string buffer, valid for this document.
-  std::string_view seen[16];
-  size_t n_seen = 0;
+  KeySet seen;
   for (auto field : obj) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return json_error(e);
-    for (size_t i = 0; i < n_seen; ++i) {
-      if (seen[i] == key) {
-        return Bad{"duplicate_field", "field \"" + std::string(key) + "\" appears twice",
-                   std::string(key)};
-      }
-    }
-    if (n_seen < std::size(seen)) seen[n_seen++] = key;
+    if (!seen.insert(key)) return duplicate(key);
     od::value v;
     if (auto e = field.value().get(v)) return json_error(e, key);
     if (auto bad = on_field(key, v)) return bad;
@@ -309,8 +333,33 @@ bool is_null(od::value& v) {
   return !v.type().get(t) && t == od::json_type::null;
 }
 
+// The path below `el` of the first repeated object name at any depth (".a[2].b"), or nullopt
+// when every object's names are unique. Depth is bounded by the DOM parser's (it refused
+// anything deeper), so the recursion is too.
+std::optional<std::string> duplicate_below(simdjson::dom::element el) {
+  simdjson::dom::array arr;
+  if (!el.get_array().get(arr)) {
+    size_t i = 0;
+    for (simdjson::dom::element item : arr) {
+      if (auto dup = duplicate_below(item)) return "[" + std::to_string(i) + "]" + *dup;
+      ++i;
+    }
+    return std::nullopt;
+  }
+  simdjson::dom::object obj;
+  if (el.get_object().get(obj)) return std::nullopt;  // a scalar
+  KeySet seen;
+  for (simdjson::dom::key_value_pair kv : obj) {
+    if (!seen.insert(kv.key)) return "." + std::string(kv.key);
+  }
+  for (simdjson::dom::key_value_pair kv : obj) {
+    if (auto dup = duplicate_below(kv.value)) return "." + std::string(kv.key) + *dup;
+  }
+  return std::nullopt;
+}
+
 // The exact bytes of a JSON value in the request (SPEC R1: delivered byte-for-byte), after a
-// full validation of those bytes.
+// full validation of those bytes (and no repeated name at any depth: KeySet).
 std::optional<Bad> raw_value(od::value& v, simdjson::dom::parser& dom, std::string_view field,
                              std::string_view& out) {
   od::json_type t;
@@ -336,6 +385,7 @@ std::optional<Bad> raw_value(od::value& v, simdjson::dom::parser& dom, std::stri
                std::string(field) + " is not valid JSON: " + simdjson::error_message(ve),
                std::string(field)};
   }
+  if (auto dup = duplicate_below(el)) return duplicate(std::string(field) + *dup);
   return std::nullopt;
 }
 
@@ -437,9 +487,11 @@ std::optional<Bad> read_rate_limit(od::value& v, RateLimit& out) {
   if (e == simdjson::INCORRECT_TYPE)
     return wrong_type("rate_limit", "an object {per_second, burst}");
   if (e) return json_error(e, "rate_limit");
+  KeySet seen;
   for (auto f : o) {
     std::string_view key;
     if (auto ke = f.unescaped_key().get(key)) return json_error(ke, "rate_limit");
+    if (!seen.insert(key)) return duplicate("rate_limit." + std::string(key));
     od::value fv;
     if (auto ve = f.value().get(fv)) return json_error(ve, "rate_limit");
     if (key == "per_second") {

@@ -364,6 +364,21 @@ TEST(Config, BadValuesNameTheKeyAndTheSource) {
   }
 }
 
+// Found by fuzz_config (corpus/config/nan_*): TOML's nan passed every range check, so
+// failure_ratio = nan reached the breaker (a float-to-int cast of NaN in engine/build.cc) and
+// jitter = nan the scheduler; and the printed "nan.0" did not load again.
+TEST(Config, NanAndInfinityAreRefusedForEveryNumber) {
+  for (const char* text :
+       {"[engine.breaker]\nfailure_ratio = nan\n", "[engine.breaker]\nfailure_ratio = -nan\n",
+        "[transport]\nhost_rate_per_second = nan\n", "[transport]\nhost_rate_per_second = +inf\n",
+        "[policies.p]\njitter = nan\n", "[policies.p]\njitter = -inf\n"}) {
+    SCOPED_TRACE(text);
+    const std::string e = error_of([&] { load(text); });
+    EXPECT_THAT(e, HasSubstr("expected a number in")) << e;
+  }
+  EXPECT_EQ(load("[policies.p]\njitter = 0.25\n").policies.at("p").jitter, 0.25);
+}
+
 TEST(Config, BadEnvironmentValueNamesTheVariable) {
   std::string msg = error_of([] { (void)load("", {{"RINGCAST_ENGINE_SHARDS", "lots"}}); });
   EXPECT_THAT(msg, HasSubstr("RINGCAST_ENGINE_SHARDS"));

@@ -122,6 +122,58 @@ TEST(ResponseParserTest, GarbageIsEproto) {
   }
 }
 
+// Found by fuzz_http_response (tests/fuzz/corpus/http_response/status_without_class): llhttp
+// accepts any three digits, and "HTTP/1.0 021" came out as a final response with status 21;
+// "000" would have been recorded as status 0, which the log reads as "no response".
+TEST(ResponseParserTest, StatusWithoutAClassIsEproto) {
+  for (const char* status : {"000", "021", "099"}) {
+    SCOPED_TRACE(status);
+    ResponseParser p;
+    EXPECT_EQ(feed_all(p, std::string("HTTP/1.1 ") + status + " X\r\nContent-Length: 0\r\n\r\n", 5),
+              State::kError);
+    EXPECT_EQ(p.error_errno(), EPROTO);
+    EXPECT_FALSE(p.headers_complete());
+  }
+  ResponseParser p;  // 600-999 are invalid too, but have a class digit: classify decides
+  EXPECT_EQ(feed_all(p, "HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n", 5), State::kDone);
+  EXPECT_EQ(p.status(), 600);
+}
+
+// Found by fuzz_http_response (corpus/http_response/bare_cr_status_line): llhttp's loose
+// mode read "OK\r" plus any byte as the end of the status line, so "\rContent-Length: 5"
+// lost its "C" and the length was never seen. Built in strict mode, it is a protocol error.
+TEST(ResponseParserTest, BareCrIsNotALineEnd) {
+  for (const char* r : {"HTTP/1.1 200 OK\rContent-Length: 5\r\n\r\nhello",
+                        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\rX"}) {
+    for (size_t step : {1u, 1000u}) {
+      SCOPED_TRACE(step);
+      ResponseParser p;
+      EXPECT_EQ(feed_all(p, r, step), State::kError) << r;
+      EXPECT_EQ(p.error_errno(), EPROTO);
+    }
+  }
+}
+
+// Found by fuzz_http_response (corpus/http_response/informational_with_body): llhttp gives a
+// 1xx other than 100 a body when it names Content-Length or chunked, so the final response's
+// bytes were read as that body (and a body cap hit there ended parsing with no status).
+TEST(ResponseParserTest, InformationalResponsesHaveNoBody) {
+  const std::string final_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  for (const char* head : {"HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n",
+                           "HTTP/1.1 102 Processing\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+    for (size_t step : {1u, 1000u}) {
+      SCOPED_TRACE(head);
+      ResponseParser p;
+      size_t extra = 99;
+      EXPECT_EQ(feed_all(p, head + final_response, step, &extra), State::kDone);
+      EXPECT_EQ(p.status(), 200);
+      EXPECT_EQ(p.body_prefix(), "ok");
+      EXPECT_EQ(p.informational_skipped(), 1u);
+      EXPECT_EQ(extra, 0u);
+    }
+  }
+}
+
 TEST(ResponseParserTest, EofHandling) {
   {
     ResponseParser p;  // body until EOF
