@@ -98,15 +98,6 @@ class CountingStore final : public Store {
   std::atomic<uint64_t> event_writes_{0};
 };
 
-// The value of an unlabelled counter in the engine's Prometheus text; -1 if absent.
-int64_t counter(engine::EngineImpl& e, const std::string& name) {
-  const std::string text = e.metrics_text();
-  const std::string key = "\n" + name + " ";
-  size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + key.size()));
-}
-
 // A paused endpoint makes the tenant known without sending anything (SPEC R9.1).
 void make_tenant(engine::EngineImpl& eng, const std::string& tenant) {
   EndpointSpec spec;
@@ -198,7 +189,7 @@ TEST(EngineBatchParts, ALargeBatchIsTakenInBoundedPartsAndAnsweredOnceInOrder) {
     EXPECT_TRUE(seqs.insert(r->event).second) << "line " << i;
     ++accepted;
   }
-  EXPECT_EQ(static_cast<int64_t>(accepted), counter(eng, "ringcast_events_accepted_total"));
+  EXPECT_EQ(static_cast<int64_t>(accepted), test::metric(eng, "ringcast_events_accepted_total"));
 
   // Exactly once: the whole batch again is all duplicates of the same events.
   auto again = submit_batch(eng, batch);
@@ -210,7 +201,7 @@ TEST(EngineBatchParts, ALargeBatchIsTakenInBoundedPartsAndAnsweredOnceInOrder) {
     EXPECT_EQ((*again)[i]->kind, SubmitResult::Kind::kDuplicate) << "line " << i;
     EXPECT_EQ((*again)[i]->event, (*rs)[i]->event) << "line " << i;
   }
-  EXPECT_EQ(static_cast<int64_t>(accepted), counter(eng, "ringcast_events_accepted_total"));
+  EXPECT_EQ(static_cast<int64_t>(accepted), test::metric(eng, "ringcast_events_accepted_total"));
   eng.stop();
 }
 
@@ -232,11 +223,11 @@ TEST(EngineBatchParts, OnRocksDbEachPartIsItsOwnDurableBatch) {
   std::vector<EventInput> batch;
   for (size_t i = 0; i < kEvents; ++i)
     batch.push_back({"t", "e" + std::to_string(i), "x", "{\"i\":" + std::to_string(i) + "}"});
-  const int64_t batches_before = counter(eng, "ringcast_store_batches_total");
+  const int64_t batches_before = test::metric(eng, "ringcast_store_batches_total");
   auto rs = submit_batch(eng, batch);
   ASSERT_TRUE(rs.ok()) << rs.error().message;
   ASSERT_EQ(rs->size(), kEvents);
-  EXPECT_GE(counter(eng, "ringcast_store_batches_total") - batches_before,
+  EXPECT_GE(test::metric(eng, "ringcast_store_batches_total") - batches_before,
             static_cast<int64_t>(kEvents / kPart));
   EventSeq prev = 0;
   for (size_t i = 0; i < kEvents; ++i) {
@@ -245,7 +236,7 @@ TEST(EngineBatchParts, OnRocksDbEachPartIsItsOwnDurableBatch) {
     EXPECT_GT((*rs)[i]->event, prev) << "line " << i;
     prev = (*rs)[i]->event;
   }
-  EXPECT_EQ(counter(eng, "ringcast_events_accepted_total"), static_cast<int64_t>(kEvents));
+  EXPECT_EQ(test::metric(eng, "ringcast_events_accepted_total"), static_cast<int64_t>(kEvents));
   // In the store, once: reading an event back by its id gives the sequence it was answered with.
   for (size_t i : {size_t{0}, kPart - 1, kPart, kEvents / 2, kEvents - 1}) {
     auto ev = eng.get_event("t", batch[i].id);

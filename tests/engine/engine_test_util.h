@@ -1,15 +1,19 @@
-// Helpers shared by the engine tests: a bounded wait for an engine callback, and the config of
-// an engine that delivers to a loopback receiver with a fast retry policy.
+// Helpers shared by the engine tests: a bounded wait for an engine callback or a condition, an
+// unlabelled metric's value, and the config of an engine that delivers to a loopback receiver
+// with a fast retry policy.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/result.h"
 #include "engine/config.h"
+#include "engine/engine_impl.h"
 
 namespace ringcast::test {
 
@@ -25,6 +29,24 @@ Result<T> await(Call call) {
   if (future.wait_for(kEngineWait) != std::future_status::ready)
     return make_error(Errc::kInternal, "no answer from the engine within the wait bound");
   return future.get();
+}
+
+// Polls `pred` every 10 ms until it holds or kEngineWait passed.
+inline bool wait_until(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kEngineWait;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The value of an unlabelled counter or gauge in the engine's Prometheus text; -1 if absent.
+inline int64_t metric(engine::EngineImpl& e, const std::string& name) {
+  const std::string text = e.metrics_text();
+  const std::string key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
 }
 
 // `shards` shards, plain HTTP to 127.0.0.0/8 allowed, and a policy "fast" that retries every

@@ -25,22 +25,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using test::await;
-
-int64_t gauge(engine::EngineImpl& e, const std::string& name) {
-  const std::string text = e.metrics_text();
-  const std::string key = "\n" + name + " ";
-  const size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
-}
-
-bool wait_until(const std::function<bool()>& pred) {
-  const auto deadline = std::chrono::steady_clock::now() + test::kEngineWait;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
+using test::wait_until;
 
 std::unique_ptr<engine::EngineImpl> start(MemoryStore& store, Duration overlap = hours(24)) {
   Config cfg = test::loopback_config(1, 20, milliseconds(300));
@@ -156,13 +141,13 @@ TEST(EngineUnknown, TheUnknownClockEndsHoweverTheDeliveryEnds) {
     auto s = await<SubmitResult>([&](auto done) { eng->submit({"acme", id, "t", "{}"}, done); });
     ASSERT_TRUE(s.ok()) << s.error().message;
   }
-  ASSERT_TRUE(wait_until([&] { return gauge(*eng, "ringcast_deliveries_unknown") == 3; }))
+  ASSERT_TRUE(wait_until([&] { return test::metric(*eng, "ringcast_deliveries_unknown") == 3; }))
       << eng->metrics_text();
   auto del = await<bool>([&](auto done) { eng->delete_endpoint("acme", ep->id, done); });
   ASSERT_TRUE(del.ok()) << del.error().message;
-  EXPECT_TRUE(wait_until([&] { return gauge(*eng, "ringcast_deliveries_unknown") == 0; }))
+  EXPECT_TRUE(wait_until([&] { return test::metric(*eng, "ringcast_deliveries_unknown") == 0; }))
       << eng->metrics_text();
-  EXPECT_GE(gauge(*eng, "ringcast_deliveries_dead_total"), 3) << "counted however they end";
+  EXPECT_GE(test::metric(*eng, "ringcast_deliveries_dead_total"), 3) << "counted however they end";
 }
 
 }  // namespace

@@ -30,24 +30,7 @@ using std::chrono::seconds;
 
 constexpr auto kWait = test::kEngineWait;
 using test::await;
-
-// The value of an unlabelled counter in the engine's Prometheus text; -1 if absent.
-int64_t counter(engine::EngineImpl& e, const std::string& name) {
-  const std::string text = e.metrics_text();
-  const std::string key = "\n" + name + " ";
-  size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + key.size()));
-}
-
-bool wait_until(const std::function<bool()>& pred) {
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
+using test::wait_until;
 
 // One shard on the "fast" policy, no payload cache: every send reads its event from the store.
 // nullptr (and a test failure) when it does not start.
@@ -90,7 +73,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   spec.rate_limit = RateLimit{0.5, 1};  // the second event waits ~2 s for its send
   auto ep = await<Endpoint>([&](auto done) { eng->create_endpoint("acme", spec, done); });
   ASSERT_TRUE(ep.ok()) << ep.error().message;
-  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 0);
+  EXPECT_EQ(test::metric(*eng, "ringcast_store_errors_total"), 0);
 
   // Intake: the idempotency lookup fails, the event is refused with the store's error.
   store.fail_next_reads(1);
@@ -106,7 +89,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   ASSERT_EQ(batch->size(), 2u);
   EXPECT_FALSE((*batch)[0].ok());
   EXPECT_FALSE((*batch)[1].ok());
-  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 2);
+  EXPECT_EQ(test::metric(*eng, "ringcast_store_errors_total"), 2);
 
   // Nothing was half-taken: the same events are new now.
   one = await<SubmitResult>([&](auto done) { eng->submit({"acme", "e1", "t", "{}"}, done); });
@@ -122,7 +105,7 @@ TEST(EngineStoreErrors, FailedReadsAreCountedAnsweredAndRetried) {
   ASSERT_EQ(received.load(), 1) << "e2 was sent before the rate limit allowed it";
   store.fail_next_reads(1);
   ASSERT_TRUE(wait_until([&] { return received.load() >= 2; }));
-  EXPECT_EQ(counter(*eng, "ringcast_store_errors_total"), 3);
+  EXPECT_EQ(test::metric(*eng, "ringcast_store_errors_total"), 3);
   std::vector<std::string> want;  // the webhook ids: the events' message ids
   for (const char* id : {"e1", "e2"}) {
     auto ev = eng->get_event("acme", id);
@@ -206,7 +189,7 @@ TEST(EngineStoreErrors, BodiesReadBackForOneTurnArriveIntactWhenWrittenTurnsLate
     return got.size() >= static_cast<size_t>(kEvents);
   }));
   // Only the first turn's sends could take their event from the batch itself.
-  EXPECT_GE(counter(*eng, "ringcast_payload_cache_misses_total"), kEvents - 4);
+  EXPECT_GE(test::metric(*eng, "ringcast_payload_cache_misses_total"), kEvents - 4);
   std::map<std::string, std::string> message_id;  // producer id -> webhook id
   for (const auto& [id, body] : sent) {
     auto ev = eng->get_event("acme", id);
