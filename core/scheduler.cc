@@ -17,7 +17,6 @@ namespace {
 using K = ErrorCode::Kind;
 // TimerEntry::expiry_ms of a slot linked into an endpoint ready queue (not the wheel).
 constexpr int64_t kReadyMark = std::numeric_limits<int64_t>::min();
-constexpr uint32_t kNoInflight = std::numeric_limits<uint32_t>::max();
 
 void list_init(TimerEntry* h) {
   h->next = h->prev = h;
