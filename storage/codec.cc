@@ -1,6 +1,7 @@
 #include "storage/codec.h"
 
 #include <bit>
+#include <cmath>
 #include <limits>
 
 namespace ringcast::storage {
@@ -304,6 +305,9 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
     e.secrets.push_back(std::move(s));
   }
   e.rate_limit.per_second = std::bit_cast<double>(r.fixed64());
+  // A rate the API could never have accepted (NaN, infinite, negative) is a corrupt record,
+  // not a value for the scheduler's token arithmetic.
+  if (!std::isfinite(e.rate_limit.per_second) || e.rate_limit.per_second < 0) r.fail();
   e.rate_limit.burst = static_cast<uint32_t>(r.bounded(0xffffffff));
   e.max_in_flight = static_cast<uint32_t>(r.bounded(0xffffffff));
   e.state = static_cast<EndpointState>(r.u8_max(kMaxEndpointState));

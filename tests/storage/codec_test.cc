@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <functional>
 #include <random>
 
@@ -207,6 +209,16 @@ TEST(StorageCodec, EndpointRoundTrip) {
   put_bytes(huge, "https://x");
   put_varint(huge, uint64_t{1} << 60);
   EXPECT_FALSE(decode_endpoint(e.id, huge).ok());
+  // A rate the API never accepts decodes as corrupt, not into the scheduler's arithmetic.
+  for (double bad : {std::nan(""), HUGE_VAL, -1.0}) {
+    Endpoint b = e;
+    b.rate_limit.per_second = bad;
+    std::string bv;
+    encode_endpoint(b, bv);
+    auto r = decode_endpoint(b.id, bv);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Errc::kCorruption);
+  }
 }
 
 TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
