@@ -61,6 +61,12 @@ struct KeyDef {
     path, Kind::kind, [](void* r) -> void* { return &static_cast<Config*>(r)->member; }, \
         ##__VA_ARGS__                                                                    \
   }
+#define RC_RKEY(path, kind, member, ...)                                              \
+  KeyDef {                                                                            \
+    path, Kind::kind,                                                                 \
+        [](void* r) -> void* { return &static_cast<RedisIntakeConfig*>(r)->member; }, \
+        ##__VA_ARGS__                                                                 \
+  }
 #define RC_PKEY(path, kind, member, ...)                                                       \
   KeyDef {                                                                                     \
     path, Kind::kind, [](void* r) -> void* { return &static_cast<PolicyConfig*>(r)->member; }, \
@@ -133,6 +139,8 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_type_bytes", kU32, limits.max_type_bytes, 1, 256),
       RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 256),
       RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
+
+      RC_KEY("intake.node_id", kString, intake.node_id),
   };
   return kKeys;
 }
@@ -154,7 +162,34 @@ const std::vector<KeyDef>& policy_keys() {
   return kKeys;
 }
 
+// Keys of one [[intake.redis]] table.
+const std::vector<KeyDef>& redis_intake_keys() {
+  static const std::vector<KeyDef> kKeys = {
+      RC_RKEY("name", kString, name),
+      RC_RKEY("servers", kStringList, servers),
+      RC_RKEY("cluster", kBool, cluster),
+      RC_RKEY("username", kString, username),
+      RC_RKEY("password", kSecret, password),
+      RC_RKEY("db", kU32, db, 0, 15),
+      RC_RKEY("streams", kStringList, streams),
+      RC_RKEY("group", kString, group),
+      RC_RKEY("consumer", kString, consumer),
+      RC_RKEY("tenant_field", kString, tenant_field),
+      RC_RKEY("id_field", kString, id_field),
+      RC_RKEY("type_field", kString, type_field),
+      RC_RKEY("payload_field", kString, payload_field),
+      RC_RKEY("dead_letter_stream", kString, dead_letter_stream),
+      RC_RKEY("batch", kU32, batch, 1, 10'000),
+      RC_RKEY("block", kDuration, block),
+      RC_RKEY("max_unacked", kU32, max_unacked, 1, 1'000'000),
+      RC_RKEY("claim_idle", kDuration, claim_idle),
+      RC_RKEY("claim_interval", kDuration, claim_interval),
+  };
+  return kKeys;
+}
+
 #undef RC_KEY
+#undef RC_RKEY
 #undef RC_PKEY
 
 constexpr size_t kMaxLadderSteps = 1000;
@@ -517,6 +552,23 @@ void apply_table(Config& cfg, const toml::table& table, const std::string& prefi
       }
       continue;
     }
+    if (path == "intake.redis") {
+      const toml::array* arr = node.as_array();
+      if (!arr) fail(where_of(node, origin), path, "expected [[intake.redis]] tables");
+      for (const auto& el : *arr) {
+        const toml::table* t = el.as_table();
+        std::string ipath = "intake.redis[" + std::to_string(cfg.intake.redis.size()) + "]";
+        if (!t) fail(where_of(el, origin), ipath, "expected a table");
+        RedisIntakeConfig& rc = cfg.intake.redis.emplace_back();
+        for (const auto& [rk, rv] : *t) {
+          std::string key = ipath + "." + std::string(rk.str());
+          const KeyDef* def = find_key(redis_intake_keys(), rk.str());
+          if (!def) fail(where_of(rv, origin), key, "unknown key");
+          assign(*def, key, &rc, Input{&rv, std::nullopt, where_of(rv, origin)});
+        }
+      }
+      continue;
+    }
     if (const toml::table* sub = node.as_table()) {
       if (!is_section_prefix(path))
         fail(where_of(node, origin), "[" + path + "]", "unknown section");
@@ -589,6 +641,11 @@ void resolve(Config& cfg) {
   }
   if (cfg.transport.user_agent.empty()) {
     cfg.transport.user_agent = std::string("ringcast/") + version_string();
+  }
+  for (size_t i = 0; i < cfg.intake.redis.size(); ++i) {
+    if (cfg.intake.redis[i].name.empty())
+      cfg.intake.redis[i].name = "redis-" + std::to_string(i + 1);
+    if (cfg.intake.redis[i].consumer.empty()) cfg.intake.redis[i].consumer = cfg.intake.node_id;
   }
 }
 
@@ -999,6 +1056,42 @@ void Config::validate() const {
   // signing
   if (signing.rotation_overlap < Duration(0))
     fail("", "signing.rotation_overlap", "must not be negative");
+  // intake (ISSUE 15)
+  std::set<std::string> intake_names;
+  for (size_t i = 0; i < intake.redis.size(); ++i) {
+    const RedisIntakeConfig& r = intake.redis[i];
+    const std::string key = "intake.redis[" + std::to_string(i) + "]";
+    if (!intake_names.insert(r.name).second)
+      fail("", key + ".name", "two sources are named \"" + r.name + "\"");
+    if (r.servers.empty()) fail("", key + ".servers", "at least one \"host:port\" is required");
+    if (!r.cluster && r.servers.size() > 1)
+      fail("", key + ".servers", "several servers are cluster seeds: set cluster = true");
+    for (size_t j = 0; j < r.servers.size(); ++j) {
+      auto a = parse_listen(r.servers[j]);
+      if (!a || a->second == 0 || r.servers[j].rfind("localhost", 0) == 0)
+        fail("", key + ".servers[" + std::to_string(j) + "]",
+             "expected a numeric host:port such as \"127.0.0.1:6379\", got \"" + r.servers[j] +
+                 "\"");
+    }
+    if (r.streams.empty() || r.streams.size() > 64)
+      fail("", key + ".streams", "between 1 and 64 stream keys are required");
+    for (const auto& s : r.streams) {
+      if (s.empty()) fail("", key + ".streams", "a stream key must not be empty");
+      if (s == r.dead_letter_stream)
+        fail("", key + ".dead_letter_stream", "must not be one of the streams read");
+    }
+    if (r.dead_letter_stream.empty()) fail("", key + ".dead_letter_stream", "must not be empty");
+    if (r.group.empty()) fail("", key + ".group", "must not be empty");
+    for (const auto* f : {&r.tenant_field, &r.id_field, &r.type_field, &r.payload_field})
+      if (f->empty()) fail("", key + ".*_field", "a field name must not be empty");
+    if (r.block < milliseconds(1) || r.block > seconds(60))
+      fail("", key + ".block", "must be between 1ms and 60s");
+    if (r.max_unacked < r.batch)
+      fail("", key + ".max_unacked", "must be at least batch (" + std::to_string(r.batch) + ")");
+    if (r.claim_idle < milliseconds(100)) fail("", key + ".claim_idle", "must be at least 100ms");
+    if (r.claim_interval < milliseconds(10))
+      fail("", key + ".claim_interval", "must be at least 10ms");
+  }
   // policies
   for (const auto& [name, p] : policies) {
     std::string key = "policies." + name;
@@ -1070,6 +1163,13 @@ std::string Config::to_toml(bool mask_secrets) const {
     out += "\n[policies." + name + "]\n";
     for (const auto& k : policy_keys()) {
       if (auto v = format_value(k, &p, mask_secrets))
+        out += std::string(k.path) + " = " + *v + "\n";
+    }
+  }
+  for (auto& r : self.intake.redis) {
+    out += "\n[[intake.redis]]\n";
+    for (const auto& k : redis_intake_keys()) {
+      if (auto v = format_value(k, &r, mask_secrets))
         out += std::string(k.path) + " = " + *v + "\n";
     }
   }

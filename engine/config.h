@@ -144,6 +144,36 @@ struct LimitsConfig {
   uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
 };
 
+// One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same
+// intake as the HTTP API (intake/redis_source.h). File only (no RINGCAST_* variables: it is a
+// list of tables).
+struct RedisIntakeConfig {
+  std::string name;                  // metrics label; default "redis-<n>" (1-based)
+  std::vector<std::string> servers;  // "127.0.0.1:6379"; several only with cluster = true (seeds)
+  bool cluster = false;
+  std::string username;
+  std::string password;  // secret; masked when printed
+  uint32_t db = 0;
+  std::vector<std::string> streams;
+  std::string group = "ringcast";
+  std::string consumer;  // default: intake.node_id, else "<hostname>-<hash of the data dir>"
+  std::string tenant_field = "tenant";
+  std::string id_field = "id";
+  std::string type_field = "type";
+  std::string payload_field = "payload";
+  std::string dead_letter_stream = "ringcast:dead-letter";
+  uint32_t batch = 512;                  // COUNT per XREADGROUP
+  Duration block = seconds(1);           // BLOCK per XREADGROUP
+  uint32_t max_unacked = 16384;          // read, not yet durable + acked (memory bound)
+  Duration claim_idle = seconds(30);     // XAUTOCLAIM min-idle-time (a dead consumer's entries)
+  Duration claim_interval = seconds(5);  // how often to look for them
+};
+
+struct IntakeConfig {
+  std::string node_id;  // the default consumer name of every source (stable per node)
+  std::vector<RedisIntakeConfig> redis;
+};
+
 struct Config {
   ServerConfig server;
   StorageConfig storage;
@@ -153,6 +183,7 @@ struct Config {
   SigningConfig signing;
   NotificationsConfig notifications;
   LimitsConfig limits;
+  IntakeConfig intake;
 
   std::string source;                 // the file it came from, or "" for defaults only
   std::vector<std::string> warnings;  // e.g. unknown RINGCAST_* variables; printed by `check`

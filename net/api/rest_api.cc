@@ -1235,6 +1235,10 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return submit_bulk(c);
   }
+  if (segs->size() == 2 && (*segs)[1] == "intake" && options_.intake_status) {
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    return c.answer(HttpResponse::json(200, options_.intake_status()));
+  }
   c.answer(not_found("route " + std::string(path)));
 }
 

@@ -19,6 +19,7 @@
 //   GET  /v1/tenants/{t}/breaker,  POST /v1/tenants/{t}/breaker/reset   (SPEC R4.8)
 //   PUT  /v1/tenants/{t}/subscription {"active": bool}
 //   GET  /v1/tenants/{t}/notifications        (SPEC R8.4)
+//   GET  /v1/intake                           the bus intake sources (when configured)
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
 // 401 auth, 404 not_found (route) / unknown_tenant / unknown_endpoint / unknown_delivery /
 // unknown_event (with the field naming it; a tenant that never had an endpoint is
@@ -30,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +60,9 @@ struct RestApiOptions {
   // on the HTTP loop; 0 runs them inline on the loop thread (embedding, sans-I/O tests).
   uint32_t read_threads = 2;
   uint32_t max_queued_reads = 64;  // waiting for a read thread; beyond: 503 + Retry-After: 1
+  // GET /v1/intake: the message-bus intake sources' state as JSON (ISSUE 15); unset: 404.
+  // Called on the HTTP loop thread; it must not block.
+  std::function<std::string()> intake_status;
 };
 
 class ReadPool;

@@ -435,3 +435,79 @@ ladder = ["10ms", "1s"]
 
 }  // namespace
 }  // namespace ringcast
+
+namespace ringcast {
+namespace {
+
+// ISSUE 15: [[intake.redis]] sources, their defaults, and errors that name the key.
+TEST(Config, IntakeRedisSources) {
+  Config c = load(
+      "[intake]\nnode_id = \"n1\"\n"
+      "[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"a\", \"b\"]\n"
+      "password = \"pw\"\nbatch = 100\nclaim_idle = \"2s\"\n"
+      "[[intake.redis]]\nname = \"orders\"\ncluster = true\nconsumer = \"c9\"\n"
+      "servers = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\nstreams = [\"{o}:in\"]\n"
+      "tenant_field = \"org\"\ndead_letter_stream = \"{o}:dead\"\n");
+  ASSERT_EQ(c.intake.redis.size(), 2u);
+  const auto& a = c.intake.redis[0];
+  EXPECT_EQ(a.name, "redis-1");
+  EXPECT_EQ(a.consumer, "n1");  // node_id is every source's default consumer
+  EXPECT_EQ(a.group, "ringcast");
+  EXPECT_EQ(a.batch, 100u);
+  EXPECT_EQ(a.claim_idle, seconds(2));
+  EXPECT_EQ(a.dead_letter_stream, "ringcast:dead-letter");
+  EXPECT_EQ(a.tenant_field, "tenant");
+  const auto& b = c.intake.redis[1];
+  EXPECT_EQ(b.name, "orders");
+  EXPECT_TRUE(b.cluster);
+  EXPECT_EQ(b.consumer, "c9");
+  EXPECT_EQ(b.tenant_field, "org");
+  // Printed (the password masked) and read back the same.
+  const std::string printed = c.to_toml();
+  EXPECT_THAT(printed, HasSubstr("[[intake.redis]]"));
+  EXPECT_THAT(printed, ::testing::Not(HasSubstr("\"pw\"")));
+  Config again = load(c.to_toml(false));
+  ASSERT_EQ(again.intake.redis.size(), 2u);
+  EXPECT_EQ(again.intake.redis[1].streams, b.streams);
+  EXPECT_EQ(again.intake.redis[0].password, "pw");
+
+  struct Case {
+    const char* toml;
+    const char* want1;
+    const char* want2;
+  };
+  const std::string ok = "[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\n";
+  const Case cases[] = {
+      {"[[intake.redis]]\nstreams = [\"s\"]\n", "intake.redis[0].servers", "host:port"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\n", "intake.redis[0].streams", "1 and 64"},
+      {"[[intake.redis]]\nservers = [\"localhost:6379\"]\nstreams = [\"s\"]\n",
+       "intake.redis[0].servers[0]", "numeric"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\nstreams = [\"s\"]\n",
+       "intake.redis[0].servers", "cluster = true"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\nbatch = 0\n",
+       "intake.redis[0].batch", "1..10000"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\nbatch = 600\n"
+       "max_unacked = 500\n",
+       "intake.redis[0].max_unacked", "at least batch"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\n"
+       "dead_letter_stream = \"s\"\n",
+       "intake.redis[0].dead_letter_stream", "streams read"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\ncolour = 1\n",
+       "intake.redis[0].colour", "unknown key"},
+      {"[[intake.redis]]\nservers = [\"127.0.0.1:6379\"]\nstreams = [\"s\"]\nblock = \"2m\"\n",
+       "intake.redis[0].block", "60s"},
+      {"[intake]\nredis = 3\n", "intake.redis", "[[intake.redis]]"},
+  };
+  for (const auto& k : cases) {
+    std::string msg = error_of([&] { (void)load(k.toml); });
+    EXPECT_THAT(msg, HasSubstr(k.want1)) << k.toml;
+    EXPECT_THAT(msg, HasSubstr(k.want2)) << k.toml;
+  }
+  EXPECT_EQ(error_of([&] { (void)load(ok); }), "");
+  EXPECT_EQ(error_of([&] { (void)load(ok + ok); }), "");  // redis-1, redis-2
+  std::string two = error_of([&] { (void)load(ok + "name = \"x\"\n" + ok + "name = \"x\"\n"); });
+  EXPECT_THAT(two, HasSubstr("intake.redis[1].name"));
+}
+
+}  // namespace
+}  // namespace ringcast

@@ -12,5 +12,6 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g);  // deliveries list
 void add_send_command(CLI::App& app, GlobalOptions& g);       // send (NDJSON bulk intake)
 void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|print
 void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|subscription|...
+void add_intake_commands(CLI::App& app, GlobalOptions& g);    // intake status
 
 }  // namespace ringcast::cli

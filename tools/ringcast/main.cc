@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   cli::add_delivery_commands(app, g);
   cli::add_config_commands(app, g);
   cli::add_tenant_commands(app, g);
+  cli::add_intake_commands(app, g);
 
   CLI::App* version = app.add_subcommand("version", "print the version");
   version->callback([&g] {

@@ -14,9 +14,41 @@
 #include "engine/engine_impl.h"
 #include "engine/notifier.h"
 #include "engine/retention.h"
+#include "intake/redis_source.h"
 #include "net/system_clock.h"
 
 namespace ringcast {
+
+namespace {
+
+// [[intake.redis]] → the source's options (the HTTP intake's limits apply to both intakes).
+intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIntakeConfig& r) {
+  intake::RedisSourceOptions o;
+  o.name = r.name;
+  o.servers = r.servers;
+  o.cluster = r.cluster;
+  o.username = r.username;
+  o.password = r.password;
+  o.db = static_cast<int>(r.db);
+  o.streams = r.streams;
+  o.group = r.group;
+  o.consumer =
+      r.consumer.empty() ? intake::default_consumer_name(cfg.storage.data_dir) : r.consumer;
+  o.fields = {r.tenant_field, r.id_field, r.type_field, r.payload_field};
+  o.limits.max_tenant_bytes = cfg.limits.max_tenant_bytes;
+  o.limits.max_id_bytes = cfg.limits.max_id_bytes;
+  o.limits.max_type_bytes = cfg.limits.max_type_bytes;
+  o.limits.max_payload_bytes = cfg.limits.max_body_bytes;
+  o.dead_letter_stream = r.dead_letter_stream;
+  o.batch = r.batch;
+  o.block = r.block;
+  o.max_unacked = r.max_unacked;
+  o.claim_idle = r.claim_idle;
+  o.claim_interval = r.claim_interval;
+  return o;
+}
+
+}  // namespace
 
 int run_serve(const Config& cfg) {
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
@@ -67,8 +99,14 @@ int run_serve(const Config& cfg) {
   // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
   std::unique_ptr<engine::RetentionThread> retention;
   std::atomic<engine::RetentionThread*> retention_metrics{nullptr};
-  eopts.extra_metrics = [&open_store, &retention_metrics, n = notifier.get()] {
+  // The bus intake sources (ISSUE 15), published once they run (for /metrics and /v1/intake).
+  std::vector<std::unique_ptr<intake::RedisSource>> sources;
+  std::vector<const intake::RedisSource*> source_views;
+  std::atomic<const std::vector<const intake::RedisSource*>*> intake_views{nullptr};
+  eopts.extra_metrics = [&open_store, &retention_metrics, &intake_views, n = notifier.get()] {
     std::string out = n ? engine::render_notifier_metrics(n->metrics()) : std::string();
+    if (const auto* v = intake_views.load(std::memory_order_acquire))
+      out += intake::render_metrics(*v);
     if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
       out += r->metrics_text();
     if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
@@ -108,6 +146,10 @@ int run_serve(const Config& cfg) {
   // The engine stops before the notifier (the shards hand it notifications), the notifier
   // before the store closes (it marks the outbox).
   auto shut_down = [&] {
+    // The intake stops first: what it read and the engine has not answered stays pending in
+    // Redis (read again at the next start).
+    intake_views.store(nullptr, std::memory_order_release);
+    for (auto& s : sources) s->stop(cfg.server.shutdown_grace / 2);
     core->stop();
     if (notifier) notifier->stop();
     open_store.store(nullptr, std::memory_order_release);
@@ -116,6 +158,27 @@ int run_serve(const Config& cfg) {
 
   net::api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
+  if (!cfg.intake.redis.empty()) {
+    api_opts.intake_status = [&intake_views] {
+      const auto* v = intake_views.load(std::memory_order_acquire);
+      return intake::render_status_json(v ? *v : std::vector<const intake::RedisSource*>{});
+    };
+  }
+  for (const auto& r : cfg.intake.redis) {
+    auto s = intake::RedisSource::start(redis_source_options(cfg, r), *eng);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ringcast: intake source %s did not start: %s\n", r.name.c_str(),
+                   s.error().message);
+      shut_down();
+      return 1;
+    }
+    std::printf("ringcast: intake %s reading %zu stream(s) as consumer %s of group %s\n",
+                r.name.c_str(), r.streams.size(), (*s)->options().consumer.c_str(),
+                r.group.c_str());
+    source_views.push_back(s->get());
+    sources.push_back(std::move(*s));
+  }
+  if (!sources.empty()) intake_views.store(&source_views, std::memory_order_release);
   net::api::RestApi api(*eng, std::move(api_opts));
   net::HttpServerThread server(api, engine::server_options(cfg));
   if (auto r = server.start(); !r.ok()) {

@@ -1,0 +1,96 @@
+#include "intake/entry.h"
+
+#include <simdjson.h>
+
+#include <cctype>
+
+namespace ringcast::intake {
+
+// Copies of net/api/rest_api.cc's rules (kept in step by tests/intake/entry_test.cc's table,
+// which mirrors the HTTP intake's): the bus must not accept what the HTTP route refuses.
+bool valid_tenant(std::string_view t, size_t max) {
+  if (t.empty() || t.size() > max) return false;
+  for (unsigned char c : t) {
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '~' ||
+          c == '+')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool printable_text(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+bool valid_type(std::string_view t) {
+  for (unsigned char c : t) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+EntryMapper::EntryMapper(FieldNames names, EntryLimits limits)
+    : names_(std::move(names)),
+      limits_(limits),
+      parser_(std::make_unique<simdjson::dom::parser>()) {}
+
+EntryMapper::~EntryMapper() = default;
+
+std::optional<EntryError> EntryMapper::map(const Fields& fields, EventInput& out) {
+  const std::string* tenant = nullptr;
+  const std::string* id = nullptr;
+  const std::string* type = nullptr;
+  const std::string* payload = nullptr;
+  for (const auto& [k, v] : fields) {
+    if (!tenant && k == names_.tenant) {
+      tenant = &v;
+    } else if (!id && k == names_.id) {
+      id = &v;
+    } else if (!type && k == names_.type) {
+      type = &v;
+    } else if (!payload && k == names_.payload) {
+      payload = &v;
+    }
+  }
+  auto missing = [](const std::string& name) {
+    return EntryError{"missing_field", "the entry has no field " + name};
+  };
+  if (!tenant) return missing(names_.tenant);
+  if (!id) return missing(names_.id);
+  if (!type) return missing(names_.type);
+  if (!payload) return missing(names_.payload);
+  if (!valid_tenant(*tenant, limits_.max_tenant_bytes)) {
+    return EntryError{"invalid_value", "tenant must be 1-" +
+                                           std::to_string(limits_.max_tenant_bytes) +
+                                           " characters of A-Z a-z 0-9 - _ . : @ ~ +"};
+  }
+  if (id->empty() || id->size() > limits_.max_id_bytes || !printable_text(*id)) {
+    return EntryError{"invalid_value", "id must be 1-" + std::to_string(limits_.max_id_bytes) +
+                                           " bytes without control characters"};
+  }
+  if (type->empty() || type->size() > limits_.max_type_bytes || !valid_type(*type)) {
+    return EntryError{"invalid_value", "type must be 1-" + std::to_string(limits_.max_type_bytes) +
+                                           " printable characters without spaces"};
+  }
+  if (payload->size() > limits_.max_payload_bytes) {
+    return EntryError{"too_large", "the payload is larger than " +
+                                       std::to_string(limits_.max_payload_bytes) + " bytes"};
+  }
+  // One whole JSON value (the HTTP intake's payload is one value inside its body).
+  simdjson::dom::element doc;
+  if (auto err = parser_->parse(payload->data(), payload->size(), true).get(doc)) {
+    return EntryError{"invalid_json", std::string("the payload is not valid JSON: ") +
+                                          simdjson::error_message(err)};
+  }
+  out.tenant = *tenant;
+  out.id = *id;
+  out.type = *type;
+  out.payload = *payload;
+  return std::nullopt;
+}
+
+}  // namespace ringcast::intake

@@ -1,0 +1,88 @@
+// EntryMapper: the HTTP intake's rules applied to stream entries (table-driven).
+#include "intake/entry.h"
+
+#include <gtest/gtest.h>
+
+namespace ringcast::intake {
+namespace {
+
+struct Case {
+  const char* name;
+  Fields fields;
+  const char* code;  // nullptr: accepted
+};
+
+TEST(EntryMapper, AppliesTheHttpIntakeRules) {
+  const std::string big(300, 'x');
+  const Case cases[] = {
+      {"ok",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "{\"a\":[1,2]}"}},
+       nullptr},
+      {"scalar payload",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "3"}},
+       nullptr},
+      {"extra field ignored",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "{}"}, {"trace", "x"}},
+       nullptr},
+      {"no tenant", {{"id", "e1"}, {"type", "t"}, {"payload", "{}"}}, "missing_field"},
+      {"no id", {{"tenant", "acme"}, {"type", "t"}, {"payload", "{}"}}, "missing_field"},
+      {"no type", {{"tenant", "acme"}, {"id", "e1"}, {"payload", "{}"}}, "missing_field"},
+      {"no payload", {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}}, "missing_field"},
+      {"bad json",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "{\"a\":"}},
+       "invalid_json"},
+      {"two values",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "1 2"}},
+       "invalid_json"},
+      {"tenant chars",
+       {{"tenant", "a cme"}, {"id", "e1"}, {"type", "t"}, {"payload", "{}"}},
+       "invalid_value"},
+      {"id control",
+       {{"tenant", "acme"}, {"id", "e\n1"}, {"type", "t"}, {"payload", "{}"}},
+       "invalid_value"},
+      {"id too long",
+       {{"tenant", "acme"}, {"id", big}, {"type", "t"}, {"payload", "{}"}},
+       "invalid_value"},
+      {"type space",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "a b"}, {"payload", "{}"}},
+       "invalid_value"},
+  };
+  EntryMapper m(FieldNames{}, EntryLimits{});
+  for (const auto& c : cases) {
+    EventInput ev;
+    auto bad = m.map(c.fields, ev);
+    if (c.code == nullptr) {
+      EXPECT_FALSE(bad.has_value()) << c.name << ": " << bad->message;
+      EXPECT_EQ(ev.tenant, "acme") << c.name;
+    } else {
+      ASSERT_TRUE(bad.has_value()) << c.name;
+      EXPECT_STREQ(bad->code, c.code) << c.name;
+    }
+  }
+}
+
+TEST(EntryMapper, UsesTheConfiguredFieldNamesAndKeepsThePayloadBytes) {
+  EntryMapper m(FieldNames{"org", "key", "kind", "body"}, EntryLimits{});
+  EventInput ev;
+  const std::string payload = "{ \"b\" : 1,\"a\":2 }";
+  ASSERT_FALSE(
+      m.map({{"org", "t1"}, {"key", "k"}, {"kind", "x.y"}, {"body", payload}}, ev).has_value());
+  EXPECT_EQ(ev.tenant, "t1");
+  EXPECT_EQ(ev.id, "k");
+  EXPECT_EQ(ev.type, "x.y");
+  EXPECT_EQ(ev.payload, payload);
+  EXPECT_TRUE(m.map({{"tenant", "t1"}, {"id", "k"}, {"type", "x"}, {"payload", "{}"}}, ev));
+}
+
+TEST(EntryMapper, RefusesAPayloadOverTheLimit) {
+  EntryLimits l;
+  l.max_payload_bytes = 8;
+  EntryMapper m(FieldNames{}, l);
+  EventInput ev;
+  auto bad = m.map({{"tenant", "a"}, {"id", "k"}, {"type", "x"}, {"payload", "[1,2,3,4,5]"}}, ev);
+  ASSERT_TRUE(bad);
+  EXPECT_STREQ(bad->code, "too_large");
+}
+
+}  // namespace
+}  // namespace ringcast::intake

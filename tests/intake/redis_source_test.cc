@@ -1,0 +1,281 @@
+// RedisSource against a real redis-server (tests/support/redis_server.h) and an engine fake
+// that can hold its durable answers: XACK only after durable, dead letters with their reason,
+// transient refusals retried (never dead-lettered), own pending entries re-read after a restart,
+// a dead consumer's entries claimed, the max_unacked cap, and a Redis restart (AOF) survived.
+#include "intake/redis_source.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/intake/fake_engine.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/temp_dir.h"
+
+namespace ringcast::intake {
+namespace {
+
+using namespace std::chrono_literals;
+using test::IntakeFakeEngine;
+using test::RedisServer;
+using test::RedisServerOptions;
+using test::SyncReply;
+using test::TempDir;
+
+bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds limit = 15s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+class RedisSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start_server({}); }
+  void start_server(const RedisServerOptions& o) { server_ = RedisServer::start(dir_.path(), o); }
+
+  RedisSourceOptions options(const std::string& consumer = "node-a") {
+    RedisSourceOptions o;
+    o.name = "orders";
+    o.servers = {server_->address()};
+    o.streams = {"events"};
+    o.consumer = consumer;
+    o.dead_letter_stream = "events:dead";
+    o.block = 100ms;
+    o.retry_delay = 50ms;
+    o.status_interval = 50ms;
+    o.claim_interval = 100ms;
+    o.claim_idle = 60s;  // no claims unless a test asks
+    return o;
+  }
+
+  void xadd(const std::string& tenant, const std::string& id, const std::string& payload,
+            const std::string& stream = "events") {
+    auto r = server_->cmd({"XADD", stream, "*", "tenant", tenant, "id", id, "type", "order.paid",
+                           "payload", payload});
+    ASSERT_FALSE(r.is_error()) << r.str;
+  }
+  // The group's pending count (XPENDING summary).
+  long long pending(const std::string& stream = "events") {
+    auto r = server_->cmd({"XPENDING", stream, "ringcast"});
+    if (r.is_error() || r.elements.empty()) return -1;
+    return r.elements[0].integer;
+  }
+  std::vector<std::map<std::string, std::string>> dead_letters() {
+    std::vector<std::map<std::string, std::string>> out;
+    auto r = server_->cmd({"XRANGE", "events:dead", "-", "+"});
+    for (const auto& e : r.elements) {
+      std::map<std::string, std::string> f;
+      for (size_t i = 0; i + 1 < e.elements[1].elements.size(); i += 2)
+        f[e.elements[1].elements[i].str] = e.elements[1].elements[i + 1].str;
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+
+  TempDir dir_{"ringcast-intake"};
+  std::unique_ptr<RedisServer> server_;
+  IntakeFakeEngine engine_;
+};
+
+TEST_F(RedisSourceTest, AcksOnlyOnceTheEngineAnsweredDurable) {
+  engine_.add_tenant("acme");
+  engine_.hold(true);
+  for (int i = 0; i < 100; ++i)
+    xadd("acme", "e" + std::to_string(i), "{\"n\":" + std::to_string(i) + "}");
+  auto src = RedisSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok()) << src.error().message;
+  ASSERT_TRUE(wait_for([&] { return engine_.events_seen() == 100; })) << engine_.events_seen();
+  // Taken but not durable: nothing is acked.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(pending(), 100);
+  EXPECT_EQ((*src)->counters().acked.load(), 0u);
+  engine_.hold(false);
+  ASSERT_TRUE(wait_for([&] { return pending() == 0; })) << pending();
+  EXPECT_EQ((*src)->counters().accepted.load(), 100u);
+  EXPECT_EQ((*src)->counters().read.load(), 100u);
+  EXPECT_EQ((*src)->counters().dead_lettered.load(), 0u);
+  EXPECT_EQ(engine_.accepted(), 100u);
+  // Lag and pending come from XINFO GROUPS.
+  EXPECT_TRUE(wait_for([&] { return (*src)->counters().lag.load() == 0; }));
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
+  engine_.add_tenant("acme");
+  xadd("acme", "ok-1", "{\"a\":1}");
+  xadd("acme", "bad-json", "{not json");
+  xadd("nobody", "who", "{}");  // unknown tenant
+  ASSERT_FALSE(server_
+                   ->cmd({"XADD", "events", "*", "tenant", "acme", "id", "no-payload", "type", "t",
+                          "extra", "kept"})
+                   .is_error());
+  xadd("acme", "ok-1", "{\"a\":1}");  // duplicate: acked, not dead-lettered
+  xadd("acme", "ok-1", "{\"a\":2}");  // conflict
+  auto src = RedisSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return (*src)->counters().acked.load() == 6; }))
+      << (*src)->counters().acked.load();
+  EXPECT_EQ(pending(), 0);
+  const auto& c = (*src)->counters();
+  EXPECT_EQ(c.accepted.load(), 1u);
+  EXPECT_EQ(c.duplicate.load(), 1u);
+  EXPECT_EQ(c.dead_lettered.load(), 4u);
+  auto dead = dead_letters();
+  ASSERT_EQ(dead.size(), 4u);
+  std::map<std::string, std::string> code_by_id;
+  for (auto& d : dead) {
+    code_by_id[d["id"]] = d["error_code"];
+    EXPECT_FALSE(d["error_message"].empty());
+    EXPECT_EQ(d["source_stream"], "events");
+    EXPECT_FALSE(d["source_id"].empty());
+  }
+  EXPECT_EQ(code_by_id["bad-json"], "invalid_json");
+  EXPECT_EQ(code_by_id["who"], "unknown_tenant");
+  EXPECT_EQ(code_by_id["no-payload"], "missing_field");
+  EXPECT_EQ(code_by_id["ok-1"], "conflict");
+  // The original fields are kept (the extra one too).
+  for (auto& d : dead) {
+    if (d["id"] == "no-payload") {
+      EXPECT_EQ(d["extra"], "kept");
+    }
+  }
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, TransientRefusalsAreRetriedNotDeadLettered) {
+  engine_.add_tenant("acme");
+  engine_.refuse_next_batches(2);
+  for (int i = 0; i < 20; ++i) xadd("acme", "t" + std::to_string(i), "[1]");
+  auto src = RedisSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 20 && pending() == 0; }))
+      << engine_.accepted() << " " << pending();
+  EXPECT_GT((*src)->counters().retried.load(), 0u);
+  EXPECT_EQ((*src)->counters().dead_lettered.load(), 0u);
+  EXPECT_TRUE(dead_letters().empty());
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, ARestartedConsumerReadsItsOwnPendingEntriesFirst) {
+  engine_.add_tenant("acme");
+  engine_.hold(true);
+  for (int i = 0; i < 30; ++i) xadd("acme", "p" + std::to_string(i), "{}");
+  {
+    auto src = RedisSource::start(options("node-a"), engine_);
+    ASSERT_TRUE(src.ok());
+    ASSERT_TRUE(wait_for([&] { return engine_.events_seen() == 30; }));
+    (*src)->stop(0s);  // a crash, as far as Redis knows: 30 entries pending for node-a
+  }
+  EXPECT_EQ(pending(), 30);
+  engine_.hold(false);
+  auto again = RedisSource::start(options("node-a"), engine_);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(wait_for([&] { return pending() == 0; })) << pending();
+  // The first submissions became durable too: the replays are duplicates.
+  EXPECT_EQ((*again)->counters().read.load(), 30u);
+  EXPECT_EQ((*again)->counters().duplicate.load(), 30u);
+  EXPECT_EQ(engine_.accepted(), 30u);
+  (*again)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, ClaimsTheEntriesOfADeadConsumer) {
+  engine_.add_tenant("acme");
+  for (int i = 0; i < 25; ++i) xadd("acme", "c" + std::to_string(i), "{}");
+  ASSERT_FALSE(server_->cmd({"XGROUP", "CREATE", "events", "ringcast", "0"}).is_error());
+  // "node-dead" reads everything and never acks.
+  auto r = server_->cmd(
+      {"XREADGROUP", "GROUP", "ringcast", "node-dead", "COUNT", "100", "STREAMS", "events", ">"});
+  ASSERT_FALSE(r.is_error());
+  ASSERT_EQ(pending(), 25);
+  auto o = options("node-b");
+  o.claim_idle = 200ms;
+  auto src = RedisSource::start(o, engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return pending() == 0; })) << pending();
+  EXPECT_EQ((*src)->counters().claimed.load(), 25u);
+  EXPECT_EQ(engine_.accepted(), 25u);
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, ReadingPausesAtMaxUnacked) {
+  engine_.add_tenant("acme");
+  engine_.hold(true);
+  for (int i = 0; i < 200; ++i) xadd("acme", "m" + std::to_string(i), "{}");
+  auto o = options();
+  o.max_unacked = 16;
+  o.batch = 10;
+  auto src = RedisSource::start(o, engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return engine_.events_seen() == 16; }));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(engine_.events_seen(), 16u);  // no more read while nothing is durable
+  EXPECT_EQ((*src)->state(), SourceState::kPaused);
+  EXPECT_LE((*src)->counters().unacked.load(), 16);
+  engine_.hold(false);
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 200 && pending() == 0; }))
+      << engine_.accepted();
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, ResumesByItselfAfterARedisRestartWithAof) {
+  server_.reset();
+  TempDir aof_dir("ringcast-intake-aof");
+  RedisServerOptions ro;
+  ro.appendonly = true;
+  server_ = RedisServer::start(aof_dir.path(), ro);
+  engine_.add_tenant("acme");
+  for (int i = 0; i < 50; ++i) xadd("acme", "r" + std::to_string(i), "{}");
+  auto src = RedisSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 50 && pending() == 0; }));
+  server_->restart();
+  for (int i = 50; i < 100; ++i) xadd("acme", "r" + std::to_string(i), "{}");
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 100 && pending() == 0; }, 20s))
+      << engine_.accepted() << " " << pending();
+  EXPECT_GE((*src)->counters().reconnects.load(), 1u);
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, RecreatesAGroupLostWithAnUnpersistedRestart) {
+  engine_.add_tenant("acme");
+  auto src = RedisSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok());
+  xadd("acme", "g1", "{}");
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 1; }));
+  server_->restart();  // no persistence: the stream and the group are gone (svix#1844)
+  xadd("acme", "g2", "{}");
+  ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 2 && pending() == 0; }, 20s))
+      << engine_.accepted();
+  (*src)->stop(1s);
+}
+
+TEST_F(RedisSourceTest, RefusesOptionsItCannotRun) {
+  auto o = options();
+  o.streams.clear();
+  EXPECT_FALSE(RedisSource::start(o, engine_).ok());
+  o = options();
+  o.dead_letter_stream.clear();
+  EXPECT_FALSE(RedisSource::start(o, engine_).ok());
+  o = options();
+  o.servers = {"127.0.0.1:1", "127.0.0.1:2"};
+  EXPECT_FALSE(RedisSource::start(o, engine_).ok());
+}
+
+TEST(RedisSourceRender, MetricsAndStatusNameTheSourceNotTenants) {
+  IntakeFakeEngine engine;
+  EXPECT_EQ(render_metrics({}), "");
+  EXPECT_EQ(render_status_json({}), "{\"sources\":[]}");
+  EXPECT_EQ(default_consumer_name("/tmp/a"), default_consumer_name("/tmp/a"));
+  EXPECT_NE(default_consumer_name("/tmp/a"), default_consumer_name("/tmp/b"));
+}
+
+}  // namespace
+}  // namespace ringcast::intake

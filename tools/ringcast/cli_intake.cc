@@ -1,0 +1,52 @@
+// `ringcast intake status`: each message-bus intake source's state, lag and counters
+// (GET /v1/intake, ISSUE 15).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "tools/ringcast/cli_commands.h"
+
+namespace ringcast::cli {
+namespace {
+
+void run_status(GlobalOptions& g) {
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", "/v1/intake");
+  if (g.json) return print_json(r.body);
+  simdjson::dom::array items;
+  if (r.root["sources"].get(items)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table t({"SOURCE", "STATE", "STREAMS", "GROUP/CONSUMER", "LAG", "PENDING", "UNACKED", "READ",
+           "ACCEPTED", "DUPLICATE", "DEAD-LETTERED", "RECONNECTS"});
+  for (auto s : items) {
+    std::string streams;
+    simdjson::dom::array keys;
+    if (!s["streams"].get(keys)) {
+      for (auto k : keys) {
+        std::string_view v;
+        if (!k.get(v)) streams += (streams.empty() ? "" : ",") + std::string(v);
+      }
+    }
+    const int64_t lag = jint(s, "lag");
+    t.add({jstr(s, "name"), jstr(s, "state"), streams, jstr(s, "group") + "/" + jstr(s, "consumer"),
+           lag < 0 ? "?" : std::to_string(lag), std::to_string(jint(s, "pending")),
+           std::to_string(jint(s, "unacked")), std::to_string(jint(s, "read")),
+           std::to_string(jint(s, "accepted")), std::to_string(jint(s, "duplicate")),
+           std::to_string(jint(s, "dead_lettered")), std::to_string(jint(s, "reconnects"))});
+  }
+  if (t.empty()) {
+    std::printf("no intake sources are configured\n");
+  } else {
+    std::fputs(t.str().c_str(), stdout);
+  }
+}
+
+}  // namespace
+
+void add_intake_commands(CLI::App& app, GlobalOptions& g) {
+  CLI::App* in = app.add_subcommand("intake", "message-bus intake sources ([[intake.redis]])");
+  in->require_subcommand(1);
+  CLI::App* status = in->add_subcommand("status", "each source's state, lag and counters");
+  status->callback([&g] { run_status(g); });
+}
+
+}  // namespace ringcast::cli
