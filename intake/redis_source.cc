@@ -266,7 +266,7 @@ struct RedisSource::Impl {
 
   void start_recovery(ReadGroup& g) {
     g.recovering = true;
-    std::fill(g.cursor.begin(), g.cursor.end(), "0");
+    for (std::string& c : g.cursor) c.assign(1, '0');  // not = "0": GCC 12's -Wrestrict at -O3
   }
 
   // ---- reading ----------------------------------------------------------------------------------
@@ -784,7 +784,10 @@ std::string render_status_json(const std::vector<const RedisSource*>& sources) {
     first = false;
     out += "{\"name\":" + json_string(o.name) + ",\"kind\":\"redis\",\"state\":\"" +
            source_state_name(s->state()) + "\",\"streams\":[";
-    for (size_t i = 0; i < o.streams.size(); ++i) out += (i ? "," : "") + json_string(o.streams[i]);
+    for (size_t i = 0; i < o.streams.size(); ++i) {
+      if (i) out += ',';  // appended piece by piece: GCC 12's false -Wrestrict at -O3
+      out += json_string(o.streams[i]);
+    }
     out += "],\"group\":" + json_string(o.group) + ",\"consumer\":" + json_string(o.consumer) +
            ",\"dead_letter_stream\":" + json_string(o.dead_letter_stream);
     auto num = [&out](const char* k, int64_t v) {
