@@ -20,6 +20,14 @@
 namespace ringcast::intake {
 namespace {
 
+// "prefix<i>", appended piece by piece: `"literal" + std::to_string(i)` trips GCC 12's false
+// -Wrestrict at -O3 (the Release stage).
+std::string numbered(const char* prefix, int i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
 using namespace std::chrono_literals;
 using test::IntakeFakeEngine;
 using test::RedisServer;
@@ -88,8 +96,7 @@ class RedisSourceTest : public ::testing::Test {
 TEST_F(RedisSourceTest, AcksOnlyOnceTheEngineAnsweredDurable) {
   engine_.add_tenant("acme");
   engine_.hold(true);
-  for (int i = 0; i < 100; ++i)
-    xadd("acme", "e" + std::to_string(i), "{\"n\":" + std::to_string(i) + "}");
+  for (int i = 0; i < 100; ++i) xadd("acme", numbered("e", i), numbered("{\"n\":", i) + "}");
   auto src = RedisSource::start(options(), engine_);
   ASSERT_TRUE(src.ok()) << src.error().message;
   ASSERT_TRUE(wait_for([&] { return engine_.events_seen() == 100; })) << engine_.events_seen();
@@ -153,7 +160,7 @@ TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
 TEST_F(RedisSourceTest, TransientRefusalsAreRetriedNotDeadLettered) {
   engine_.add_tenant("acme");
   engine_.refuse_next_batches(2);
-  for (int i = 0; i < 20; ++i) xadd("acme", "t" + std::to_string(i), "[1]");
+  for (int i = 0; i < 20; ++i) xadd("acme", numbered("t", i), "[1]");
   auto src = RedisSource::start(options(), engine_);
   ASSERT_TRUE(src.ok());
   ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 20 && pending() == 0; }))
@@ -167,7 +174,7 @@ TEST_F(RedisSourceTest, TransientRefusalsAreRetriedNotDeadLettered) {
 TEST_F(RedisSourceTest, ARestartedConsumerReadsItsOwnPendingEntriesFirst) {
   engine_.add_tenant("acme");
   engine_.hold(true);
-  for (int i = 0; i < 30; ++i) xadd("acme", "p" + std::to_string(i), "{}");
+  for (int i = 0; i < 30; ++i) xadd("acme", numbered("p", i), "{}");
   {
     auto src = RedisSource::start(options("node-a"), engine_);
     ASSERT_TRUE(src.ok());
@@ -188,7 +195,7 @@ TEST_F(RedisSourceTest, ARestartedConsumerReadsItsOwnPendingEntriesFirst) {
 
 TEST_F(RedisSourceTest, ClaimsTheEntriesOfADeadConsumer) {
   engine_.add_tenant("acme");
-  for (int i = 0; i < 25; ++i) xadd("acme", "c" + std::to_string(i), "{}");
+  for (int i = 0; i < 25; ++i) xadd("acme", numbered("c", i), "{}");
   ASSERT_FALSE(server_->cmd({"XGROUP", "CREATE", "events", "ringcast", "0"}).is_error());
   // "node-dead" reads everything and never acks.
   auto r = server_->cmd(
@@ -208,7 +215,7 @@ TEST_F(RedisSourceTest, ClaimsTheEntriesOfADeadConsumer) {
 TEST_F(RedisSourceTest, ReadingPausesAtMaxUnacked) {
   engine_.add_tenant("acme");
   engine_.hold(true);
-  for (int i = 0; i < 200; ++i) xadd("acme", "m" + std::to_string(i), "{}");
+  for (int i = 0; i < 200; ++i) xadd("acme", numbered("m", i), "{}");
   auto o = options();
   o.max_unacked = 16;
   o.batch = 10;
@@ -232,12 +239,12 @@ TEST_F(RedisSourceTest, ResumesByItselfAfterARedisRestartWithAof) {
   ro.appendonly = true;
   server_ = RedisServer::start(aof_dir.path(), ro);
   engine_.add_tenant("acme");
-  for (int i = 0; i < 50; ++i) xadd("acme", "r" + std::to_string(i), "{}");
+  for (int i = 0; i < 50; ++i) xadd("acme", numbered("r", i), "{}");
   auto src = RedisSource::start(options(), engine_);
   ASSERT_TRUE(src.ok());
   ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 50 && pending() == 0; }));
   server_->restart();
-  for (int i = 50; i < 100; ++i) xadd("acme", "r" + std::to_string(i), "{}");
+  for (int i = 50; i < 100; ++i) xadd("acme", numbered("r", i), "{}");
   ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 100 && pending() == 0; }, 20s))
       << engine_.accepted() << " " << pending();
   EXPECT_GE((*src)->counters().reconnects.load(), 1u);
