@@ -6,33 +6,6 @@
 
 namespace ringcast::intake {
 
-// Copies of net/api/rest_api.cc's rules (kept in step by tests/intake/entry_test.cc's table,
-// which mirrors the HTTP intake's): the bus must not accept what the HTTP route refuses.
-bool valid_tenant(std::string_view t, size_t max) {
-  if (t.empty() || t.size() > max) return false;
-  for (unsigned char c : t) {
-    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '~' ||
-          c == '+')) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool printable_text(std::string_view s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return false;
-  }
-  return true;
-}
-
-bool valid_type(std::string_view t) {
-  for (unsigned char c : t) {
-    if (c <= 0x20 || c >= 0x7f) return false;
-  }
-  return true;
-}
-
 EntryMapper::EntryMapper(FieldNames names, EntryLimits limits)
     : names_(std::move(names)),
       limits_(limits),

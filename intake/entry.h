@@ -5,6 +5,8 @@
 // stream's `error_code`, and a message), never both; it allocates only for the event's bytes.
 #pragma once
 
+#include "core/input_rules.h"
+
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -60,10 +62,5 @@ class EntryMapper {
   EntryLimits limits_;
   std::unique_ptr<simdjson::dom::parser> parser_;
 };
-
-// The same character rules as the HTTP intake.
-bool valid_tenant(std::string_view t, size_t max);
-bool printable_text(std::string_view s);
-bool valid_type(std::string_view t);
 
 }  // namespace ringcast::intake

@@ -1,5 +1,7 @@
 #include "net/api/rest_api.h"
 
+#include "core/input_rules.h"
+
 #include <openssl/mem.h>
 #include <openssl/sha.h>
 
@@ -162,31 +164,6 @@ Result<void> check_tenant(Engine& engine, const std::string& tenant) {
                       "overloaded");
   }
   return known.get();
-}
-
-bool valid_tenant(std::string_view t, size_t max) {
-  if (t.empty() || t.size() > max) return false;
-  for (unsigned char c : t) {
-    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '~' ||
-          c == '+')) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool printable_text(std::string_view s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return false;
-  }
-  return true;
-}
-
-bool valid_type(std::string_view t) {
-  for (unsigned char c : t) {
-    if (c <= 0x20 || c >= 0x7f) return false;
-  }
-  return true;
 }
 
 std::optional<uint64_t> parse_u64(std::string_view s) {
