@@ -162,6 +162,7 @@ struct RedisIntakeConfig {
   std::string type_field = "type";
   std::string payload_field = "payload";
   std::string dead_letter_stream = "ringcast:dead-letter";
+  uint32_t dead_letter_max_len = 0;      // XADD MAXLEN ~ on the dead-letter stream; 0: untrimmed
   uint32_t batch = 512;                  // COUNT per XREADGROUP
   Duration block = seconds(1);           // BLOCK per XREADGROUP
   uint32_t max_unacked = 16384;          // read, not yet durable + acked (memory bound)

@@ -97,6 +97,7 @@ struct RedisSource::Impl {
     std::vector<std::string> cursor;  // own-pending phase: the last id seen per stream
     bool recovering = true;           // reading own pending entries ("0"), not new ones (">")
     bool in_flight = false;
+    bool recover_next = false;  // re-read own pending before the next read (reconnected)
     std::unique_ptr<net::Timer> retry;
   };
 
@@ -173,6 +174,11 @@ struct RedisSource::Impl {
       if (e.state == redis::ConnState::kReady && *was_down) {
         *was_down = false;
         c.reconnects.fetch_add(1);
+        // Redis may have restarted: acks sent just before it went away can be lost (AOF
+        // fsyncs once a second), leaving entries in this consumer's pending list that are no
+        // longer in `inflight`. Read that list again before new entries (a read in flight on
+        // the other connection must finish first: its cursor is for ">").
+        for (auto& g : groups) g.recover_next = true;
       }
     };
     if (opt.cluster) {
@@ -277,6 +283,10 @@ struct RedisSource::Impl {
 
   void read(ReadGroup& g) {
     if (closing || stopping || !groups_ready || g.in_flight || g.retry->armed()) return;
+    if (g.recover_next) {
+      g.recover_next = false;
+      start_recovery(g);
+    }
     const size_t n = std::min<size_t>(opt.batch, room());
     if (n == 0) return refresh_state();  // paused: the next ack reads again
     Args args{"XREADGROUP", "GROUP", opt.group, opt.consumer, "COUNT", std::to_string(n)};
@@ -464,7 +474,11 @@ struct RedisSource::Impl {
     std::vector<Dead> todo = std::move(dead_queue);
     dead_queue.clear();
     for (auto& d : todo) {
-      Args args{"XADD", opt.dead_letter_stream, "*"};
+      Args args{"XADD", opt.dead_letter_stream};
+      if (opt.dead_letter_max_len > 0) {  // approximate trimming: whole radix-tree nodes
+        args.insert(args.end(), {"MAXLEN", "~", std::to_string(opt.dead_letter_max_len)});
+      }
+      args.push_back("*");
       for (const auto& [k, v] : d.entry.fields) {
         args.push_back(k);
         args.push_back(v);

@@ -45,6 +45,7 @@ struct RedisSourceOptions {
   FieldNames fields;
   EntryLimits limits;
   std::string dead_letter_stream;
+  uint64_t dead_letter_max_len = 0;          // XADD MAXLEN ~ (0: the stream is never trimmed)
   uint32_t batch = 512;                      // COUNT of one XREADGROUP
   Duration block = seconds(1);               // BLOCK of one XREADGROUP
   uint32_t max_unacked = 16384;              // entries read but not yet acked (memory bound)

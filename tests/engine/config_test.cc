@@ -447,7 +447,7 @@ TEST(Config, IntakeRedisSources) {
       "password = \"pw\"\nbatch = 100\nclaim_idle = \"2s\"\n"
       "[[intake.redis]]\nname = \"orders\"\ncluster = true\nconsumer = \"c9\"\n"
       "servers = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\nstreams = [\"{o}:in\"]\n"
-      "tenant_field = \"org\"\ndead_letter_stream = \"{o}:dead\"\n");
+      "tenant_field = \"org\"\ndead_letter_stream = \"{o}:dead\"\ndead_letter_max_len = 5000\n");
   ASSERT_EQ(c.intake.redis.size(), 2u);
   const auto& a = c.intake.redis[0];
   EXPECT_EQ(a.name, "redis-1");
@@ -462,6 +462,8 @@ TEST(Config, IntakeRedisSources) {
   EXPECT_TRUE(b.cluster);
   EXPECT_EQ(b.consumer, "c9");
   EXPECT_EQ(b.tenant_field, "org");
+  EXPECT_EQ(b.dead_letter_max_len, 5000u);
+  EXPECT_EQ(a.dead_letter_max_len, 0u);  // never trimmed unless asked
   // Printed (the password masked) and read back the same.
   const std::string printed = c.to_toml();
   EXPECT_THAT(printed, HasSubstr("[[intake.redis]]"));

@@ -40,6 +40,7 @@ intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIn
   o.limits.max_type_bytes = cfg.limits.max_type_bytes;
   o.limits.max_payload_bytes = cfg.limits.max_body_bytes;
   o.dead_letter_stream = r.dead_letter_stream;
+  o.dead_letter_max_len = r.dead_letter_max_len;
   o.batch = r.batch;
   o.block = r.block;
   o.max_unacked = r.max_unacked;
