@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,6 +85,14 @@ struct RecoveryStats {
   uint64_t next_sequence = 1;  // the partition's next free id sequence
 };
 
+// Where a store's asynchronous answer runs: the calling shard's loop (engine/shard.h).
+class Poster {
+ public:
+  virtual ~Poster() = default;
+  // Runs `fn` on the loop's thread, on a later turn; safe from any thread.
+  virtual void post(std::function<void()> fn) = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -123,6 +132,28 @@ class Store {
                                                std::string_view cursor) = 0;
   virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                                size_t limit) = 0;
+
+  // ---- asynchronous forms for a shard's loop (ISSUE 16) -------------------------------------
+  // A networked store (cluster mode) must not block a shard thread on the network, so the
+  // shards look intake keys up and load payloads through these. `done` runs on `on`'s thread
+  // exactly once: a local store (RocksDB, the in-memory fake) answers before returning — the
+  // defaults below call the synchronous forms —, a networked store later, posted through `on`
+  // (which also tells it whose connection to use). Ordering: a lookup sees every write() that
+  // returned before it was issued; writes made while it is outstanding may or may not be seen
+  // (the shard covers the keys it wrote meanwhile itself, Shard::take_in). The views in `keys`
+  // stay valid until `done` runs. A store completes every call before it is destroyed, and
+  // never after `on`'s loop has stopped (it answers an error when it closes first).
+  using EventKeysDone = std::function<void(Result<std::vector<std::optional<EventKeyRecord>>>)>;
+  using EventDone = std::function<void(Result<std::optional<Event>>)>;
+  virtual void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                                     EventKeysDone done) {
+    (void)on;
+    done(find_event_keys(keys));
+  }
+  virtual void load_event_async(EventSeq seq, Poster& on, EventDone done) {
+    (void)on;
+    done(load_event(seq));
+  }
 
   // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
   virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;

@@ -82,7 +82,34 @@ Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
     : index_(index),
       options_(options),
       store_(store),
-      payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {}
+      payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {
+  poster_.shard = this;
+}
+
+void Shard::LoopPoster::post(std::function<void()> fn) {
+  shard->loop_->post(std::move(fn));
+}
+
+uint64_t Shard::begin_lookup() {
+  ++lookups_by_gen_[commit_gen_];
+  return commit_gen_;
+}
+
+void Shard::end_lookup(uint64_t gen) {
+  auto it = lookups_by_gen_.find(gen);
+  if (it != lookups_by_gen_.end() && --it->second == 0) lookups_by_gen_.erase(it);
+  prune_settling();
+}
+
+// A settling key committed in generation g is visible to every lookup issued after g.
+void Shard::prune_settling() {
+  if (settling_order_.empty()) return;
+  const uint64_t oldest = lookups_by_gen_.empty() ? UINT64_MAX : lookups_by_gen_.begin()->first;
+  while (!settling_order_.empty() && settling_order_.front().first <= oldest) {
+    settling_.erase(settling_order_.front().second);
+    settling_order_.pop_front();
+  }
+}
 
 Shard::~Shard() {
   stop();
@@ -190,7 +217,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
       drain_deadline = loop_->now() + options_.stop_grace;
     }
     turn();
-    if (draining_ && (in_flight_ == 0 || loop_->now() >= drain_deadline)) break;
+    if (draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty()) ||
+                      loop_->now() >= drain_deadline))
+      break;
   }
 
   // Flush: the last batch is written; wait (bounded) until it is durable, then answer.
@@ -279,6 +308,13 @@ void Shard::commit() {
       payloads_.put(std::make_shared<const Event>(std::move(mutations_.events[i])));
     }
     mutations_.clear();
+    ++commit_gen_;
+    if (!lookups_by_gen_.empty()) {
+      for (auto& [key, rec] : turn_events_) {
+        settling_order_.emplace_back(commit_gen_, key);
+        settling_[key] = rec;
+      }
+    }
     turn_events_.clear();
     turn_event_index_.clear();
   }
@@ -321,7 +357,6 @@ void Shard::prepare_send(const SendCommand& cmd) {
   req.pool_key = cmd.endpoint;
   req.body = {};
 
-  const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
   std::shared_ptr<const Event> ev = payloads_.find(cmd.event);
   (ev ? metrics_.payload_cache_hits : metrics_.payload_cache_misses)
       .fetch_add(1, std::memory_order_relaxed);
@@ -332,18 +367,40 @@ void Shard::prepare_send(const SendCommand& cmd) {
       payloads_.put(ev);
     } else if (auto it = turn_loaded_.find(cmd.event); it != turn_loaded_.end()) {
       ev = it->second;
-    } else if (auto loaded = store_.load_event(cmd.event); !loaded.ok()) {
-      // An I/O error or a corrupt record: the attempt is recorded internal_error below and the
-      // scheduler retries it like any failed attempt.
-      metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
-    } else if (loaded->has_value()) {
-      // Read back for this turn only: the cache admits events at intake, so draining a backlog
-      // larger than the cache does not evict the events the next turns need (a scan through
-      // an LRU/FIFO cache would miss every time).
-      ev = std::make_shared<const Event>(std::move(**loaded));
-      turn_loaded_.emplace(cmd.event, ev);
+    } else {
+      // Read back from the store: at once from a local store, on a later turn from a
+      // networked one (the slot waits; the lease is held meanwhile).
+      ++loads_in_flight_;
+      store_.load_event_async(cmd.event, poster_,
+                              [this, slot](Result<std::optional<Event>> loaded) {
+                                --loads_in_flight_;
+                                std::shared_ptr<const Event> got;
+                                if (!loaded.ok()) {
+                                  // An I/O error or a corrupt record: the attempt is recorded
+                                  // internal_error and the scheduler retries it like any failed
+                                  // attempt.
+                                  metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+                                } else if (loaded->has_value()) {
+                                  // Read back for this turn only: the cache admits events at
+                                  // intake, so draining a backlog larger than the cache does not
+                                  // evict the events the next turns need (a scan through an
+                                  // LRU/FIFO cache would miss every time).
+                                  got = std::make_shared<const Event>(std::move(**loaded));
+                                  turn_loaded_.emplace(slot->cmd.event, got);
+                                }
+                                finish_prepare(slot, std::move(got));
+                              });
+      return;
     }
   }
+  finish_prepare(slot, std::move(ev));
+}
+
+void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
+  const SendCommand& cmd = slot->cmd;
+  SendRequest& req = slot->request;
+  // Looked up now, not before a load: the endpoint may have changed while it was outstanding.
+  const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
   if (ep) {
     req.url = ep->url;
     req.profile = ep->signature;
@@ -514,6 +571,10 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   key += in.id;
   // This turn's events first: the store does not have them yet.
   if (auto it = turn_events_.find(key); it != turn_events_.end()) return answer(it->second);
+  // Then what was committed while this lookup was outstanding (it may not have seen it).
+  if (!settling_.empty()) {
+    if (auto it = settling_.find(key); it != settling_.end()) return answer(it->second);
+  }
   if (stored) return answer(*stored);
 
   WallTime now = loop_->wall_now();
@@ -554,7 +615,10 @@ void Shard::submit_batch(std::vector<EventInput> events,
   struct Parts {
     std::vector<EventInput> events;
     std::vector<Result<SubmitResult>> results;
-    size_t next = 0;  // the first event not taken yet
+    size_t next = 0;            // the first event not taken yet
+    bool undurable = false;     // an event taken since the last durable point was accepted
+    std::vector<size_t> valid;  // the part being looked up: indexes of well-formed events
+    std::vector<Store::EventKeyRef> refs;
     std::function<void(std::vector<Result<SubmitResult>>)> done;
   };
   auto parts = std::make_shared<Parts>();
@@ -562,49 +626,59 @@ void Shard::submit_batch(std::vector<EventInput> events,
   parts->events = std::move(events);
   parts->done = std::move(done);
 
-  // Takes one part now (all the rest while draining); `self` is this lambda, for the next part.
+  // Takes the next part: one key lookup for its well-formed events (one MultiGet instead of a
+  // lookup each; answered at once by a local store, on a later turn by a networked one), then
+  // take_in for each. `self` is this lambda, for the next part.
   auto take_parts = [this](const auto& self, std::shared_ptr<Parts> p) -> void {
     const size_t part_max = std::max<size_t>(1, options_.max_batch_events);
-    std::vector<size_t> valid;
-    std::vector<Store::EventKeyRef> refs;
-    bool any_ok = false;
-    do {
-      const size_t first = p->next;
-      const size_t last = std::min(p->events.size(), first + part_max);
-      p->next = last;
-      // One MultiGet for the keys of every well-formed event instead of a lookup each.
-      valid.clear();
-      refs.clear();
-      for (size_t i = first; i < last; ++i) {
-        if (auto c = check_event_input(p->events[i]); !c.ok()) {
-          p->results[i] = c.error();
-          continue;
-        }
-        valid.push_back(i);
-        refs.push_back({p->events[i].tenant, p->events[i].id});
+    const size_t first = p->next;
+    const size_t last = std::min(p->events.size(), first + part_max);
+    p->next = last;
+    p->valid.clear();
+    p->refs.clear();
+    for (size_t i = first; i < last; ++i) {
+      if (auto c = check_event_input(p->events[i]); !c.ok()) {
+        p->results[i] = c.error();
+        continue;
       }
-      if (valid.empty()) continue;
-      auto stored = store_.find_event_keys(refs);
-      if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
-      for (size_t k = 0; k < valid.size(); ++k) {
-        const size_t i = valid[k];
-        p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
-                                    : Result<SubmitResult>(stored.error());
-        any_ok = any_ok || p->results[i].ok();
-      }
-    } while (draining_ && p->next < p->events.size());
-
-    if (p->next < p->events.size()) {
-      // This part is committed at the end of the turn; the next one is taken once it is durable.
-      after_durable([self, p = std::move(p)]() mutable { self(self, std::move(p)); });
-      loop_->wake();  // taken inside an ack: make the next turn commit it without waiting
-      return;
+      p->valid.push_back(i);
+      p->refs.push_back({p->events[i].tenant, p->events[i].id});
     }
-    // The last part. Earlier parts are durable already. Refusals only: final at once. Otherwise
-    // the answer waits until this turn's commit is durable (a duplicate's original may not be
-    // durable yet either).
-    if (!any_ok) return p->done(std::move(p->results));
-    after_durable([p = std::move(p)]() mutable { p->done(std::move(p->results)); });
+    // After this part: the next one (at once while draining, else once this one is durable),
+    // or the answer.
+    auto after = [this, self, p] {
+      if (p->next < p->events.size()) {
+        if (draining_) return self(self, p);  // no part waits on a loop that is about to end
+        // This part is committed at the end of the turn; the next one is taken once durable.
+        p->undurable = false;
+        after_durable([self, p]() mutable { self(self, std::move(p)); });
+        loop_->wake();  // taken inside an ack: make the next turn commit it without waiting
+        return;
+      }
+      // The last part. Earlier parts are durable already. Refusals only: final at once.
+      // Otherwise the answer waits until this turn's commit is durable (a duplicate's original
+      // may not be durable yet either).
+      if (!p->undurable) return p->done(std::move(p->results));
+      after_durable([p]() mutable { p->done(std::move(p->results)); });
+    };
+    if (p->valid.empty()) return after();
+    const uint64_t gen = begin_lookup();
+    store_.find_event_keys_async(
+        p->refs, poster_,
+        [this, p, gen, after](Result<std::vector<std::optional<EventKeyRecord>>> stored) {
+          if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+          if (stored.ok() && stored->size() != p->valid.size()) {
+            stored = make_error(Errc::kInternal, "the store answered another number of keys");
+          }
+          for (size_t k = 0; k < p->valid.size(); ++k) {
+            const size_t i = p->valid[k];
+            p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
+                                        : Result<SubmitResult>(stored.error());
+            p->undurable = p->undurable || p->results[i].ok();
+          }
+          end_lookup(gen);
+          after();
+        });
   };
   take_parts(take_parts, std::move(parts));
 }
@@ -757,14 +831,23 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
   ev.created_at = now;
   ev.payload_hash = payload_hash(ev.payload);
   // A producer may have used this id: refuse rather than fail the turn's write (R12.5).
-  if (auto k = store_.find_event_key(tenant, ev.id); !k.ok() || k->has_value())
-    return done(k.ok() ? make_error(Errc::kConflict, "an event with the test event's id exists",
-                                    "id", "conflict")
-                       : k.error());
-  turn_keys_checked_ = false;  // the store's own check covers this event
-  auto r = scheduler_->add_test_delivery(id, ev, now, *this, mutations_);
-  if (!r.ok()) return done(r.error());
-  after_durable([done = std::move(done), d = *r] { done(d); });
+  auto held = std::make_shared<Event>(std::move(ev));
+  const uint64_t gen = begin_lookup();
+  store_.find_event_keys_async(
+      {Store::EventKeyRef{held->tenant, held->id}}, poster_,
+      [this, held, id, gen,
+       done = std::move(done)](Result<std::vector<std::optional<EventKeyRecord>>> k) {
+        end_lookup(gen);
+        if (!k.ok()) return done(k.error());
+        if (k->size() != 1 || (*k)[0].has_value())
+          return done(make_error(Errc::kConflict, "an event with the test event's id exists", "id",
+                                 "conflict"));
+        if (!scheduler_->find_endpoint(id)) return done(unknown_endpoint());  // deleted meanwhile
+        turn_keys_checked_ = false;  // the store's own check covers this event
+        auto r = scheduler_->add_test_delivery(id, *held, loop_->wall_now(), *this, mutations_);
+        if (!r.ok()) return done(r.error());
+        after_durable([done, d = *r] { done(d); });
+      });
 }
 
 void Shard::rotate_secret(const std::string& tenant, EndpointId id,

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <map>
@@ -97,6 +98,13 @@ class Shard final : public IdAllocator {
   // duplicate or conflict of this turn's events or of `stored`, the store's record for its key.
   Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>& stored);
   void prepare_send(const SendCommand& cmd);
+  // The rest of prepare_send once the event is known (from the cache, this turn, or the store).
+  void finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev);
+  // Asynchronous key lookups (Store::find_event_keys_async): begin returns the commit
+  // generation the lookup was issued after; end settles it.
+  uint64_t begin_lookup();
+  void end_lookup(uint64_t gen);
+  void prune_settling();
   void on_send_complete(SendSlot* slot);
   // An event accepted in this turn (still in mutations_), or nullptr.
   const Event* turn_event(EventSeq seq);
@@ -140,6 +148,23 @@ class Shard final : public IdAllocator {
   std::vector<size_t> cache_after_commit_;  // indexes into mutations_.events
   // Events read back from the store this turn (one event fanned out to many endpoints).
   std::unordered_map<EventSeq, std::shared_ptr<const Event>> turn_loaded_;
+
+  // Asynchronous store answers come back through this (Store::find_event_keys_async).
+  struct LoopPoster final : Poster {
+    Shard* shard = nullptr;
+    void post(std::function<void()> fn) override;
+  };
+  LoopPoster poster_;
+  // Key lookups outstanding, by the commit generation they were issued after. A lookup may
+  // not see what later commits wrote, so keys accepted while one is outstanding stay here
+  // (settling_) until every lookup issued before their commit has answered. With a local
+  // store (answers before returning) nothing is ever outstanding at a commit: settling_ stays
+  // empty.
+  uint64_t commit_gen_ = 0;
+  std::map<uint64_t, uint32_t> lookups_by_gen_;
+  std::unordered_map<std::string, EventKeyRecord> settling_;
+  std::deque<std::pair<uint64_t, std::string>> settling_order_;  // (commit gen, key)
+  uint32_t loads_in_flight_ = 0;  // payload loads outstanding (their slots wait)
 
   struct Ack {
     uint64_t seq;
