@@ -397,7 +397,7 @@ struct LeaseManager::Impl {
   }
 
   void begin_stop(Duration grace) {
-    if (stopping) return;
+    if (stopping || closing) return;
     stopping = true;
     loop->arm_after(stop_timer.get(), grace);
     ++leave_in_flight;
