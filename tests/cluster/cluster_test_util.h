@@ -111,7 +111,7 @@ inline LeaseOptions test_options(const std::string& id, const std::string& ns) {
   o.node_id = id;
   o.ns = ns;
   o.lease_ttl = seconds(1);
-  o.safety_margin = milliseconds(150);
+  o.safety_margin = milliseconds(250);  // headroom for a loaded CI machine (< ttl / 3)
   o.heartbeat_interval = milliseconds(200);
   o.member_ttl = milliseconds(700);
   o.forget_after = seconds(30);
