@@ -201,6 +201,10 @@ void RedisServer::pause() {
 void RedisServer::resume() {
   process_.signal(SIGCONT);
 }
+void RedisServer::kill() {
+  resume();
+  process_.kill();
+}
 
 SyncReply RedisServer::cmd(const std::vector<std::string>& args,
                            std::chrono::milliseconds timeout) const {
@@ -254,6 +258,59 @@ std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir, int pr
   }
   if (!c->wait_consistent(timeout)) {
     throw std::runtime_error("cluster did not converge: " + c->nodes_[0]->log());
+  }
+  return c;
+}
+
+std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir,
+                                                  const RedisClusterOptions& options) {
+  auto c = start(dir, options.primaries, options.timeout);
+  if (options.replicas_per_primary <= 0) return c;
+  const auto deadline = SteadyClock::now() + options.timeout;
+  for (const auto& n : c->nodes_) n->cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+  RedisServerOptions o;
+  o.cluster = true;
+  o.extra_config = {"repl-diskless-sync yes", "repl-diskless-sync-delay 0"};
+  std::vector<std::pair<size_t, size_t>> replicas;  // (replica index, primary index)
+  for (int i = 0; i < options.primaries; ++i) {
+    for (int r = 0; r < options.replicas_per_primary; ++r) {
+      const std::string d = dir + "/replica-" + std::to_string(i) + "-" + std::to_string(r);
+      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+        throw std::runtime_error("cannot create " + d);
+      }
+      c->nodes_.push_back(RedisServer::start(d, o));
+      RedisServer& s = *c->nodes_.back();
+      c->ids_.push_back(s.cmd({"CLUSTER", "MYID"}).str);
+      SyncReply m = s.cmd({"CLUSTER", "MEET", "127.0.0.1", std::to_string(c->nodes_[0]->port())});
+      if (m.is_error()) throw std::runtime_error("MEET: " + m.str);
+      replicas.emplace_back(c->nodes_.size() - 1, static_cast<size_t>(i));
+    }
+  }
+  // REPLICATE needs the replica to know its primary (gossip), so it is retried until then.
+  for (const auto& [ri, pi] : replicas) {
+    for (;;) {
+      SyncReply r = c->nodes_[ri]->cmd({"CLUSTER", "REPLICATE", c->ids_[pi]});
+      if (!r.is_error()) break;
+      if (SteadyClock::now() > deadline) throw std::runtime_error("REPLICATE: " + r.str);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  for (const auto& [ri, pi] : replicas) {
+    (void)pi;
+    for (;;) {
+      const std::string info = c->nodes_[ri]->cmd({"INFO", "replication"}).str;
+      if (info.find("master_link_status:up") != std::string::npos) break;
+      if (SteadyClock::now() > deadline) {
+        throw std::runtime_error("replica did not sync: " + c->nodes_[ri]->log());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (!c->wait_consistent(
+          deadline - SteadyClock::now() > std::chrono::milliseconds(0)
+              ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+              : std::chrono::milliseconds(0))) {
+    throw std::runtime_error("cluster with replicas did not converge: " + c->nodes_[0]->log());
   }
   return c;
 }
@@ -318,6 +375,43 @@ bool RedisCluster::wait_consistent(std::chrono::milliseconds timeout) {
     }
     if (ok) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool RedisCluster::wait_failover(size_t dead, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  const long long dead_port = nodes_[dead]->port();
+  while (SteadyClock::now() < deadline) {
+    bool ok = true;
+    bool have_first = false;
+    std::vector<std::tuple<long long, long long, long long>> first;
+    try {
+      for (size_t i = 0; i < nodes_.size() && ok; ++i) {
+        if (i == dead) continue;
+        const std::string info =
+            nodes_[i]->cmd({"CLUSTER", "INFO"}, std::chrono::milliseconds(500)).str;
+        ok = info.find("cluster_state:ok") != std::string::npos;
+        if (!ok) break;
+        auto ranges = slot_ranges(nodes_[i]->cmd({"CLUSTER", "SLOTS"}));
+        long long covered = 0;
+        for (const auto& [lo, hi, port] : ranges) {
+          covered += hi - lo + 1;
+          if (port == dead_port) ok = false;
+        }
+        ok = ok && covered == 16384;
+        if (!have_first) {
+          first = ranges;
+          have_first = true;
+        } else {
+          ok = ok && ranges == first;
+        }
+      }
+    } catch (const std::runtime_error&) {
+      ok = false;  // a node not answering yet
+    }
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
 }

@@ -60,6 +60,7 @@ class RedisServer {
   void restart(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void pause();   // SIGSTOP, and waits until the process is stopped
   void resume();  // SIGCONT
+  void kill();    // SIGKILL and reap: a crash (restart() brings it back)
 
   // One command over a fresh blocking connection (AUTH first when requirepass is set).
   // Throws std::runtime_error on a connection or protocol failure; error replies are returned.
@@ -82,16 +83,33 @@ class RedisServer {
   int generation_ = 0;
 };
 
-// N primaries (no replicas) forming one Redis Cluster, slots split evenly in order:
-// node 0 has the lowest slots. Built by hand (ADDSLOTSRANGE, SET-CONFIG-EPOCH, MEET), which is
-// faster and more predictable than redis-cli --cluster create.
+struct RedisClusterOptions {
+  int primaries = 3;
+  // Replicas of each primary (CLUSTER REPLICATE), started after the primaries; start() waits
+  // until every one reports master_link_status:up (a replica killed over before its first
+  // sync would not be promoted: research/scale-out.md "Pitfall I hit").
+  int replicas_per_primary = 0;
+  std::chrono::milliseconds timeout = std::chrono::seconds(20);
+};
+
+// N primaries (and optionally their replicas) forming one Redis Cluster, slots split evenly in
+// order: node 0 has the lowest slots. Built by hand (ADDSLOTSRANGE, SET-CONFIG-EPOCH, MEET),
+// which is faster and more predictable than redis-cli --cluster create. Node indexes: the
+// primaries first, 0 .. primaries-1, then replica r of primary i at
+// primaries + i * replicas_per_primary + r.
 class RedisCluster {
  public:
   static std::unique_ptr<RedisCluster> start(
       const std::string& dir, int primaries = 3,
       std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  static std::unique_ptr<RedisCluster> start(const std::string& dir,
+                                             const RedisClusterOptions& options);
   RedisServer& node(size_t i) { return *nodes_[i]; }
   size_t size() const { return nodes_.size(); }
+  // Waits until, among the nodes other than `dead` (killed or paused), every one reports
+  // cluster_state:ok, all agree on the slot map, the map covers every slot, and no range is
+  // served by `dead` any more (a replica took over).
+  bool wait_failover(size_t dead, std::chrono::milliseconds timeout);
   std::vector<std::string> addresses() const;
   std::string node_id(size_t i) const;
   // The node that owns `slot` per CLUSTER SLOTS as node 0 sees it; -1 if none.
