@@ -124,6 +124,15 @@ struct ClusterClient::Impl {
     ConnectionOptions co = opt.connection;
     co.host = host;
     co.port = port;
+    // A node that went down may have been failed over: ask for the map again (on the next
+    // turn, rate-limited). Without this, commands for its slots would wait on a dead node for
+    // good, since only a reply (MOVED) or a cut mid-command used to trigger a refresh.
+    co.on_event = [this, user = opt.connection.on_event](const ConnectionEvent& e) {
+      if (user) user(e);
+      if (e.state == ConnState::kBackoff && !closing && !refresh_timer.armed()) {
+        loop.arm(&refresh_timer, loop.now());
+      }
+    };
     auto conn = Connection::create(loop, co);
     if (!conn) return -1;
     auto n = std::make_unique<Node>();
@@ -248,7 +257,12 @@ struct ClusterClient::Impl {
   }
   void on_reply(Request* r, Result<Reply> res) {
     if (closing || !res.ok() || !res->is_error()) {
-      if (!closing && !res.ok() && res.error().reason == kConnectionLost) request_refresh();
+      // A cut mid-command, or a command that could not even be sent to its node by the
+      // deadline (the node is down): the map may be stale (a failover).
+      if (!closing && !res.ok() &&
+          (res.error().reason == kConnectionLost || res.error().reason == kTimeoutUnsent)) {
+        request_refresh();
+      }
       finish(r, std::move(res));
       return;
     }

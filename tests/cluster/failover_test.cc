@@ -23,16 +23,10 @@ using test::RedisServer;
 using test::TempDir;
 using namespace testing;  // NOLINT: the cluster test helpers
 
-// DISABLED: redis::ClusterClient does not learn the new slot map after a primary dies. It
-// refreshes the map after MOVED, CLUSTERDOWN or a command cut by kConnectionLost, but
-// commands queued for a node that stays down end as kTimeoutUnsent without a refresh, so the
-// slots of the dead primary are routed to it for ever (measured: refreshes stays at 1, every
-// command to those slots fails with redis_timeout_unsent, while a new client made after the
-// failover reads the key from the promoted replica). The managers then lose those partitions
-// locally (correct) but can never take them again. Enable this test once redis/cluster.cc
-// refreshes while a node is down (e.g. on kTimeoutUnsent / a node's kBackoff, rate-limited).
-// Run it anyway: --gtest_also_run_disabled_tests --gtest_filter='*Failover*'.
-TEST(LeaseFailoverTest, DISABLED_ManagersSurviveAPrimaryFailover) {
+// This needs redis::ClusterClient to learn the new slot map while a node is down: it asks
+// again when a node's connection goes into backoff and when a command could not be sent to
+// its node by the deadline (kTimeoutUnsent), not only after MOVED or a cut mid-command.
+TEST(LeaseFailoverTest, ManagersSurviveAPrimaryFailover) {
   ASSERT_TRUE(RedisServer::available()) << "redis-server is not installed";
   TempDir dir("ringcast-cluster-failover");
   RedisClusterOptions co;

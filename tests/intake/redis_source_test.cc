@@ -396,6 +396,61 @@ TEST(RedisSourceCluster, ReadsStreamsOnEveryPrimaryOfACluster) {
   (*src)->stop(1s);
 }
 
+// A primary of the cluster SIGKILLed while the source reads a stream it holds: its replica is
+// promoted, the source's client learns the new slot map by itself, and the entries added after
+// the failover are read and acked on the new primary.
+TEST(RedisSourceCluster, KeepsReadingAcrossAPrimaryFailover) {
+  TempDir dir("ringcast-intake-failover");
+  test::RedisClusterOptions co;
+  co.primaries = 3;
+  co.replicas_per_primary = 1;
+  auto cluster = test::RedisCluster::start(dir.path(), co);
+  std::string stream;
+  for (int i = 0; stream.empty() && i < 200; ++i) {
+    std::string key = numbered("fo:", i);
+    if (cluster->owner_of(cluster->key_slot(key)) == 1) stream = key;
+  }
+  ASSERT_FALSE(stream.empty());
+  const int slot = cluster->key_slot(stream);
+  IntakeFakeEngine engine;
+  engine.add_tenant("acme");
+  RedisSourceOptions o;
+  o.name = "failover";
+  o.cluster = true;
+  o.servers = {cluster->node(0).address(), cluster->node(1).address(), cluster->node(2).address()};
+  o.streams = {stream};
+  o.consumer = "node-a";
+  o.dead_letter_stream = "dead";
+  o.block = 100ms;
+  o.retry_delay = 50ms;
+  o.status_interval = 100ms;
+  o.command_timeout = 500ms;
+  auto src = RedisSource::start(o, engine);
+  ASSERT_TRUE(src.ok());
+  auto add = [&](int from, int to) {
+    auto& node = cluster->node(static_cast<size_t>(cluster->owner_of(slot)));
+    for (int i = from; i < to; ++i) {
+      auto r = node.cmd({"XADD", stream, "*", "tenant", "acme", "id", numbered("f", i), "type", "t",
+                         "payload", "{}"});
+      ASSERT_FALSE(r.is_error()) << r.str;
+    }
+  };
+  add(0, 100);
+  ASSERT_TRUE(wait_for([&] { return engine.accepted() == 100; })) << engine.accepted();
+  cluster->node(1).kill();
+  ASSERT_TRUE(cluster->wait_failover(1, 15s));
+  ASSERT_NE(cluster->owner_of(slot), 1);
+  add(100, 200);
+  ASSERT_TRUE(wait_for([&] { return engine.accepted() == 200; }, 20s)) << engine.accepted();
+  auto pending_now = [&] {
+    auto r = cluster->node(static_cast<size_t>(cluster->owner_of(slot)))
+                 .cmd({"XPENDING", stream, "ringcast"});
+    return r.is_error() || r.elements.empty() ? -1 : r.elements[0].integer;
+  };
+  EXPECT_TRUE(wait_for([&] { return pending_now() == 0; }, 10s)) << pending_now();
+  (*src)->stop(1s);
+}
+
 TEST_F(RedisSourceTest, RefusesOptionsItCannotRun) {
   auto o = options();
   o.streams.clear();
