@@ -54,8 +54,17 @@ std::optional<EntryError> EntryMapper::map(const Fields& fields, EventInput& out
                                        std::to_string(limits_.max_payload_bytes) + " bytes"};
   }
   // One whole JSON value (the HTTP intake's payload is one value inside its body).
+  // In place when the string has simdjson's padding past its end (a Redis bulk string of this
+  // size has: redis::Reply::kStringSlack), else through a reused padded copy (the parser's
+  // own copy would allocate each time).
   simdjson::dom::element doc;
-  if (auto err = parser_->parse(payload->data(), payload->size(), true).get(doc)) {
+  const char* json = payload->data();
+  if (payload->capacity() - payload->size() < simdjson::SIMDJSON_PADDING) {
+    scratch_.reserve(payload->size() + simdjson::SIMDJSON_PADDING);
+    scratch_.assign(*payload);
+    json = scratch_.data();
+  }
+  if (auto err = parser_->parse(json, payload->size(), false).get(doc)) {
     return EntryError{"invalid_json", std::string("the payload is not valid JSON: ") +
                                           simdjson::error_message(err)};
   }

@@ -61,6 +61,7 @@ class EntryMapper {
   FieldNames names_;
   EntryLimits limits_;
   std::unique_ptr<simdjson::dom::parser> parser_;
+  std::string scratch_;  // a padded copy of a payload that has no room past its end
 };
 
 }  // namespace ringcast::intake

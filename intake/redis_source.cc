@@ -1,8 +1,10 @@
 #include "intake/redis_source.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
@@ -43,9 +45,35 @@ void send(redis::Client& c, const Args& args, redis::Callback cb, redis::Command
   c.command(std::span<const std::string_view>(views), std::move(cb), o);
 }
 
-std::string key_of(uint16_t stream, std::string_view id) {
-  std::string k(reinterpret_cast<const char*>(&stream), sizeof stream);
-  k.append(id);
+// An entry while it is read and not yet acked: its stream and its id "<ms>-<seq>", parsed (no
+// string per entry on the hot path).
+struct EntryKey {
+  uint64_t ms = 0;
+  uint64_t seq = 0;
+  uint16_t stream = 0;
+  bool operator==(const EntryKey&) const = default;
+};
+struct EntryKeyHash {
+  size_t operator()(const EntryKey& k) const {
+    uint64_t h = k.ms * 0x9E3779B97F4A7C15ull ^ (k.seq + (uint64_t{k.stream} << 48));
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return static_cast<size_t>(h ^ (h >> 32));
+  }
+};
+EntryKey key_of(uint16_t stream, std::string_view id) {
+  EntryKey k;
+  k.stream = stream;
+  const size_t dash = id.find('-');
+  const char* end = id.data() + id.size();
+  if (dash != std::string_view::npos &&
+      std::from_chars(id.data(), id.data() + dash, k.ms).ptr == id.data() + dash &&
+      std::from_chars(id.data() + dash + 1, end, k.seq).ptr == end) {
+    return k;
+  }
+  // Not the form Redis gives ids: keyed by a hash of the text (never seen in practice).
+  k.ms = std::hash<std::string_view>{}(id);
+  k.seq = UINT64_MAX;
   return k;
 }
 
@@ -119,9 +147,9 @@ struct RedisSource::Impl {
   bool down = false;
   MonoTime stop_deadline;
 
-  std::unordered_set<std::string> inflight;         // key_of(stream, id) of every unacked entry
-  size_t submits = 0;                               // submit_batch calls not answered yet
-  std::vector<std::vector<std::string>> ack_queue;  // per stream
+  std::unordered_set<EntryKey, EntryKeyHash> inflight;  // every entry read and not yet acked
+  size_t submits = 0;                                   // submit_batch calls not answered yet
+  std::vector<std::vector<std::string>> ack_queue;      // per stream
   size_t acks_in_flight = 0;
   std::vector<Dead> dead_queue;
   size_t dead_in_flight = 0;
@@ -323,26 +351,29 @@ struct RedisSource::Impl {
     std::vector<Entry> entries;
     size_t seen = 0;
     if (r->is_array()) {
-      for (const auto& per_stream : r->elements()) {
+      // The reply is ours: its strings move into the entries (no copy of a payload).
+      for (auto& per_stream : r->mutable_elements()) {
         if (!per_stream.is_array() || per_stream.size() != 2) continue;
         const std::string& key = per_stream[0].str();
         size_t gi = 0;
         while (gi < g.streams.size() && opt.streams[g.streams[gi]] != key) ++gi;
         if (gi == g.streams.size()) continue;
-        for (const auto& e : per_stream[1].elements()) {
+        for (auto& e : per_stream.mutable_elements()[1].mutable_elements()) {
           if (!e.is_array() || e.size() != 2) continue;
           ++seen;
           if (g.recovering) g.cursor[gi] = e[0].str();
           Entry en;
           en.stream = g.streams[gi];
-          en.id = e[0].str();
+          en.id = e.mutable_elements()[0].take_str();
           if (e[1].is_nil()) {
             // Deleted (XDEL, trimming) while pending: nothing to deliver; ack it.
             if (inflight.insert(key_of(en.stream, en.id)).second) queue_ack(en);
             continue;
           }
-          for (size_t f = 0; f + 1 < e[1].size(); f += 2)
-            en.fields.emplace_back(e[1][f].str(), e[1][f + 1].str());
+          auto& fv = e.mutable_elements()[1].mutable_elements();
+          en.fields.reserve(fv.size() / 2);
+          for (size_t f = 0; f + 1 < fv.size(); f += 2)
+            en.fields.emplace_back(fv[f].take_str(), fv[f + 1].take_str());
           entries.push_back(std::move(en));
         }
       }
@@ -442,11 +473,11 @@ struct RedisSource::Impl {
         auto ids =
             std::make_shared<std::vector<std::string>>(ack_queue[s].end() - n, ack_queue[s].end());
         ack_queue[s].resize(ack_queue[s].size() - n);
-        Args args{"XACK", opt.streams[s], opt.group};
-        args.insert(args.end(), ids->begin(), ids->end());
+        std::vector<std::string_view> args{"XACK", opt.streams[s], opt.group};
+        args.insert(args.end(), ids->begin(), ids->end());  // views: the ids are not copied
         ++acks_in_flight;
-        send(
-            *cmd, args,
+        cmd->command(
+            std::span<const std::string_view>(args),
             [this, s, ids](Result<redis::Reply> r) {
               --acks_in_flight;
               if (failed(r)) {
@@ -670,6 +701,7 @@ Result<std::unique_ptr<RedisSource>> RedisSource::start(RedisSourceOptions optio
   Result<void> init = ok();
   Impl* impl = s->impl_.get();
   s->thread_ = std::thread([impl, &mu, &cv, &ready, &init] {
+    ::pthread_setname_np(::pthread_self(), "rc-intake");  // 15 characters at most
     Result<void> r = impl->init();
     {
       std::lock_guard lock(mu);

@@ -56,6 +56,7 @@ struct ReaderAccess {
         r->type_ = Reply::Type::kString;
         break;
     }
+    if (len >= Reply::kSlackFrom) r->str_.reserve(len + Reply::kStringSlack);
     r->str_.assign(str, len);
     return r;
   }

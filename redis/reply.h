@@ -47,6 +47,16 @@ class Reply {
   const std::vector<Reply>& elements() const { return elements_; }
   size_t size() const { return elements_.size(); }
   const Reply& operator[](size_t i) const { return elements_[i]; }
+  // For a caller that owns the reply and keeps its parts: moves the text out (the reply's
+  // text is empty afterwards), and the elements, mutable.
+  std::string take_str() { return std::move(str_); }
+  std::vector<Reply>& mutable_elements() { return elements_; }
+
+  // Bulk strings of at least kSlackFrom bytes are allocated with kStringSlack spare bytes
+  // past their end, so a consumer can parse them in place (simdjson reads up to 64 bytes past
+  // a document's end and copies any string that lacks that room).
+  static constexpr size_t kSlackFrom = 128;
+  static constexpr size_t kStringSlack = 64;
 
   // For error replies: the first word of the message ("MOVED", "ASK", "NOSCRIPT", "ERR",
   // "WRONGTYPE", "TRYAGAIN", "CLUSTERDOWN"); empty for other types.
