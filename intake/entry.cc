@@ -14,11 +14,28 @@ EntryMapper::EntryMapper(FieldNames names, EntryLimits limits)
 EntryMapper::~EntryMapper() = default;
 
 std::optional<EntryError> EntryMapper::map(const Fields& fields, EventInput& out) {
+  size_t at = 0;
+  auto bad = check(fields, &at, out);
+  if (!bad) out.payload = fields[at].second;
+  return bad;
+}
+
+std::optional<EntryError> EntryMapper::map_taking_payload(Fields& fields, EventInput& out) {
+  size_t at = 0;
+  auto bad = check(fields, &at, out);
+  if (!bad) out.payload = std::move(fields[at].second);
+  return bad;
+}
+
+// Checks the entry and fills `out` but for the payload, whose field index goes to payload_at.
+std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* payload_at,
+                                             EventInput& out) {
   const std::string* tenant = nullptr;
   const std::string* id = nullptr;
   const std::string* type = nullptr;
   const std::string* payload = nullptr;
-  for (const auto& [k, v] : fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& [k, v] = fields[i];
     if (!tenant && k == names_.tenant) {
       tenant = &v;
     } else if (!id && k == names_.id) {
@@ -27,6 +44,7 @@ std::optional<EntryError> EntryMapper::map(const Fields& fields, EventInput& out
       type = &v;
     } else if (!payload && k == names_.payload) {
       payload = &v;
+      *payload_at = i;
     }
   }
   auto missing = [](const std::string& name) {
@@ -71,7 +89,6 @@ std::optional<EntryError> EntryMapper::map(const Fields& fields, EventInput& out
   out.tenant = *tenant;
   out.id = *id;
   out.type = *type;
-  out.payload = *payload;
   return std::nullopt;
 }
 

@@ -112,6 +112,9 @@ struct RedisSource::Impl {
     uint16_t stream = 0;
     std::string id;
     Fields fields;
+    // The payload moved into the engine's EventInput (take): read the entry back from the
+    // stream before it is needed again (refetch).
+    bool payload_taken = false;
   };
   struct Dead {
     Entry entry;
@@ -153,6 +156,7 @@ struct RedisSource::Impl {
   size_t acks_in_flight = 0;
   std::vector<Dead> dead_queue;
   size_t dead_in_flight = 0;
+  size_t refetches_in_flight = 0;
   std::vector<Entry> retry_queue;  // transient engine refusals
   std::vector<std::string> claim_cursor;
   size_t claims_in_flight = 0;
@@ -394,10 +398,11 @@ struct RedisSource::Impl {
       c.read.fetch_add(1);
       if (claimed) c.claimed.fetch_add(1);
       EventInput ev;
-      if (auto bad = mapper->map(en.fields, ev)) {
+      if (auto bad = mapper->map_taking_payload(en.fields, ev)) {
         dead_queue.push_back(Dead{std::move(en), bad->code, std::move(bad->message)});
         continue;
       }
+      en.payload_taken = true;
       events.push_back(std::move(ev));
       batch.push_back(std::move(en));
     }
@@ -450,18 +455,73 @@ struct RedisSource::Impl {
     std::vector<Entry> keep;
     std::vector<EventInput> events;
     for (auto& en : batch) {
+      if (en.payload_taken) {  // read it back first; it is submitted from there
+        refetch(std::move(en), [this](Entry& got, Refetch how) {
+          if (how == Refetch::kFailed) {
+            retry_queue.push_back(std::move(got));
+            if (!retry_timer->armed()) arm_after(retry_timer.get(), opt.retry_delay);
+            return;
+          }
+          if (how == Refetch::kGone) {  // deleted from the stream meanwhile: nothing to send
+            queue_ack(got);
+            return flush_acks();
+          }
+          std::vector<Entry> one;
+          std::vector<EventInput> ev(1);
+          if (mapper->map_taking_payload(got.fields, ev[0])) return;  // mapped fine before
+          got.payload_taken = true;
+          one.push_back(std::move(got));
+          submit(std::move(one), std::move(ev));
+        });
+        continue;
+      }
       EventInput ev;
-      if (auto bad = mapper->map(en.fields, ev)) continue;  // mapped fine the first time
+      if (auto bad = mapper->map_taking_payload(en.fields, ev)) continue;  // mapped fine before
+      en.payload_taken = true;
       events.push_back(std::move(ev));
       keep.push_back(std::move(en));
     }
     submit(std::move(keep), std::move(events));
   }
 
+  // ---- reading an entry back ------------------------------------------------------------------
+  // A payload handed to the engine moved with it (one copy of it on the hot path). The rare
+  // paths that need the entry again — a dead letter after the engine refused it, a resubmission
+  // after a transient refusal — read it back from the stream, where it still is (not acked).
+  enum class Refetch : uint8_t { kFound, kGone, kFailed };
+  void refetch(Entry en, std::function<void(Entry&, Refetch)> then) {
+    auto held = std::make_shared<Entry>(std::move(en));
+    ++refetches_in_flight;
+    send(
+        *cmd, {"XRANGE", opt.streams[held->stream], held->id, held->id},
+        [this, held, then = std::move(then)](Result<redis::Reply> r) {
+          --refetches_in_flight;
+          if (failed(r) || !r->is_array()) {
+            c.redis_errors.fetch_add(1);
+            then(*held, Refetch::kFailed);
+            return check_stop();
+          }
+          if (r->size() != 1 || !(*r)[0].is_array() || (*r)[0].size() != 2 ||
+              !(*r)[0][1].is_array()) {
+            then(*held, Refetch::kGone);  // deleted (XDEL, trimming) meanwhile
+            return check_stop();
+          }
+          auto& fv = r->mutable_elements()[0].mutable_elements()[1].mutable_elements();
+          held->fields.clear();
+          for (size_t f = 0; f + 1 < fv.size(); f += 2)
+            held->fields.emplace_back(fv[f].take_str(), fv[f + 1].take_str());
+          held->payload_taken = false;
+          then(*held, Refetch::kFound);
+          check_stop();
+        },
+        copts());
+  }
+
   // ---- acks and dead letters
   // ---------------------------------------------------------------------
 
-  void queue_ack(const Entry& en) { ack_queue[en.stream].push_back(en.id); }
+  // The entry is done with: its id moves into the queue.
+  void queue_ack(Entry& en) { ack_queue[en.stream].push_back(std::move(en.id)); }
 
   // One XACK per stream with every id queued this turn (pipelined on the cmd connection).
   // XACK is idempotent, so a failed one is simply sent again.
@@ -470,8 +530,9 @@ struct RedisSource::Impl {
     for (uint16_t s = 0; s < ack_queue.size(); ++s) {
       while (!ack_queue[s].empty()) {
         const size_t n = std::min(kMaxAckIds, ack_queue[s].size());
-        auto ids =
-            std::make_shared<std::vector<std::string>>(ack_queue[s].end() - n, ack_queue[s].end());
+        auto ids = std::make_shared<std::vector<std::string>>(
+            std::make_move_iterator(ack_queue[s].end() - n),
+            std::make_move_iterator(ack_queue[s].end()));
         ack_queue[s].resize(ack_queue[s].size() - n);
         std::vector<std::string_view> args{"XACK", opt.streams[s], opt.group};
         args.insert(args.end(), ids->begin(), ids->end());  // views: the ids are not copied
@@ -505,6 +566,29 @@ struct RedisSource::Impl {
     std::vector<Dead> todo = std::move(dead_queue);
     dead_queue.clear();
     for (auto& d : todo) {
+      if (d.entry.payload_taken) {  // refused by the engine: its original fields first
+        auto code = std::move(d.code);
+        auto message = std::move(d.message);
+        refetch(std::move(d.entry), [this, code, message](Entry& got, Refetch how) {
+          if (how == Refetch::kGone) {
+            // Deleted from the stream meanwhile: dead-lettered with what is left of it.
+            got.payload_taken = false;
+            std::string m = message;
+            m += " (the entry was deleted from its stream before it could be dead-lettered "
+                 "whole: its payload is not in this copy)";
+            dead_queue.push_back(Dead{std::move(got), code, std::move(m)});
+          } else {
+            if (how == Refetch::kFailed) {
+              dead_queue.push_back(Dead{std::move(got), code, message});  // again later
+              if (!dead_timer->armed()) arm_after(dead_timer.get(), opt.retry_delay);
+              return;
+            }
+            dead_queue.push_back(Dead{std::move(got), code, message});
+          }
+          flush_dead();
+        });
+        continue;
+      }
       Args args{"XADD", opt.dead_letter_stream};
       if (opt.dead_letter_max_len > 0) {  // approximate trimming: whole radix-tree nodes
         args.insert(args.end(), {"MAXLEN", "~", std::to_string(opt.dead_letter_max_len)});
@@ -646,7 +730,7 @@ struct RedisSource::Impl {
     bool acks_left = false;
     for (const auto& q : ack_queue) acks_left = acks_left || !q.empty();
     if (submits == 0 && !acks_left && acks_in_flight == 0 && dead_in_flight == 0 &&
-        dead_queue.empty()) {
+        refetches_in_flight == 0 && dead_queue.empty()) {
       loop->stop();
     }
   }

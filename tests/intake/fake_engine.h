@@ -55,6 +55,12 @@ class IntakeFakeEngine final : public Engine {
     std::lock_guard lock(mu_);
     return events_.size();
   }
+  // The payload accepted for (tenant, id); "" when none.
+  std::string payload_of(const std::string& tenant, const std::string& id) {
+    std::lock_guard lock(mu_);
+    auto it = events_.find(tenant + '\0' + id);
+    return it == events_.end() ? "" : it->second;
+  }
   // How many times each (tenant, id) was submitted.
   std::map<std::string, int> submissions() {
     std::lock_guard lock(mu_);

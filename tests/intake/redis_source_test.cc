@@ -149,10 +149,19 @@ TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
   EXPECT_EQ(code_by_id["who"], "unknown_tenant");
   EXPECT_EQ(code_by_id["no-payload"], "missing_field");
   EXPECT_EQ(code_by_id["ok-1"], "conflict");
-  // The original fields are kept (the extra one too).
+  // The original fields are kept (the extra one too), and the payloads of the entries the
+  // engine refused (their payload moved into the submission: read back from the stream).
   for (auto& d : dead) {
     if (d["id"] == "no-payload") {
       EXPECT_EQ(d["extra"], "kept");
+    }
+    if (d["id"] == "who") {
+      EXPECT_EQ(d["payload"], "{}");
+      EXPECT_EQ(d["tenant"], "nobody");
+    }
+    if (d["id"] == "ok-1") {
+      EXPECT_EQ(d["payload"], "{\"a\":2}");
+      EXPECT_EQ(d["type"], "order.paid");
     }
   }
   (*src)->stop(1s);
@@ -161,11 +170,15 @@ TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
 TEST_F(RedisSourceTest, TransientRefusalsAreRetriedNotDeadLettered) {
   engine_.add_tenant("acme");
   engine_.refuse_next_batches(2);
-  for (int i = 0; i < 20; ++i) xadd("acme", numbered("t", i), "[1]");
+  for (int i = 0; i < 20; ++i) xadd("acme", numbered("t", i), numbered("[", i) + "]");
   auto src = RedisSource::start(options(), engine_);
   ASSERT_TRUE(src.ok());
   ASSERT_TRUE(wait_for([&] { return engine_.accepted() == 20 && pending() == 0; }))
       << engine_.accepted() << " " << pending();
+  // Submitted again with their own payloads (read back from the stream: the first submission
+  // took them).
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(engine_.payload_of("acme", numbered("t", i)), numbered("[", i) + "]");
   EXPECT_GT((*src)->counters().retried.load(), 0u);
   EXPECT_EQ((*src)->counters().dead_lettered.load(), 0u);
   EXPECT_TRUE(dead_letters().empty());
