@@ -8,6 +8,7 @@
 #include "cluster/membership.h"
 #include "core/rendezvous.h"
 #include "net/loop.h"
+#include "net/loop_thread.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -62,14 +63,7 @@ return 0
 constexpr size_t kMaxNodeIdBytes = 256;
 
 // done() and pause_io() come from other threads; they reach the loop only while it exists.
-struct Mailbox {
-  std::mutex mu;
-  net::Loop* loop = nullptr;
-  void post(std::function<void()> fn) {
-    std::lock_guard lock(mu);
-    if (loop) loop->post(std::move(fn));
-  }
-};
+using net::Mailbox;
 
 enum class PState : uint8_t {
   kIdle,
@@ -491,30 +485,16 @@ Result<std::unique_ptr<LeaseManager>> LeaseManager::start(LeaseOptions options,
                       "command_timeout");
   std::unique_ptr<LeaseManager> m(new LeaseManager(std::move(options), std::move(callbacks)));
   m->impl_ = std::make_unique<Impl>(*m);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false;
-  Result<void> init = ok();
   Impl* impl = m->impl_.get();
-  m->thread_ = std::thread([impl, &mu, &cv, &ready, &init] {
-    Result<void> r = impl->init();
-    if (r.ok()) impl->update_status();
-    {
-      std::lock_guard lock(mu);
-      init = r;
-      ready = true;
-    }
-    cv.notify_all();
-    if (r.ok()) impl->run();
-  });
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return ready; });
-  }
-  if (!init.ok()) {
-    m->thread_.join();
-    return init.error();
-  }
+  auto started = net::start_loop_thread(
+      m->thread_, "rc-lease",
+      [impl] {
+        Result<void> r = impl->init();
+        if (r.ok()) impl->update_status();
+        return r;
+      },
+      [impl] { impl->run(); });
+  if (!started.ok()) return started.error();
   return m;
 }
 

@@ -1,6 +1,5 @@
 #include "intake/redis_source.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <unordered_set>
 
 #include "net/loop.h"
+#include "net/loop_thread.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -98,14 +98,7 @@ const char* source_state_name(SourceState s) {
 }
 
 // Engine answers arrive on shard threads; they reach the loop only while it exists.
-struct Mailbox {
-  std::mutex mu;
-  net::Loop* loop = nullptr;
-  void post(std::function<void()> fn) {
-    std::lock_guard lock(mu);
-    if (loop) loop->post(std::move(fn));
-  }
-};
+using net::Mailbox;
 
 struct RedisSource::Impl {
   struct Entry {
@@ -779,30 +772,10 @@ Result<std::unique_ptr<RedisSource>> RedisSource::start(RedisSourceOptions optio
   std::unique_ptr<RedisSource> s(new RedisSource(std::move(options), engine));
   s->impl_ = std::make_unique<Impl>(*s);
   // The loop and clients are made (and used) on the source's own thread.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false;
-  Result<void> init = ok();
   Impl* impl = s->impl_.get();
-  s->thread_ = std::thread([impl, &mu, &cv, &ready, &init] {
-    ::pthread_setname_np(::pthread_self(), "rc-intake");  // 15 characters at most
-    Result<void> r = impl->init();
-    {
-      std::lock_guard lock(mu);
-      init = r;
-      ready = true;
-    }
-    cv.notify_all();
-    if (r.ok()) impl->run();
-  });
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return ready; });
-  }
-  if (!init.ok()) {
-    s->thread_.join();
-    return init.error();
-  }
+  auto started = net::start_loop_thread(
+      s->thread_, "rc-intake", [impl] { return impl->init(); }, [impl] { impl->run(); });
+  if (!started.ok()) return started.error();
   return s;
 }
 
