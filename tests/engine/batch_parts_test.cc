@@ -23,7 +23,7 @@
 #include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/support/memory_store.h"
+#include "tests/support/locked_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast {
@@ -32,9 +32,9 @@ namespace {
 using test::await;
 using BatchResults = std::vector<Result<SubmitResult>>;
 
-// A MemoryStore (single-threaded: a mutex serves the two shards) that remembers the largest
+// A LockedStore (one MemoryStore, a mutex for the two shards) that remembers the largest
 // number of events one write carried and how many writes carried events.
-class CountingStore final : public Store {
+class CountingStore final : public test::LockedStore {
  public:
   Result<uint64_t> write(const Mutations& m) override {
     if (!m.events.empty()) {
@@ -43,57 +43,13 @@ class CountingStore final : public Store {
       while (m.events.size() > prev && !max_events_.compare_exchange_weak(prev, m.events.size())) {
       }
     }
-    std::lock_guard lock(mu_);
-    return inner_.write(m);
-  }
-  uint64_t durable_seq() const override {
-    std::lock_guard lock(mu_);
-    return inner_.durable_seq();
-  }
-  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
-                                                       std::string_view event_id) override {
-    std::lock_guard lock(mu_);
-    return inner_.find_event_key(tenant, event_id);
-  }
-  Result<std::optional<Event>> load_event(EventSeq seq) override {
-    std::lock_guard lock(mu_);
-    return inner_.load_event(seq);
-  }
-  Result<std::optional<Event>> find_event(std::string_view tenant,
-                                          std::string_view event_id) override {
-    std::lock_guard lock(mu_);
-    return inner_.find_event(tenant, event_id);
-  }
-  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override {
-    std::lock_guard lock(mu_);
-    return inner_.get_delivery(id);
-  }
-  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
-    std::lock_guard lock(mu_);
-    return inner_.recent_deliveries(tenant, limit);
-  }
-  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
-                                       std::optional<DeliveryStatus> status, size_t limit,
-                                       std::string_view cursor) override {
-    std::lock_guard lock(mu_);
-    return inner_.list_deliveries(tenant, endpoint, status, limit, cursor);
-  }
-  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
-                                                       size_t limit) override {
-    std::lock_guard lock(mu_);
-    return inner_.list_notifications(tenant, limit);
-  }
-  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override {
-    std::lock_guard lock(mu_);
-    return inner_.recover(p, now, v);
+    return LockedStore::write(m);
   }
 
   size_t max_events_per_write() const { return max_events_.load(); }
   uint64_t event_writes() const { return event_writes_.load(); }
 
  private:
-  mutable std::mutex mu_;
-  MemoryStore inner_;
   std::atomic<size_t> max_events_{0};
   std::atomic<uint64_t> event_writes_{0};
 };

@@ -2,7 +2,7 @@
 // ISSUE 16) does: the read runs when the call is made ("on the server", against what was
 // written so far) and its answer arrives through the caller's Poster `delay` later, from a
 // worker thread; meanwhile the caller goes on, commits more turns, and looks up more keys.
-// Everything else forwards to an in-memory store behind one mutex (the shards share it).
+// Everything else forwards to an in-memory store behind one mutex (LockedStore).
 // Invariant: every asynchronous call is answered exactly once while the store lives; answers
 // still queued when it is destroyed are dropped (the engine, which would receive them, is
 // gone by then: it must be stopped first).
@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "core/store.h"
-#include "tests/support/memory_store.h"
+#include "tests/support/locked_store.h"
 
 namespace ringcast::test {
 
-class DeferredStore final : public Store {
+class DeferredStore final : public LockedStore {
  public:
   explicit DeferredStore(std::chrono::milliseconds delay) : delay_(delay) {
     worker_ = std::thread([this] { run(); });
@@ -35,58 +35,9 @@ class DeferredStore final : public Store {
     worker_.join();
   }
 
-  Result<uint64_t> write(const Mutations& m) override {
-    std::lock_guard lock(mu_);
-    return inner_.write(m);
-  }
-  uint64_t durable_seq() const override {
-    std::lock_guard lock(mu_);
-    return inner_.durable_seq();
-  }
-  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
-                                                       std::string_view event_id) override {
-    std::lock_guard lock(mu_);
-    return inner_.find_event_key(tenant, event_id);
-  }
-  Result<std::optional<Event>> load_event(EventSeq seq) override {
-    std::lock_guard lock(mu_);
-    return inner_.load_event(seq);
-  }
-  Result<std::optional<Event>> find_event(std::string_view tenant,
-                                          std::string_view event_id) override {
-    std::lock_guard lock(mu_);
-    return inner_.find_event(tenant, event_id);
-  }
-  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override {
-    std::lock_guard lock(mu_);
-    return inner_.get_delivery(id);
-  }
-  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
-    std::lock_guard lock(mu_);
-    return inner_.recent_deliveries(tenant, limit);
-  }
-  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
-                                       std::optional<DeliveryStatus> status, size_t limit,
-                                       std::string_view cursor) override {
-    std::lock_guard lock(mu_);
-    return inner_.list_deliveries(tenant, endpoint, status, limit, cursor);
-  }
-  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
-                                                       size_t limit) override {
-    std::lock_guard lock(mu_);
-    return inner_.list_notifications(tenant, limit);
-  }
-  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override {
-    std::lock_guard lock(mu_);
-    return inner_.recover(p, now, v);
-  }
-
   void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
                              EventKeysDone done) override {
-    Result<std::vector<std::optional<EventKeyRecord>>> r = [&] {
-      std::lock_guard lock(mu_);
-      return inner_.find_event_keys(keys);
-    }();
+    Result<std::vector<std::optional<EventKeyRecord>>> r = find_event_keys(keys);
     key_lookups_.fetch_add(1);
     later(on, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
   }
@@ -133,8 +84,6 @@ class DeferredStore final : public Store {
   }
 
   const std::chrono::milliseconds delay_;
-  mutable std::mutex mu_;
-  MemoryStore inner_;
   std::mutex queue_mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
