@@ -53,6 +53,29 @@ void make_endpoint(const Daemon& d, const SinkProcess& sink) {
   ASSERT_EQ(r.status, 201) << r.describe();
 }
 
+// One test's processes: Redis in a dir of its own, a verifying sink, and a daemon whose source
+// reads the stream "events", its tenant's endpoint created. start() of the daemon throws (and
+// fails the test) when it does not come up.
+struct Rig {
+  explicit Rig(const char* name, const test::RedisServerOptions& ro = {},
+               const std::string& extra = "", int batch = 256)
+      : dir(name),
+        redis_dir("e2e-bus-redis"),
+        redis(RedisServer::start(redis_dir.path(), ro)),
+        sink(verifying_sink(dir)) {
+    DaemonOptions o;
+    o.extra_toml = intake_toml(*redis, extra, batch);
+    d = std::make_unique<Daemon>(o);
+    d->start();
+    make_endpoint(*d, sink);
+  }
+  TempDir dir;
+  TempDir redis_dir;
+  std::unique_ptr<RedisServer> redis;
+  SinkProcess sink;
+  std::unique_ptr<Daemon> d;
+};
+
 std::string event_id(int i) {
   return "bus-e" + std::to_string(i);
 }
@@ -193,15 +216,11 @@ Tally tally(const Daemon& d, const SinkProcess& sink, int n) {
 }
 
 TEST(E2eBusIntake, XaddedEventsAreDeliveredOnceSignedAndBadOnesDeadLettered) {
-  TempDir dir("e2e-bus");
-  TempDir redis_dir("e2e-bus-redis");
-  auto redis = RedisServer::start(redis_dir.path());
-  SinkProcess sink = verifying_sink(dir);
-  DaemonOptions o;
-  o.extra_toml = intake_toml(*redis);
-  Daemon d(o);
-  ASSERT_NO_THROW(d.start());
-  make_endpoint(d, sink);
+  Rig rig("e2e-bus");
+  TempDir& dir = rig.dir;
+  std::unique_ptr<RedisServer>& redis = rig.redis;
+  SinkProcess& sink = rig.sink;
+  Daemon& d = *rig.d;
 
   constexpr int kEvents = 300;
   xadd_events(*redis, 0, kEvents);
@@ -300,16 +319,11 @@ TEST(E2eBusIntake, XaddedEventsAreDeliveredOnceSignedAndBadOnesDeadLettered) {
 }
 
 TEST(E2eBusIntake, SigkillMidStreamLosesNothingAndLeavesNothingPending) {
-  TempDir dir("e2e-bus-kill");
-  TempDir redis_dir("e2e-bus-redis");
-  auto redis = RedisServer::start(redis_dir.path());
-  SinkProcess sink = verifying_sink(dir);
-  DaemonOptions o;
   // No claim can rescue the entries within the test: the restart must re-read its own.
-  o.extra_toml = intake_toml(*redis, "claim_idle = \"120s\"\n");
-  Daemon d(o);
-  ASSERT_NO_THROW(d.start());
-  make_endpoint(d, sink);
+  Rig rig("e2e-bus-kill", {}, "claim_idle = \"120s\"\n");
+  std::unique_ptr<RedisServer>& redis = rig.redis;
+  SinkProcess& sink = rig.sink;
+  Daemon& d = *rig.d;
 
   constexpr int kEvents = 3000;
   std::thread producer([&] { xadd_events(*redis, 0, kEvents); });
@@ -420,20 +434,14 @@ TEST(E2eBusIntake, TwoConsumersSplitTheStreamAndTheSurvivorClaimsTheDeadOnesEntr
 // source reconnects by itself, reads its own pending list again, and every event is delivered
 // exactly once (what Redis forgot of the acks comes back as duplicates, acked, not resent).
 TEST(E2eBusIntake, ARedisRestartMidStreamIsResumedByItself) {
-  TempDir dir("e2e-bus-restart");
-  TempDir redis_dir("e2e-bus-redis");
   test::RedisServerOptions ro;
   ro.appendonly = true;
-  auto redis = RedisServer::start(redis_dir.path(), ro);
-  SinkProcess sink = verifying_sink(dir);
-  DaemonOptions o;
-  o.extra_toml = intake_toml(*redis);
-  Daemon d(o);
-  ASSERT_NO_THROW(d.start());
-  make_endpoint(d, sink);
+  Rig rig("e2e-bus-restart", ro);
+  std::unique_ptr<RedisServer>& redis = rig.redis;
+  SinkProcess& sink = rig.sink;
+  Daemon& d = *rig.d;
 
   constexpr int kEvents = 6000;
-  std::atomic<bool> restarting{false};
   std::atomic<int> producer_retries{0};
   // The producer retries a group that failed (Redis down): a group that was partly added is
   // added again, and the repeats are duplicates at ringcast.
@@ -487,17 +495,10 @@ TEST(E2eBusIntake, ARedisRestartMidStreamIsResumedByItself) {
 // SIGKILLed once during each part and restarted on its data dir. Every entry is delivered at
 // least once, correctly signed, none is lost, none stays pending; the counts are printed.
 TEST(E2eBusIntake, TenSigkillsDuringAHundredThousandEventsLoseNothing) {
-  TempDir dir("e2e-bus-scale");
-  TempDir redis_dir("e2e-bus-redis");
-  auto redis = RedisServer::start(redis_dir.path());
-  SinkProcess sink = SinkProcess::start(
-      {"--verify", "standard", "--secret", kSecret, "--ids-file", dir.file("ids.txt"), "--quiet"},
-      dir.path());
-  DaemonOptions o;
-  o.extra_toml = intake_toml(*redis, "claim_idle = \"120s\"\n", 1000);
-  Daemon d(o);
-  ASSERT_NO_THROW(d.start());
-  make_endpoint(d, sink);
+  Rig rig("e2e-bus-scale", {}, "claim_idle = \"120s\"\n", 1000);
+  std::unique_ptr<RedisServer>& redis = rig.redis;
+  SinkProcess& sink = rig.sink;
+  Daemon& d = *rig.d;
 
   const int kEvents = kSanitized ? 20000 : 100000;
   constexpr int kKills = 10;
