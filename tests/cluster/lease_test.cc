@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -135,15 +136,40 @@ TEST_F(LeaseClusterTest, PausedManagerLosesLocallyBeforeOthersAcquireAndIsFenced
   ASSERT_FALSE(before.empty());
   const size_t acquired_before =
       a->rec->count(Event::Kind::kAcquire) + b->rec->count(Event::Kind::kAcquire);
+  // The safety property itself, checked all along: no instant at which another node holds one
+  // of c's partitions while c's valid() still says yes. (Ownership is read first, the time
+  // after: an overlap seen is a real one.)
+  std::atomic<bool> checking{true};
+  std::atomic<int> overlaps{0};
+  std::thread checker([&] {
+    while (checking.load()) {
+      const auto owned_a = a->owned();
+      const auto owned_b = b->owned();
+      const MonoTime now = mono_now();
+      for (const auto& [p, e] : before)
+        if ((owned_a.count(p) || owned_b.count(p)) && c->m->valid(p, e, now)) overlaps++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   c->m->pause_io(true);  // sends nothing: no renewals, no heartbeats
   const auto t0 = SteadyClock::now();
-  ASSERT_TRUE(wait_until([&] { return converged(all({a.get(), b.get()})); }, kTtl + seconds(4)));
+  const bool reowned = wait_until(
+      [&] {
+        return converged(all({a.get(), b.get()}));
+      },
+      kTtl + seconds(4));
+  checking = false;
+  checker.join();
+  ASSERT_TRUE(reowned);
+  EXPECT_EQ(overlaps.load(), 0) << "another node held a partition c still took as valid";
   std::printf("[ pause    ] paused node's %zu partitions re-owned after %.0f ms\n", before.size(),
               ms_since(t0));
   EXPECT_TRUE(c->owned().empty());
 
-  // For each of its partitions: its local on_lose(lost) strictly before the new owner's
-  // on_acquire.
+  // Its on_lose(lost) callbacks, against the new owners' on_acquire: normally well before
+  // (the local deadline is ttl/4 ahead of Redis's), but a callback is only news of what valid()
+  // already says, and a loaded machine can delay a loop's timer past the takeover: printed,
+  // not asserted (the checker above asserts the property).
   std::map<Partition, SteadyClock::time_point> lost_at, taken_at;
   for (const auto& e : c->rec->events()) {
     if (e.kind != Event::Kind::kLose || !before.count(e.p) || e.epoch != before.at(e.p)) continue;
@@ -165,9 +191,8 @@ TEST_F(LeaseClusterTest, PausedManagerLosesLocallyBeforeOthersAcquireAndIsFenced
   for (const auto& [p, lost] : lost_at) {
     const double gap = std::chrono::duration<double, std::milli>(taken_at.at(p) - lost).count();
     min_gap = std::min(min_gap, gap);
-    EXPECT_GT(gap, 0) << "partition " << p << " taken before its old owner let go";
   }
-  std::printf("[ pause    ] local loss preceded every takeover by at least %.0f ms\n", min_gap);
+  std::printf("[ pause    ] on_lose(lost) came at least %.0f ms before every takeover\n", min_gap);
   for (const auto& [p, e] : before) EXPECT_FALSE(c->m->valid(p, e, mono_now()));
 
   // A write with the paused node's stale epoch is FENCED; the new owner's goes through.
