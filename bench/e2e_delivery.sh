@@ -79,60 +79,22 @@ trap 'exit 130' INT TERM
 # This shell and everything it starts without an explicit taskset stay off the sender's core.
 taskset -p -c "$SINK_CPU" $$ >/dev/null
 
-# ---- helpers (the ones used inside timed windows are bash builtins only: no fork) -----------
-exec {SLEEP_FD}<> <(:)
-nap() { read -rt "$1" -u "$SLEEP_FD" || true; }
-loadavg() { local a; read -r a < /proc/loadavg; echo "${a% * *}"; }
-log() { printf '[%s load %s] %s\n' "$(date +%H:%M:%S)" "$(loadavg)" "$*" | tee -a "$WORK/log.txt" >&2; }
-RESULTS=()
-result() { RESULTS+=("$*"); log "$*"; }
+# ---- helpers: bench/support/e2e_lib.sh (nap, log, result, die, daemon_alive, cpu_ticks,
+# rss_kib, http, fetch_metrics, metric, perf_start/perf_stop, median, div), then this script's
+# own. The ones used inside timed windows are bash builtins only: no fork.
+BENCH_NAME=e2e_delivery
+# shellcheck source=bench/support/e2e_lib.sh
+. "$ROOT/bench/support/e2e_lib.sh"
+DIE_FILES=(daemon.out daemon.err sink.err)
 
-die() {
-  echo "e2e_delivery: FAILED: $*" >&2
-  if [ -n "$DAEMON_PID" ] && ! kill -0 "$DAEMON_PID" 2>/dev/null; then
-    echo "e2e_delivery: the daemon (pid $DAEMON_PID) is gone" >&2
-  fi
-  for f in daemon.out daemon.err sink.err; do
-    [ -s "$WORK/$f" ] && { echo "--- $f (last lines)" >&2; tail -n 15 "$WORK/$f" >&2; }
-  done
-  [ -s "$WORK/metrics.txt" ] && {
-    echo "--- last /metrics (non-zero samples)" >&2
-    awk '!/^#/ && $2 != 0' "$WORK/metrics.txt" | grep -v _bucket >&2 || true
-  }
-  exit 1
-}
-daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null || die "the daemon exited (see daemon.err)"; }
-
-CLK_TCK=$(getconf CLK_TCK)
-# utime + stime of every thread of the process, in clock ticks → CPU_TICKS.
 # TCP segments the host sent so far (all of loopback, both directions: a window's delta over its
 # exchanges is the segments per exchange, ACKs included).
 tcp_segs() {
   TCP_SEGS=$(awk '$1 == "Tcp:" && !h {for (i = 2; i <= NF; i++) if ($i == "OutSegs") c = i; h = 1; next}
                   $1 == "Tcp:" && h {print $c; exit}' /proc/net/snmp)
 }
-cpu_ticks() {
-  local s
-  read -r s <"/proc/$1/stat" || return 1
-  s=${s##*) }
-  read -r -a f <<<"$s"
-  CPU_TICKS=$((f[11] + f[12]))
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
-# HTTP over bash's /dev/tcp: method, host:port, path, [body], [extra header line]. → HTTP_BODY.
-http() {
-  local method=$1 hp=$2 path=$3 body=${4:-} hdr=${5:-} fd resp
-  HTTP_BODY=""
-  exec {fd}<>"/dev/tcp/${hp%:*}/${hp##*:}" || return 1
-  printf '%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%sContent-Length: %d\r\n\r\n%s' \
-    "$method" "$path" "$hp" "${hdr:+$hdr$'\r\n'}" "${#body}" "$body" >&"$fd"
-  IFS= read -r -d '' -t 10 -u "$fd" resp || true
-  exec {fd}>&-
-  [[ $resp == "HTTP/1.1 2"* ]] || { HTTP_BODY=$resp; return 1; }
-  HTTP_BODY=${resp#*$'\r\n\r\n'}
-}
 # The sink's counters: sink_stat NAME → STAT (from GET /_stats).
 sink_stats() { http GET "$SINK" /_stats; }
 sink_stat() {
@@ -140,13 +102,6 @@ sink_stat() {
 }
 sink_reset() { http POST "$SINK" /_reset || die "sink /_reset failed"; }
 
-fetch_metrics() {  # → $WORK/metrics.txt (and $1 if given)
-  http GET "$API" /metrics || die "GET /metrics failed: $HTTP_BODY"
-  printf '%s' "$HTTP_BODY" | tr -d '\r' >"$WORK/metrics.txt"
-  [ -n "${1:-}" ] && cp "$WORK/metrics.txt" "$1"
-  return 0
-}
-metric() { awk -v m="$1" '$1 == m {printf "%.0f\n", $2; f = 1} END {if (!f) print 0}' "${2:-$WORK/metrics.txt}"; }
 # Quantile q (0..1) of histogram NAME between two /metrics snapshots, in ms (linear inside a
 # bucket, like Prometheus' histogram_quantile); "n/a" without samples, ">15000" past the last bound.
 hist_quantile() {
@@ -238,31 +193,6 @@ wait_quiet() {  # READY_OK PENDING_OK SECONDS
   done
 }
 
-# PERF=1: a flat profile of the daemon (perf record -F 2999) over the intake run and the first
-# delivery window; the top symbols go to the log. It perturbs the CPU figures of those two.
-perf_start() {
-  [ "${PERF:-0}" = 1 ] || return 0
-  # shellcheck disable=SC2086  # PERF_ARGS: extra perf record flags, e.g. "--call-graph dwarf"
-  perf record -F 2999 ${PERF_ARGS:-} -p "$DAEMON_PID" -o "$WORK/perf-$1.data" >/dev/null 2>"$WORK/perf-$1.err" &
-  PERF_PID=$!
-  nap 0.5
-}
-perf_stop() {
-  [ -n "$PERF_PID" ] || return 0
-  kill -INT "$PERF_PID" 2>/dev/null || true
-  wait "$PERF_PID" 2>/dev/null || true
-  PERF_PID=""
-  log "perf profile of the daemon during $1, by object: $(perf report -i "$WORK/perf-$1.data" \
-    --no-children --stdio --sort dso 2>/dev/null | awk '/^ +[0-9.]+%/ {printf "%s %s, ", $2, $1}' |
-    cut -c1-400)"
-  log "perf profile of the daemon during $1 (top symbols, % of samples):"
-  perf report -i "$WORK/perf-$1.data" --no-children --stdio --sort dso,symbol --percent-limit 0.7 \
-    2>/dev/null | grep -E '^ +[0-9.]+%' | sed 's/ *- *- *$//' | cut -c1-160 | head -n 30 |
-    tee -a "$WORK/log.txt" >&2 || true
-}
-
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-div() { awk -v a="$1" -v b="$2" -v f="${3:-%.0f}" 'BEGIN {if (b == 0) print "n/a"; else printf f "\n", a / b}'; }
 
 # ---- start ------------------------------------------------------------------------------------
 mkdir -p "$WORK/bin"
