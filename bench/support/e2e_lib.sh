@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # sets variables its callers read (CPU_TICKS, ...)
 # Shell helpers of the end-to-end benchmark scripts (bench/e2e_*.sh), sourced, not run.
-# The same helpers as in bench/e2e_delivery.sh (which keeps its own copies for now); the ones
+# Shared by bench/e2e_delivery.sh and bench/e2e_bus_intake.sh (each defines its own extras); the ones
 # used inside timed windows are bash builtins only: they fork nothing.
 # Before sourcing, the script sets BENCH_NAME (its name in messages) and WORK (its temp dir);
 # die() prints the last lines of the files named in DIE_FILES (relative to WORK) and, if set,
