@@ -206,19 +206,7 @@ struct RedisSource::Impl {
         for (auto& g : groups) g.recover_next = true;
       }
     };
-    if (opt.cluster) {
-      redis::ClusterOptions cl;
-      cl.seeds = opt.servers;
-      cl.connection = co;
-      auto r = redis::ClusterClient::create(*loop, cl);
-      if (!r.ok()) return r.error();
-      return std::unique_ptr<redis::Client>(std::move(*r));
-    }
-    if (!redis::parse_address(opt.servers.front(), &co.host, &co.port))
-      return make_error(Errc::kInvalidArgument, "a server is not numeric-host:port", "servers");
-    auto r = redis::Connection::create(*loop, co);
-    if (!r.ok()) return r.error();
-    return std::unique_ptr<redis::Client>(std::move(*r));
+    return redis::make_client(*loop, opt.servers, opt.cluster, std::move(co));
   }
 
   Result<void> init() {

@@ -535,4 +535,23 @@ Duration ClusterClient::default_timeout() const {
   return impl_->opt.connection.default_timeout;
 }
 
+Result<std::unique_ptr<Client>> make_client(net::Loop& loop,
+                                            const std::vector<std::string>& servers, bool cluster,
+                                            ConnectionOptions connection) {
+  if (servers.empty()) return make_error(Errc::kInvalidArgument, "no server given", "servers");
+  if (cluster) {
+    ClusterOptions cl;
+    cl.seeds = servers;
+    cl.connection = std::move(connection);
+    auto r = ClusterClient::create(loop, cl);
+    if (!r.ok()) return r.error();
+    return std::unique_ptr<Client>(std::move(*r));
+  }
+  if (!parse_address(servers.front(), &connection.host, &connection.port))
+    return make_error(Errc::kInvalidArgument, "a server is not numeric-host:port", "servers");
+  auto r = Connection::create(loop, connection);
+  if (!r.ok()) return r.error();
+  return std::unique_ptr<Client>(std::move(*r));
+}
+
 }  // namespace ringcast::redis

@@ -86,4 +86,11 @@ class ClusterClient final : public Client {
 // Splits "host:port" / "[v6]:port"; false if malformed.
 bool parse_address(std::string_view address, std::string* host, uint16_t* port);
 
+// The client for a server list: a ClusterClient over `servers` as seeds when `cluster`, else a
+// Connection to the one server (numeric host:port; kInvalidArgument naming "servers"
+// otherwise). `connection` holds everything but host and port.
+Result<std::unique_ptr<Client>> make_client(net::Loop& loop,
+                                            const std::vector<std::string>& servers, bool cluster,
+                                            ConnectionOptions connection);
+
 }  // namespace ringcast::redis
