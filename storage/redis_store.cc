@@ -457,7 +457,8 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     impl->loop->run();
     impl->client.reset();  // fails what is still held: async callers get an error
     impl->cluster = nullptr;
-    impl->loop.reset();
+    // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
+    // may still be inside Loop::wake() when run() returns here.
   });
   Result<void> init = fut.get();
   if (!init) {
@@ -479,6 +480,7 @@ RedisStore::~RedisStore() {
   if (!thread_.joinable()) return;
   impl_->post([impl = impl_.get()] { impl->loop->stop(); });
   thread_.join();
+  impl_.reset();  // the loop goes last, on this thread, once nobody can post to it
 }
 
 void RedisStore::set_partition_epoch(Partition p, uint64_t epoch) {

@@ -34,7 +34,7 @@
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
 //     never block and complete exactly once through the caller's Poster.
 // TODO(ISSUE 16): fencing epochs. set_partition_epoch() records the epoch a caller owns a
-// partition at; it is passed to the script (ARGV[3]) but not yet checked there.
+// partition at; it is passed to the script (ARGV[4]) but not yet checked there.
 #pragma once
 
 #include <atomic>
