@@ -1,0 +1,947 @@
+#include "storage/redis_store.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <map>
+#include <utility>
+
+#include "net/loop.h"
+#include "redis/cluster.h"
+#include "redis/connection.h"
+#include "redis/script.h"
+#include "redis/slot.h"
+#include "storage/codec.h"
+
+namespace ringcast::storage {
+namespace {
+
+using redis::Reply;
+using Cmd = std::vector<std::string>;
+using Replies = std::vector<Result<Reply>>;
+
+// KEYS[1] = T.."seq". ARGV[1] = T (the partition's key prefix), ARGV[2] = the highest id
+// sequence the batch names (0: none), ARGV[3] = "1" when the writer checked the event keys
+// itself (Mutations::event_keys_checked), ARGV[4] = the writer's epoch (TODO(ISSUE 16): fence
+// on it), then ops of four: op, key suffix, field or member, value.
+//   E  key  tenant\0id  be64(seq)+record   idempotency key of a new event (checked first)
+//   H  hash field value                    HSET
+//   D  hash field -                        HDEL
+//   Z  zset member -                       ZADD 0
+//   R  zset member -                       ZREM
+// Every check runs before the first write, so a CONFLICT leaves the partition untouched.
+constexpr const char* kApplyScript = R"lua(
+local pre = ARGV[1]
+local checked = ARGV[3] == '1'
+local n = #ARGV
+if not checked then
+  for i = 5, n, 4 do
+    if ARGV[i] == 'E' then
+      local cur = redis.call('HGET', pre .. ARGV[i + 1], ARGV[i + 2])
+      if cur and string.sub(cur, 1, 8) ~= string.sub(ARGV[i + 3], 1, 8) then
+        return redis.error_reply('CONFLICT an event with this id already exists for the tenant')
+      end
+    end
+  end
+end
+for i = 5, n, 4 do
+  local op, k, f = ARGV[i], pre .. ARGV[i + 1], ARGV[i + 2]
+  if op == 'H' then
+    redis.call('HSET', k, f, ARGV[i + 3])
+  elseif op == 'E' then
+    if checked or redis.call('HEXISTS', k, f) == 0 then redis.call('HSET', k, f, ARGV[i + 3]) end
+  elseif op == 'D' then
+    redis.call('HDEL', k, f)
+  elseif op == 'Z' then
+    redis.call('ZADD', k, 0, f)
+  elseif op == 'R' then
+    redis.call('ZREM', k, f)
+  end
+end
+local top = tonumber(ARGV[2])
+if top > 0 and top > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+return 1
+)lua";
+
+constexpr size_t kFetchChunk = 64;
+constexpr size_t kRecoveryChunk = 1024;
+
+std::string be64s(uint64_t v) {
+  std::string s;
+  put_be64(s, v);
+  return s;
+}
+std::string be16s(uint16_t v) {
+  std::string s;
+  put_be16(s, v);
+  return s;
+}
+std::string hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return std::string(b, 16);
+}
+std::string key_field(std::string_view tenant, std::string_view id) {
+  std::string f(tenant);
+  f.push_back('\0');
+  f.append(id);
+  return f;
+}
+std::string attempts_key(DeliveryId id) {
+  return "at:" + hex16(id);
+}
+std::string tenant_index(uint64_t th) {
+  return "ti:" + hex16(th);
+}
+std::string endpoint_index(uint64_t th, EndpointId e) {
+  return "ei:" + hex16(th) + ":" + hex16(e);
+}
+std::string notifications_key(uint64_t th) {
+  return "nt:" + hex16(th);
+}
+
+Error redis_error(const Reply& r) {
+  if (r.error_is("CONFLICT"))
+    return make_error(Errc::kConflict, "an event with this id already exists for the tenant", "id",
+                      "conflict");
+  if (r.error_is("NOSCRIPT")) return make_error(Errc::kInternal, "redis: script not loaded");
+  return make_error(Errc::kUnavailable, "redis answered an error", nullptr, "redis_error");
+}
+
+// The reply of a command, or why it has none / an error one.
+Result<const Reply*> check(const Result<Reply>& r) {
+  if (!r.ok()) return r.error();
+  if (r->is_error()) return redis_error(*r);
+  return &*r;
+}
+
+Error bad_reply() {
+  return make_error(Errc::kCorruption, "redis: unexpected reply type");
+}
+
+// Pairs of a flat HGETALL reply.
+Result<std::vector<std::pair<std::string, std::string>>> pairs_of(const Reply& r) {
+  if (!r.is_array() || r.size() % 2 != 0) return bad_reply();
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(r.size() / 2);
+  for (size_t i = 0; i + 1 < r.size(); i += 2) out.emplace_back(r[i].str(), r[i + 1].str());
+  return out;
+}
+
+// What the key lookups of find_event_keys send: one HMGET per partition.
+struct KeyLookup {
+  std::vector<Cmd> cmds;
+  std::vector<std::vector<size_t>> positions;  // per command: the index of each field's key
+  size_t n = 0;
+};
+
+Result<std::vector<std::optional<EventKeyRecord>>> parse_key_lookup(const KeyLookup& l,
+                                                                    const Replies& rs) {
+  std::vector<std::optional<EventKeyRecord>> out(l.n);
+  for (size_t c = 0; c < l.cmds.size(); ++c) {
+    auto r = check(rs[c]);
+    if (!r) return r.error();
+    const Reply& a = **r;
+    if (!a.is_array() || a.size() != l.positions[c].size()) return bad_reply();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].is_nil()) continue;
+      const std::string& v = a[i].str();
+      if (v.size() < 8) return make_error(Errc::kCorruption, "event key: short value");
+      auto rec = decode_event_key(std::string_view(v).substr(8));
+      if (!rec) return rec.error();
+      out[l.positions[c][i]] = *rec;
+    }
+  }
+  return out;
+}
+
+Result<std::optional<Event>> parse_event(EventSeq seq, const Result<Reply>& r) {
+  auto c = check(r);
+  if (!c) return c.error();
+  if ((*c)->is_nil()) return std::optional<Event>();
+  if (!(*c)->is_string()) return bad_reply();
+  auto e = decode_event(seq, (*c)->str());
+  if (!e) return e.error();
+  return std::optional<Event>(std::move(*e));
+}
+
+// A partition's part of one write(): the script's ARGV.
+struct PartBatch {
+  Partition p = 0;
+  uint64_t max_seq = 0;
+  std::vector<std::string> ops;  // quads
+  void op(char code, std::string key, std::string field, std::string value = {}) {
+    ops.emplace_back(1, code);
+    ops.push_back(std::move(key));
+    ops.push_back(std::move(field));
+    ops.push_back(std::move(value));
+  }
+  void saw(uint64_t id) { max_seq = std::max(max_seq, id_sequence(id)); }
+};
+
+}  // namespace
+
+struct RedisStore::Impl {
+  RedisStoreOptions opt;
+  std::atomic<uint64_t>* durable = nullptr;
+  redis::Script apply{kApplyScript};
+  std::array<std::atomic<uint64_t>, kPartitions> epochs{};
+
+  // Made and used on the loop thread only (the loop pointer itself is read by posters).
+  std::unique_ptr<net::Loop> loop;
+  std::unique_ptr<redis::Client> client;
+  redis::ClusterClient* cluster = nullptr;
+
+  mutable std::mutex mu;  // next_commit, error, and ordered posting of batches
+  std::condition_variable cv;
+  uint64_t next_commit = 0;
+  std::optional<Error> error;
+
+  struct Inflight {
+    uint64_t seq;
+    size_t left;
+  };
+  std::deque<Inflight> inflight;  // loop thread only, in commit order
+
+  std::string prefix(Partition p) const { return "{" + opt.ns + ":" + std::to_string(p) + "}:"; }
+
+  Result<void> init() {
+    auto l = net::Loop::create({});
+    if (!l) return l.error();
+    loop = std::move(*l);
+    redis::ConnectionOptions co;
+    co.password = opt.password;
+    co.default_timeout = opt.command_timeout;
+    co.connect_timeout = opt.command_timeout;
+    if (opt.cluster) {
+      redis::ClusterOptions cl;
+      cl.seeds = opt.servers;
+      cl.connection = co;
+      auto c = redis::ClusterClient::create(*loop, cl);
+      if (!c) return c.error();
+      cluster = c->get();
+      client = std::move(*c);
+    } else {
+      if (!redis::parse_address(opt.servers[0], &co.host, &co.port))
+        return make_error(Errc::kInvalidArgument, "a server is not numeric-host:port", "servers");
+      auto c = redis::Connection::create(*loop, co);
+      if (!c) return c.error();
+      client = std::move(*c);
+    }
+    return ok();
+  }
+
+  // ---- loop thread ----
+
+  // Sends every command (pipelined, in order), then calls `then` with every answer.
+  void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then) {
+    if (cmds.empty()) return then({});
+    struct Gather {
+      Replies out;
+      size_t left;
+      std::function<void(Replies)> then;
+    };
+    auto g = std::make_shared<Gather>();  // API reads and intake lookups, not per delivery
+    g->out.assign(cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
+    g->left = cmds.size();
+    g->then = std::move(then);
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
+      client->command(std::span<const std::string_view>(args), [g, i](Result<Reply> r) {
+        g->out[i] = std::move(r);
+        if (--g->left == 0) g->then(std::move(g->out));
+      });
+    }
+  }
+
+  void fail(const Error& e) {
+    std::lock_guard lk(mu);
+    if (!error) error = e;
+    cv.notify_all();
+  }
+
+  void advance() {
+    uint64_t to = 0;
+    while (!inflight.empty() && inflight.front().left == 0) {
+      to = inflight.front().seq;
+      inflight.pop_front();
+    }
+    if (to == 0) return;
+    std::lock_guard lk(mu);
+    if (error) return;  // fatal: durable_seq stops
+    durable->store(to, std::memory_order_release);
+    cv.notify_all();
+  }
+
+  void send_batch(uint64_t seq, std::vector<PartBatch> parts, bool checked) {
+    const bool wait = opt.wait_replicas > 0;
+    inflight.push_back({seq, parts.size()});
+    auto done_one = [this, seq] {
+      for (auto& f : inflight) {
+        if (f.seq == seq) {
+          --f.left;
+          break;
+        }
+      }
+      advance();
+    };
+    const std::string n = std::to_string(opt.wait_replicas);
+    const std::string ms =
+        std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
+    for (PartBatch& b : parts) {
+      const std::string pre = prefix(b.p);
+      const std::string seq_key = pre + "seq";
+      std::vector<std::string> argv;
+      argv.reserve(4 + b.ops.size());
+      argv.push_back(pre);
+      argv.push_back(std::to_string(b.max_seq));
+      argv.push_back(checked ? "1" : "0");
+      argv.push_back(std::to_string(epochs[b.p].load(std::memory_order_relaxed)));
+      for (auto& o : b.ops) argv.push_back(std::move(o));
+      std::vector<std::string_view> keys{seq_key};
+      std::vector<std::string_view> args(argv.begin(), argv.end());
+      redis::evalsha(*client, apply, keys, args, [this, done_one](Result<Reply> r) {
+        auto c = check(r);
+        if (!c) return fail(c.error());
+        done_one();
+      });
+    }
+    // WAIT counts the replicas that have every write its connection carried before it: one per
+    // primary, after all of the batch's scripts.
+    std::vector<std::string> waited;
+    for (const PartBatch& b : parts) {
+      if (!wait) break;
+      const std::string seq_key = prefix(b.p) + "seq";
+      redis::Client* target = client.get();
+      std::string node = "standalone";
+      if (cluster) {
+        node = cluster->node_for_slot(redis::key_slot(seq_key));
+        target = node.empty() ? nullptr : cluster->connection(node);
+      }
+      if (!target) {
+        fail(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
+        break;
+      }
+      if (std::find(waited.begin(), waited.end(), node) != waited.end()) continue;
+      waited.push_back(node);
+      for (auto& f : inflight) {
+        if (f.seq == seq) ++f.left;
+      }
+      const int64_t need = opt.wait_replicas;
+      redis::CommandOptions o;
+      o.timeout = opt.command_timeout + opt.wait_timeout;
+      o.key_index = redis::kNoKey;
+      target->command(
+          {"WAIT", n, ms},
+          [this, done_one, need](Result<Reply> r) {
+            auto c = check(r);
+            if (!c) return fail(c.error());
+            if (!(*c)->is_integer() || (*c)->integer_value() < need)
+              return fail(make_error(Errc::kUnavailable,
+                                     "redis: fewer replicas acknowledged than required", nullptr,
+                                     "redis_wait"));
+            done_one();
+          },
+          o);
+    }
+    advance();
+  }
+
+  // ---- any thread but the loop's ----
+
+  void post(std::function<void()> fn) { loop->post(std::move(fn)); }
+
+  Replies run(std::vector<Cmd> cmds) {
+    // Shared: the loop thread may still be inside set_value() when this thread wakes.
+    auto pr = std::make_shared<std::promise<Replies>>();
+    auto fut = pr->get_future();
+    post([this, pr, cmds = std::move(cmds)]() mutable {
+      send_all(std::move(cmds), [pr](Replies r) { pr->set_value(std::move(r)); });
+    });
+    return fut.get();
+  }
+  Result<Reply> run1(Cmd cmd) {
+    std::vector<Cmd> v;
+    v.push_back(std::move(cmd));
+    Replies r = run(std::move(v));
+    return std::move(r[0]);
+  }
+
+  KeyLookup key_lookup(const std::vector<EventKeyRef>& keys) {
+    KeyLookup l;
+    l.n = keys.size();
+    std::map<Partition, size_t> at;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Partition p = partition_of(keys[i].tenant);
+      auto [it, fresh] = at.emplace(p, l.cmds.size());
+      if (fresh) {
+        l.cmds.push_back({"HMGET", prefix(p) + "key"});
+        l.positions.emplace_back();
+      }
+      l.cmds[it->second].push_back(key_field(keys[i].tenant, keys[i].event_id));
+      l.positions[it->second].push_back(i);
+    }
+    return l;
+  }
+
+  // Deliveries by id (one HMGET per partition), aligned with `ids`.
+  Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) {
+    std::vector<std::optional<Delivery>> out(ids.size());
+    if (ids.empty()) return out;
+    std::vector<Cmd> cmds;
+    std::vector<std::vector<size_t>> pos;
+    std::map<Partition, size_t> at;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Partition p = id_partition(ids[i]);
+      auto [it, fresh] = at.emplace(p, cmds.size());
+      if (fresh) {
+        cmds.push_back({"HMGET", prefix(p) + "dl"});
+        pos.emplace_back();
+      }
+      cmds[it->second].push_back(be64s(ids[i]));
+      pos[it->second].push_back(i);
+    }
+    Replies rs = run(std::move(cmds));
+    for (size_t c = 0; c < rs.size(); ++c) {
+      auto r = check(rs[c]);
+      if (!r) return r.error();
+      const Reply& a = **r;
+      if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].is_nil()) continue;
+        const size_t k = pos[c][i];
+        auto d = decode_delivery(ids[k], a[i].str());
+        if (!d) return d.error();
+        out[k] = *d;
+      }
+    }
+    return out;
+  }
+};
+
+// ---- lifecycle --------------------------------------------------------------------------------
+
+Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) {
+  if (options.servers.empty())
+    return make_error(Errc::kInvalidArgument, "no Redis server given", "servers");
+  if (!options.cluster && options.servers.size() > 1)
+    return make_error(Errc::kInvalidArgument,
+                      "more than one server is only for a cluster (cluster = true)", "servers");
+  if (options.ns.empty() || options.ns.find_first_of("{}") != std::string::npos)
+    return make_error(Errc::kInvalidArgument, "the namespace must be non-empty, without braces",
+                      "ns");
+  if (options.command_timeout <= Duration::zero())
+    return make_error(Errc::kInvalidArgument, "command timeout must be positive",
+                      "command_timeout");
+  std::unique_ptr<RedisStore> s(new RedisStore());
+  s->impl_ = std::make_unique<Impl>();
+  Impl* impl = s->impl_.get();
+  impl->opt = std::move(options);
+  impl->durable = &s->durable_;
+  auto ready = std::make_shared<std::promise<Result<void>>>();
+  auto fut = ready->get_future();
+  s->thread_ = std::thread([impl, ready] {
+    ::pthread_setname_np(::pthread_self(), "rc-redis-store");
+    Result<void> r = impl->init();
+    const bool started = r.ok();
+    ready->set_value(r);
+    if (!started) return;
+    impl->loop->run();
+    impl->client.reset();  // fails what is still held: async callers get an error
+    impl->cluster = nullptr;
+    // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
+    // may still be inside Loop::wake() when run() returns here.
+  });
+  Result<void> init = fut.get();
+  if (!init) {
+    s->thread_.join();
+    return init.error();
+  }
+  // The server (or, for a cluster, some node) answers, and the store's script is there.
+  for (int attempt = 0;; ++attempt) {
+    auto r = impl->run1({"PING"});
+    auto c = check(r);
+    if (c) break;
+    if (attempt >= 20) return c.error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return s;
+}
+
+RedisStore::~RedisStore() {
+  if (!thread_.joinable()) return;
+  impl_->post([impl = impl_.get()] { impl->loop->stop(); });
+  thread_.join();
+  impl_.reset();  // the loop goes last, on this thread, once nobody can post to it
+}
+
+void RedisStore::set_partition_epoch(Partition p, uint64_t epoch) {
+  impl_->epochs[p].store(epoch, std::memory_order_relaxed);
+}
+
+std::optional<Error> RedisStore::failed() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->error;
+}
+
+bool RedisStore::wait_durable(uint64_t seq, Duration timeout) {
+  std::unique_lock lk(impl_->mu);
+  return impl_->cv.wait_for(lk, timeout, [&] { return impl_->error || durable_seq() >= seq; }) &&
+         durable_seq() >= seq;
+}
+
+// ---- writes -----------------------------------------------------------------------------------
+
+Result<uint64_t> RedisStore::write(const Mutations& m) {
+  {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->error) return *impl_->error;
+    if (m.empty()) return impl_->next_commit;
+  }
+  std::map<Partition, PartBatch> parts;
+  auto part = [&](Partition p) -> PartBatch& {
+    PartBatch& b = parts[p];
+    b.p = p;
+    return b;
+  };
+  std::string v;
+  std::vector<EventSeq> fanout;  // event of each new delivery, to count them per event
+  for (const auto& dp : m.deliveries) {
+    if (dp.is_new) fanout.push_back(dp.delivery.event);
+  }
+  std::sort(fanout.begin(), fanout.end());
+  for (const Event& e : m.events) {
+    const Partition p = partition_of(e.tenant);
+    if (id_partition(e.seq) != p)
+      return make_error(Errc::kInvalidArgument, "event seq is not in its tenant's partition",
+                        "seq");
+    Event copy;
+    const Event* ev = &e;
+    if (e.payload_hash == 0) {
+      copy = e;
+      copy.payload_hash = payload_hash(e.payload);
+      ev = &copy;
+    }
+    PartBatch& b = part(p);
+    v.clear();
+    encode_event(*ev, v);
+    b.op('H', "ev", be64s(e.seq), v);
+    auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
+    std::string rec = be64s(e.seq);
+    encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, rec);
+    b.op('E', "key", key_field(e.tenant, e.id), std::move(rec));
+    b.saw(e.seq);
+  }
+  for (const DeliveryPut& dp : m.deliveries) {
+    const Delivery& d = dp.delivery;
+    const Partition p = id_partition(d.id);
+    if (dp.is_new) {
+      uint64_t th = dp.tenant_hash;
+      if (th == 0) {
+        for (const Event& e : m.events) {
+          if (e.seq == d.event) th = tenant_hash(e.tenant);
+        }
+      }
+      if (th == 0 || partition_of_hash(th) != p)
+        return make_error(Errc::kInvalidArgument,
+                          "new delivery without its tenant hash, or outside its partition",
+                          "tenant_hash");
+    }
+  }
+  for (const DeliveryPut& dp : m.deliveries) {
+    const Delivery& d = dp.delivery;
+    PartBatch& b = part(id_partition(d.id));
+    v.clear();
+    encode_delivery(d, v);
+    const std::string id8 = be64s(d.id);
+    b.op('H', "dl", id8, v);
+    b.op(is_terminal(d.status) ? 'R' : 'Z', "act", id8);
+    if (dp.is_new) {
+      uint64_t th = dp.tenant_hash;
+      if (th == 0) {
+        for (const Event& e : m.events) {
+          if (e.seq == d.event) th = tenant_hash(e.tenant);
+        }
+      }
+      b.op('Z', tenant_index(th), be64s(~d.id));
+      b.op('Z', endpoint_index(th, d.endpoint), be64s(~d.id));
+    }
+    b.saw(d.id);
+  }
+  for (const Attempt& a : m.attempts) {
+    PartBatch& b = part(id_partition(a.delivery));
+    v.clear();
+    encode_attempt(a, v);
+    b.op('H', attempts_key(a.delivery), be16s(a.number), v);
+  }
+  for (const Endpoint& e : m.endpoints) {
+    PartBatch& b = part(id_partition(e.id));
+    v.clear();
+    encode_endpoint(e, v);
+    b.op('H', "ep", be64s(e.id), v);
+    b.saw(e.id);
+  }
+  for (EndpointId id : m.endpoint_deletes) {
+    PartBatch& b = part(id_partition(id));
+    b.op('D', "ep", be64s(id));
+    b.saw(id);  // ids are never reused, also when the newest one is deleted
+  }
+  for (const Tenant& t : m.tenants) {
+    PartBatch& b = part(partition_of(t.name));
+    v.clear();
+    encode_tenant(t, v);
+    b.op('H', "tn", t.name, v);
+  }
+  for (const Notification& n : m.notifications) {
+    const uint64_t th = tenant_hash(n.tenant);
+    PartBatch& b = part(partition_of_hash(th));
+    std::string member = be64s(~n.seq);
+    encode_notification(n, member);
+    b.op('Z', notifications_key(th), std::move(member));
+    b.saw(n.seq);
+  }
+  std::vector<PartBatch> list;
+  list.reserve(parts.size());
+  for (auto& [p, b] : parts) list.push_back(std::move(b));
+  const bool checked = m.event_keys_checked;
+  std::lock_guard lk(impl_->mu);
+  if (impl_->error) return *impl_->error;
+  const uint64_t seq = ++impl_->next_commit;
+  // Posted under the lock: the loop thread sees batches in commit order.
+  impl_->post([impl = impl_.get(), seq, checked, list = std::move(list)]() mutable {
+    impl->send_batch(seq, std::move(list), checked);
+  });
+  return seq;
+}
+
+// ---- point reads ------------------------------------------------------------------------------
+
+Result<std::vector<std::optional<EventKeyRecord>>> RedisStore::find_event_keys(
+    const std::vector<EventKeyRef>& keys) {
+  if (keys.empty()) return std::vector<std::optional<EventKeyRecord>>();
+  KeyLookup l = impl_->key_lookup(keys);
+  Replies rs = impl_->run(l.cmds);
+  return parse_key_lookup(l, rs);
+}
+
+Result<std::optional<EventKeyRecord>> RedisStore::find_event_key(std::string_view tenant,
+                                                                 std::string_view event_id) {
+  auto r = find_event_keys({EventKeyRef{tenant, event_id}});
+  if (!r) return r.error();
+  return (*r)[0];
+}
+
+void RedisStore::find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                                       EventKeysDone done) {
+  KeyLookup l = impl_->key_lookup(keys);
+  impl_->post([impl = impl_.get(), &on, l = std::move(l), done = std::move(done)]() mutable {
+    std::vector<Cmd> cmds = l.cmds;
+    impl->send_all(
+        std::move(cmds), [&on, l = std::move(l), done = std::move(done)](Replies rs) mutable {
+          auto r = parse_key_lookup(l, rs);
+          on.post([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+        });
+  });
+}
+
+Result<std::optional<Event>> RedisStore::load_event(EventSeq seq) {
+  return parse_event(seq,
+                     impl_->run1({"HGET", impl_->prefix(id_partition(seq)) + "ev", be64s(seq)}));
+}
+
+void RedisStore::load_event_async(EventSeq seq, Poster& on, EventDone done) {
+  Cmd cmd{"HGET", impl_->prefix(id_partition(seq)) + "ev", be64s(seq)};
+  impl_->post(
+      [impl = impl_.get(), &on, seq, cmd = std::move(cmd), done = std::move(done)]() mutable {
+        std::vector<Cmd> cmds;
+        cmds.push_back(std::move(cmd));
+        impl->send_all(std::move(cmds), [&on, seq, done = std::move(done)](Replies rs) mutable {
+          auto r = parse_event(seq, rs[0]);
+          on.post([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+        });
+      });
+}
+
+Result<std::optional<Event>> RedisStore::find_event(std::string_view tenant,
+                                                    std::string_view event_id) {
+  auto k = find_event_key(tenant, event_id);
+  if (!k) return k.error();
+  if (!*k) return std::optional<Event>();
+  auto e = load_event((*k)->seq);
+  if (!e) return e.error();
+  if (*e && ((*e)->tenant != tenant || (*e)->id != event_id))
+    return make_error(Errc::kCorruption, "idempotency key points at another event");
+  return e;
+}
+
+Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
+  const std::string pre = impl_->prefix(id_partition(id));
+  std::vector<Cmd> cmds;
+  cmds.push_back({"HGET", pre + "dl", be64s(id)});
+  cmds.push_back({"HGETALL", pre + attempts_key(id)});
+  Replies rs = impl_->run(std::move(cmds));
+  auto d = check(rs[0]);
+  if (!d) return d.error();
+  if ((*d)->is_nil()) return std::optional<DeliveryDetail>();
+  DeliveryDetail detail;
+  if (auto r = decode_delivery(id, (*d)->str(), detail.delivery); !r) return r.error();
+  auto a = check(rs[1]);
+  if (!a) return a.error();
+  auto pairs = pairs_of(**a);
+  if (!pairs) return pairs.error();
+  for (auto& [f, val] : *pairs) {
+    if (f.size() != 2) return make_error(Errc::kCorruption, "attempt: bad field");
+    auto k = attempt_key(id, get_be16(f.data()));
+    auto at = decode_attempt(k.view(), val);
+    if (!at) return at.error();
+    detail.attempts.push_back(std::move(*at));
+  }
+  std::sort(detail.attempts.begin(), detail.attempts.end(),
+            [](const Attempt& x, const Attempt& y) { return x.number < y.number; });
+  auto ev = load_event(detail.delivery.event);
+  if (!ev) return ev.error();
+  if (*ev) detail.tenant = (*ev)->tenant;
+  return std::optional<DeliveryDetail>(std::move(detail));
+}
+
+// ---- log queries ------------------------------------------------------------------------------
+
+Result<std::vector<Delivery>> RedisStore::recent_deliveries(std::string_view tenant, size_t limit) {
+  limit = std::min(limit, kListLimitMax);
+  std::vector<Delivery> out;
+  if (limit == 0) return out;
+  const uint64_t th = tenant_hash(tenant);
+  auto r = impl_->run1({"ZRANGEBYLEX", impl_->prefix(partition_of_hash(th)) + tenant_index(th), "-",
+                        "+", "LIMIT", "0", std::to_string(limit)});
+  auto c = check(r);
+  if (!c) return c.error();
+  if (!(*c)->is_array()) return bad_reply();
+  std::vector<DeliveryId> ids;
+  for (const Reply& m : (*c)->elements()) {
+    if (m.str().size() != 8) return make_error(Errc::kCorruption, "tenant index: bad member");
+    ids.push_back(~get_be64(m.str().data()));
+  }
+  auto ds = impl_->fetch(ids);
+  if (!ds) return ds.error();
+  for (auto& d : *ds) {
+    if (d) out.push_back(*d);
+  }
+  return out;
+}
+
+Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
+                                                 std::optional<EndpointId> endpoint,
+                                                 std::optional<DeliveryStatus> status, size_t limit,
+                                                 std::string_view cursor) {
+  limit = std::clamp<size_t>(limit, 1, kListLimitMax);
+  std::optional<DeliveryId> after;
+  if (!cursor.empty()) {
+    auto c = decode_cursor(cursor);
+    if (!c) return c.error();
+    after = *c;
+  }
+  const uint64_t th = tenant_hash(tenant);
+  const std::string key = impl_->prefix(partition_of_hash(th)) +
+                          (endpoint ? endpoint_index(th, *endpoint) : tenant_index(th));
+  std::string from = after ? "(" + be64s(~*after) : "-";
+  DeliveryPage page;
+  size_t scanned = 0;
+  DeliveryId last_consumed = 0;
+  bool more = false;
+  while (true) {
+    // One more than a chunk: the extra one only says whether the index goes on.
+    auto r =
+        impl_->run1({"ZRANGEBYLEX", key, from, "+", "LIMIT", "0", std::to_string(kFetchChunk + 1)});
+    auto c = check(r);
+    if (!c) return c.error();
+    if (!(*c)->is_array()) return bad_reply();
+    std::vector<DeliveryId> chunk;
+    for (const Reply& m : (*c)->elements()) {
+      if (m.str().size() != 8) return make_error(Errc::kCorruption, "delivery index: bad member");
+      chunk.push_back(~get_be64(m.str().data()));
+    }
+    const bool index_goes_on = chunk.size() > kFetchChunk;
+    if (index_goes_on) chunk.pop_back();
+    const size_t room = kListScanMax - scanned;
+    bool scan_cut = false;
+    if (chunk.size() > room) {
+      chunk.resize(room);
+      scan_cut = true;
+    }
+    if (chunk.empty()) break;
+    scanned += chunk.size();
+    auto ds = impl_->fetch(chunk);
+    if (!ds) return ds.error();
+    bool full = false;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      last_consumed = chunk[i];
+      const auto& d = (*ds)[i];
+      if (d && (!status || d->status == *status)) {
+        page.items.push_back(*d);
+        if (page.items.size() == limit) {
+          more = i + 1 < chunk.size() || index_goes_on || scan_cut;
+          full = true;
+          break;
+        }
+      }
+    }
+    if (full) break;
+    if (scanned >= kListScanMax) {
+      more = index_goes_on || scan_cut;
+      break;
+    }
+    if (!index_goes_on) break;
+    from = "(" + be64s(~chunk.back());
+  }
+  if (more) page.next_cursor = encode_cursor(last_consumed);
+  return page;
+}
+
+Result<std::vector<Notification>> RedisStore::list_notifications(std::string_view tenant,
+                                                                 size_t limit) {
+  limit = std::min(limit, kListLimitMax);
+  std::vector<Notification> out;
+  if (limit == 0) return out;
+  const uint64_t th = tenant_hash(tenant);
+  auto r = impl_->run1({"ZRANGEBYLEX", impl_->prefix(partition_of_hash(th)) + notifications_key(th),
+                        "-", "+", "LIMIT", "0", std::to_string(limit)});
+  auto c = check(r);
+  if (!c) return c.error();
+  if (!(*c)->is_array()) return bad_reply();
+  for (const Reply& m : (*c)->elements()) {
+    const std::string& s = m.str();
+    if (s.size() < 8) return make_error(Errc::kCorruption, "notification: bad member");
+    auto k = notification_key(th, ~get_be64(s.data()));
+    auto n = decode_notification(k.view(), std::string_view(s).substr(8));
+    if (!n) return n.error();
+    if (n->tenant == tenant) out.push_back(std::move(*n));  // a 64-bit hash collision
+  }
+  return out;
+}
+
+// ---- recovery ---------------------------------------------------------------------------------
+
+Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVisitor& visitor) {
+  RecoveryStats st;
+  uint64_t max_seq = 0;
+  const std::string pre = impl_->prefix(p);
+  std::vector<Cmd> cmds;
+  cmds.push_back({"HGETALL", pre + "ep"});
+  cmds.push_back({"HGETALL", pre + "tn"});
+  cmds.push_back({"ZRANGEBYLEX", pre + "act", "-", "+"});
+  cmds.push_back({"GET", pre + "seq"});
+  Replies rs = impl_->run(std::move(cmds));
+  {  // endpoints, in id order
+    auto c = check(rs[0]);
+    if (!c) return c.error();
+    auto pairs = pairs_of(**c);
+    if (!pairs) return pairs.error();
+    std::sort(pairs->begin(), pairs->end());  // be64 fields: byte order is id order
+    for (auto& [f, val] : *pairs) {
+      if (f.size() != 8) return make_error(Errc::kCorruption, "endpoint: bad key");
+      const EndpointId id = get_be64(f.data());
+      auto e = decode_endpoint(id, val);
+      if (!e) return e.error();
+      max_seq = std::max(max_seq, id_sequence(id));
+      visitor.on_endpoint(*e);
+      ++st.endpoints;
+    }
+  }
+  {  // tenants, in name order
+    auto c = check(rs[1]);
+    if (!c) return c.error();
+    auto pairs = pairs_of(**c);
+    if (!pairs) return pairs.error();
+    std::sort(pairs->begin(), pairs->end());
+    for (auto& [name, val] : *pairs) {
+      auto t = decode_tenant(tenant_key(name), val);
+      if (!t) return t.error();
+      visitor.on_tenant(*t);
+      ++st.tenants;
+    }
+  }
+  {  // non-terminal deliveries, in id order, in chunks; leases are turned back first
+    auto c = check(rs[2]);
+    if (!c) return c.error();
+    if (!(*c)->is_array()) return bad_reply();
+    std::vector<DeliveryId> ids;
+    for (const Reply& m : (*c)->elements()) {
+      if (m.str().size() != 8) return make_error(Errc::kCorruption, "active: bad member");
+      ids.push_back(get_be64(m.str().data()));
+    }
+    for (size_t lo = 0; lo < ids.size(); lo += kRecoveryChunk) {
+      std::vector<DeliveryId> part(ids.begin() + lo,
+                                   ids.begin() + std::min(ids.size(), lo + kRecoveryChunk));
+      auto ds = impl_->fetch(part);
+      if (!ds) return ds.error();
+      std::vector<Delivery> chunk;
+      std::vector<size_t> leased;
+      for (auto& d : *ds) {
+        if (!d || is_terminal(d->status)) continue;  // not expected in the active set
+        max_seq = std::max(max_seq, id_sequence(d->id));
+        chunk.push_back(*d);
+        if (d->status == DeliveryStatus::kInFlight) leased.push_back(chunk.size() - 1);
+      }
+      if (!leased.empty()) {
+        std::vector<Cmd> hk;
+        for (size_t i : leased) hk.push_back({"HKEYS", pre + attempts_key(chunk[i].id)});
+        Replies kr = impl_->run(std::move(hk));
+        Mutations m;
+        m.event_keys_checked = true;
+        for (size_t j = 0; j < leased.size(); ++j) {
+          Delivery& d = chunk[leased[j]];
+          auto kc = check(kr[j]);
+          if (!kc) return kc.error();
+          // Never overwrite a recorded attempt: number after the last one stored.
+          uint32_t number = std::max<uint32_t>(d.attempts, 1);
+          for (const Reply& f : (*kc)->elements()) {
+            if (f.str().size() == 2)
+              number = std::max<uint32_t>(number, get_be16(f.str().data()) + 1u);
+          }
+          number = std::min<uint32_t>(number, 0xffff);
+          Attempt a;
+          a.delivery = d.id;
+          a.number = static_cast<uint16_t>(number);
+          a.ladder = Ladder::kNone;
+          a.outcome = Outcome::kUnknown;  // the receiver may have acted (SPEC R12.1)
+          a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
+          a.started_at = now;
+          d.attempts = a.number;
+          d.status = DeliveryStatus::kPending;
+          d.next_attempt_at = now;
+          d.last_code = a.code;
+          d.last_http_status = 0;
+          m.attempts.push_back(std::move(a));
+          m.deliveries.push_back(DeliveryPut{d, 0, false});
+        }
+        auto w = write(m);
+        if (!w) return w.error();
+        if (!wait_durable(*w, impl_->opt.command_timeout * 4)) {
+          if (auto e = failed()) return *e;
+          return make_error(Errc::kUnavailable, "redis: recovery write did not complete");
+        }
+        st.leases_expired += leased.size();
+      }
+      for (const Delivery& d : chunk) visitor.on_delivery(d);
+      st.pending += chunk.size();
+    }
+  }
+  {
+    auto c = check(rs[3]);
+    if (!c) return c.error();
+    if (!(*c)->is_nil())
+      max_seq = std::max<uint64_t>(max_seq, std::strtoull((*c)->str().c_str(), nullptr, 10));
+  }
+  st.next_sequence = max_seq + 1;
+  return st;
+}
+
+}  // namespace ringcast::storage

@@ -1,0 +1,117 @@
+// RedisStore: core's Store on Redis (a single server or a Redis Cluster) as the system of
+// record, for cluster mode (ISSUE 16, research/scale-out.md design A; docs/cluster.md "The
+// store on Redis"). Values are storage/codec's byte encodings of the records.
+//
+// Layout. Every key of partition p starts with the hash tag "{<ns>:<p>}" (ns default "rc"), so
+// a partition lives in one slot and one Lua script updates it atomically. With T = "{rc:p}:":
+//   T seq                   string  highest id sequence ever written in p (ids, deletes)
+//   T ev                    hash    be64(event seq) -> encode_event (payload inline)
+//   T key                   hash    tenant "\0" event id -> be64(seq) + encode_event_key
+//   T dl                    hash    be64(delivery id) -> encode_delivery (every status)
+//   T act                   zset    be64(id) of every non-terminal delivery (score 0, lex order
+//                                   = id order: what recover() scans)
+//   T at:<hex id>           hash    be16(number) -> encode_attempt
+//   T ti:<hex th>           zset    be64(~id) per delivery of tenant hash th (newest first)
+//   T ei:<hex th>:<hex ep>  zset    the same per endpoint
+//   T ep                    hash    be64(endpoint id) -> encode_endpoint
+//   T tn                    hash    tenant name -> encode_tenant
+//   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
+// Writes. write() groups a batch by partition and hands it to the store's loop thread (FIFO
+// through net::Loop::post); the thread sends one EVALSHA of kApplyScript per partition,
+// pipelined, then (wait_replicas > 0) one WAIT per partition on the connection that carried its
+// script. The script first checks every new event's idempotency key (unless
+// Mutations::event_keys_checked) and answers "CONFLICT ..." before writing anything, then
+// applies the puts in batch order (the last put of a record wins).
+// Invariants:
+//   - write() never touches the network and returns a strictly increasing commit sequence;
+//   - durable_seq() >= s means every script of batch s and of every earlier batch answered OK
+//     and, with wait_replicas > 0, every WAIT after them counted >= wait_replicas replicas;
+//   - a batch that fails (CONFLICT, a timeout, a lost connection, too few replicas) is fatal
+//     for the store: durable_seq() stops for good, failed() reports the first error and every
+//     later write() returns it (crash-only: the shard aborts on a write error);
+//   - a read issued after write() returned sees that write: reads are queued behind it on the
+//     loop thread and travel on the same per-node connection, which Redis answers in order;
+//   - synchronous reads block the calling thread (never the loop thread); the *_async forms
+//     never block and complete exactly once through the caller's Poster.
+// TODO(ISSUE 16): fencing epochs. set_partition_epoch() records the epoch a caller owns a
+// partition at; it is passed to the script (ARGV[4]) but not yet checked there.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/result.h"
+#include "core/store.h"
+#include "core/time.h"
+
+namespace ringcast::storage {
+
+struct RedisStoreOptions {
+  std::vector<std::string> servers;  // "127.0.0.1:6379"; several only with cluster = true
+  bool cluster = false;
+  std::string password;
+  std::string ns = "rc";  // the hash tag is "{<ns>:<partition>}"
+  Duration command_timeout = seconds(2);
+  // WAIT after each batch's scripts, per primary: durable = in memory on this many replicas.
+  // 0 here (tests run without replicas); docs/cluster.md says 1 in production.
+  uint32_t wait_replicas = 0;
+  Duration wait_timeout = milliseconds(50);
+};
+
+class RedisStore final : public Store {
+ public:
+  // Starts the store's loop thread and client and checks the server answers (PING).
+  static Result<std::unique_ptr<RedisStore>> open(RedisStoreOptions options);
+  // Fails what is still outstanding (async calls complete with an error) and joins the thread.
+  ~RedisStore() override;
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  Result<uint64_t> write(const Mutations& m) override;
+  uint64_t durable_seq() const override { return durable_.load(std::memory_order_acquire); }
+  // Blocks until durable_seq() >= seq, the store failed, or the timeout; true when durable.
+  bool wait_durable(uint64_t seq, Duration timeout);
+  // The error that stopped the store, if one did.
+  std::optional<Error> failed() const;
+
+  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
+                                                       std::string_view event_id) override;
+  Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
+      const std::vector<EventKeyRef>& keys) override;
+  Result<std::optional<Event>> load_event(EventSeq seq) override;
+  Result<std::optional<Event>> find_event(std::string_view tenant,
+                                          std::string_view event_id) override;
+  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override;
+  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                       size_t limit) override;
+  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                             EventKeysDone done) override;
+  void load_event_async(EventSeq seq, Poster& on, EventDone done) override;
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+
+  // TODO(ISSUE 16) fencing hook: the epoch this process holds partition p's lease at (0: none).
+  // Sent with every script of p; the script does not check it yet.
+  void set_partition_epoch(Partition p, uint64_t epoch);
+
+  static constexpr size_t kListLimitMax = 1000;  // as RocksStore
+  static constexpr size_t kListScanMax = 10'000;
+
+  struct Impl;
+
+ private:
+  RedisStore() = default;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<uint64_t> durable_{0};
+};
+
+}  // namespace ringcast::storage
