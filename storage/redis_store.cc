@@ -306,13 +306,22 @@ struct RedisStore::Impl {
       argv.push_back(checked ? "1" : "0");
       argv.push_back(std::to_string(epochs[b.p].load(std::memory_order_relaxed)));
       for (auto& o : b.ops) argv.push_back(std::move(o));
-      std::vector<std::string_view> keys{seq_key};
-      std::vector<std::string_view> args(argv.begin(), argv.end());
-      redis::evalsha(*client, apply, keys, args, [this, done_one](Result<Reply> r) {
-        auto c = check(r);
-        if (!c) return fail(c.error());
-        done_one();
-      });
+      // EVAL, not EVALSHA: a NOSCRIPT fallback would send the script again after commands
+      // pipelined behind it (a lookup right after this write, the next batch's script), and
+      // those would run first — reads must see the writes issued before them. The cost is the
+      // script's text on every call (left for later: load it on every node at connect).
+      std::vector<std::string_view> cmd{"EVAL", apply.source(), "1", seq_key};
+      cmd.insert(cmd.end(), argv.begin(), argv.end());
+      redis::CommandOptions co;
+      co.key_index = 3;  // the seq key: the partition's slot
+      client->command(
+          std::span<const std::string_view>(cmd),
+          [this, done_one](Result<Reply> r) {
+            auto c = check(r);
+            if (!c) return fail(c.error());
+            done_one();
+          },
+          co);
     }
     // WAIT counts the replicas that have every write its connection carried before it: one per
     // primary, after all of the batch's scripts.

@@ -17,9 +17,9 @@
 //   T tn                    hash    tenant name -> encode_tenant
 //   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
 // Writes. write() groups a batch by partition and hands it to the store's loop thread (FIFO
-// through net::Loop::post); the thread sends one EVALSHA of kApplyScript per partition,
-// pipelined, then (wait_replicas > 0) one WAIT per partition on the connection that carried its
-// script. The script first checks every new event's idempotency key (unless
+// through net::Loop::post); the thread sends one EVAL of kApplyScript per partition (not EVALSHA:
+// see write()), pipelined, then (wait_replicas > 0) one WAIT per partition on the connection that
+// carried its script. The script first checks every new event's idempotency key (unless
 // Mutations::event_keys_checked) and answers "CONFLICT ..." before writing anything, then
 // applies the puts in batch order (the last put of a record wins).
 // Invariants:
