@@ -429,6 +429,13 @@ std::string encode_cursor(DeliveryId last) {
   return c;
 }
 
+Result<std::optional<DeliveryId>> decode_list_cursor(std::string_view cursor) {
+  if (cursor.empty()) return std::optional<DeliveryId>();
+  auto c = decode_cursor(cursor);
+  if (!c) return c.error();
+  return std::optional<DeliveryId>(*c);
+}
+
 Result<DeliveryId> decode_cursor(std::string_view c) {
   auto bad = make_error(Errc::kInvalidArgument, "malformed cursor", "cursor", "invalid_cursor");
   if (c.size() != 18 || c.substr(0, 2) != "d1") return bad;

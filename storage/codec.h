@@ -331,5 +331,10 @@ Result<Notification> decode_notification(std::string_view key, std::string_view 
 // The cursor of list_deliveries: opaque to callers ("d1" + 16 hex digits of the last id seen).
 std::string encode_cursor(DeliveryId last);
 Result<DeliveryId> decode_cursor(std::string_view cursor);
+// A list call's cursor as both stores take it: empty = from the newest, else decode_cursor.
+Result<std::optional<DeliveryId>> decode_list_cursor(std::string_view cursor);
+
+// The most items one list call returns, in every store (the API's limits.max_list_limit).
+inline constexpr size_t kListLimitMax = 1000;
 
 }  // namespace ringcast::storage

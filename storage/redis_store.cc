@@ -751,12 +751,9 @@ Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
                                                  std::optional<DeliveryStatus> status, size_t limit,
                                                  std::string_view cursor) {
   limit = std::clamp<size_t>(limit, 1, kListLimitMax);
-  std::optional<DeliveryId> after;
-  if (!cursor.empty()) {
-    auto c = decode_cursor(cursor);
-    if (!c) return c.error();
-    after = *c;
-  }
+  auto parsed = decode_list_cursor(cursor);
+  if (!parsed) return parsed.error();
+  const std::optional<DeliveryId> after = *parsed;
   const uint64_t th = tenant_hash(tenant);
   const std::string key = impl_->prefix(partition_of_hash(th)) +
                           (endpoint ? endpoint_index(th, *endpoint) : tenant_index(th));

@@ -102,7 +102,6 @@ class RedisStore final : public Store {
   // Sent with every script of p; the script does not check it yet.
   void set_partition_epoch(Partition p, uint64_t epoch);
 
-  static constexpr size_t kListLimitMax = 1000;  // as RocksStore
   static constexpr size_t kListScanMax = 10'000;
 
   struct Impl;

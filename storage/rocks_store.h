@@ -151,7 +151,6 @@ class RocksStore final : public Store {
   // were written into it at open (each becomes a lease_expired attempt at recovery).
   uint64_t leases_applied_at_open() const { return leases_applied_; }
 
-  static constexpr size_t kListLimitMax = 1000;
   static constexpr size_t kListScanMax = 10'000;
 
  private:
