@@ -58,8 +58,7 @@ TEST(LeaseFailoverTest, ManagersSurviveAPrimaryFailover) {
   // acquire yet, so a failover right after the acquires can lose them and the same epoch is
   // handed out again (seen once under ASan). Still safe — the fence compares node and epoch —
   // but it is the "known limit" of docs/cluster.md; this test keeps it out.
-  auto synced = cl->node(1).cmd({"WAIT", "1", "5000"});
-  ASSERT_EQ(synced.integer, 1) << synced.str;
+  ASSERT_TRUE(cl->wait_replicated(1, seconds(5)));
   const auto t0 = SteadyClock::now();
   cl->node(1).kill();
   ASSERT_TRUE(cl->wait_failover(1, seconds(15)));

@@ -1,13 +1,17 @@
 #include "tests/support/redis_server.h"
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -102,6 +106,35 @@ void write_text(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+bool port_free(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A cluster node also listens on its port + 10000 (the cluster bus), so Redis refuses a port
+// above 55535; the kernel's ephemeral ports go up to 60999. Take a free port whose bus port is
+// free too.
+uint16_t free_cluster_port() {
+  constexpr uint16_t kBusOffset = 10000;
+  constexpr uint16_t kMaxPort = 65535 - kBusOffset;
+  for (int i = 0; i < 1000; ++i) {
+    const uint16_t p = free_tcp_port();
+    if (p <= kMaxPort && port_free(static_cast<uint16_t>(p + kBusOffset))) return p;
+  }
+  throw std::runtime_error("no free port pair (port, port + 10000) for a cluster node");
+}
+
+}  // namespace
+
 bool RedisServer::available() {
   return ::access(kBinary, X_OK) == 0;
 }
@@ -116,7 +149,7 @@ std::unique_ptr<RedisServer> RedisServer::start(const std::string& dir,
   s->options_ = options;
   // Redis has no "port 0": take a port that was free a moment ago, retry if the bind races.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    s->port_ = free_tcp_port();
+    s->port_ = options.cluster ? free_cluster_port() : free_tcp_port();
     s->launch();
     if (s->wait_ready(timeout)) return s;
     s->process_.kill();
@@ -313,6 +346,37 @@ std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir,
     throw std::runtime_error("cluster with replicas did not converge: " + c->nodes_[0]->log());
   }
   return c;
+}
+
+namespace {
+
+// The integer after `field` (e.g. "master_repl_offset:") in an INFO text; -1 if absent.
+long long info_integer(const std::string& info, const std::string& field, size_t from = 0) {
+  const size_t at = info.find(field, from);
+  if (at == std::string::npos) return -1;
+  return std::atoll(info.c_str() + at + field.size());
+}
+
+}  // namespace
+
+bool RedisCluster::wait_replicated(size_t primary, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  const long long target =
+      info_integer(nodes_[primary]->cmd({"INFO", "replication"}).str, "master_repl_offset:");
+  if (target < 0) return false;
+  for (;;) {
+    const std::string info = nodes_[primary]->cmd({"INFO", "replication"}).str;
+    const long long replicas = info_integer(info, "connected_slaves:");
+    bool ok = replicas > 0;
+    for (long long i = 0; ok && i < replicas; ++i) {
+      const std::string line = "slave" + std::to_string(i) + ":";
+      const size_t at = info.find(line);
+      ok = at != std::string::npos && info_integer(info, "offset=", at) >= target;
+    }
+    if (ok) return true;
+    if (SteadyClock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 std::vector<std::string> RedisCluster::addresses() const {

@@ -110,6 +110,11 @@ class RedisCluster {
   // cluster_state:ok, all agree on the slot map, the map covers every slot, and no range is
   // served by `dead` any more (a replica took over).
   bool wait_failover(size_t dead, std::chrono::milliseconds timeout);
+  // Waits until every replica of primary `primary` has acknowledged the primary's replication
+  // offset as of this call (INFO replication: each slaveN offset >= master_repl_offset).
+  // Replicas acknowledge once a second, so this takes up to about a second. (WAIT would not do:
+  // it waits for the calling connection's own last write, and the test's connection wrote none.)
+  bool wait_replicated(size_t primary, std::chrono::milliseconds timeout);
   std::vector<std::string> addresses() const;
   std::string node_id(size_t i) const;
   // The node that owns `slot` per CLUSTER SLOTS as node 0 sees it; -1 if none.
