@@ -17,6 +17,14 @@ namespace {
 using K = ErrorCode::Kind;
 // TimerEntry::expiry_ms of a slot linked into an endpoint ready queue (not the wheel).
 constexpr int64_t kReadyMark = std::numeric_limits<int64_t>::min();
+// TimerEntry::expiry_ms of an in-flight slot whose partition was dropped (drop_partition): its
+// result is ignored and the slot recycled then. In-flight slots are never linked, so the field
+// is free to carry it.
+constexpr int64_t kOrphanMark = std::numeric_limits<int64_t>::min() + 1;
+
+Partition partition_of_hash(uint64_t tenant_hash) {
+  return static_cast<Partition>(tenant_hash % kPartitions);
+}
 
 void list_init(TimerEntry* h) {
   h->next = h->prev = h;
@@ -113,12 +121,17 @@ Scheduler::Slot* Scheduler::alloc_slot() {
 }
 
 void Scheduler::free_slot(Slot* s) {
+  recycle_slot(s);
+  --live_;
+}
+
+void Scheduler::recycle_slot(Slot* s) {
   assert(!s->te.linked());
   s->d.id = 0;
+  s->te.expiry_ms = 0;
   s->te.prev = nullptr;
   s->te.next = free_;
   free_ = &s->te;
-  --live_;
 }
 
 // ---- lookups ----------------------------------------------------------------------------------
@@ -143,15 +156,31 @@ Scheduler::TenantState& Scheduler::tenant_of(std::string_view name) {
   auto t = std::make_unique<TenantState>(opts_.breaker);
   t->name = std::string(name);
   t->hash = tenant_hash(name);
-  t->index = static_cast<uint32_t>(tenant_by_index_.size());
   TenantState* raw = t.get();
-  tenant_by_index_.push_back(raw);
+  if (!tenant_index_free_.empty()) {  // left by drop_partition()
+    t->index = tenant_index_free_.back();
+    tenant_index_free_.pop_back();
+    tenant_by_index_[t->index] = raw;
+  } else {
+    t->index = static_cast<uint32_t>(tenant_by_index_.size());
+    tenant_by_index_.push_back(raw);
+  }
   tenants_.emplace(raw->name, std::move(t));
   return *raw;
 }
 
 uint32_t Scheduler::max_in_flight(const EpState& ep) const {
   return ep.cfg.max_in_flight ? ep.cfg.max_in_flight : opts_.default_max_in_flight;
+}
+
+// Its tenant's partition; by its id when its endpoint is unknown (deleted, or not restored).
+Partition Scheduler::slot_partition(const Slot* s) const {
+  if (const EpState* ep = ep_of(s->d.endpoint)) return partition_of_hash(ep->tenant->hash);
+  return id_partition(s->d.id);
+}
+
+bool Scheduler::is_orphan(const Slot* s) {
+  return !s->te.linked() && s->te.expiry_ms == kOrphanMark;
 }
 
 const Endpoint* Scheduler::find_endpoint(EndpointId id) const {
@@ -175,7 +204,7 @@ bool Scheduler::subscription_active(std::string_view tenant) const {
 std::optional<Delivery> Scheduler::find_live_delivery(DeliveryId id) const {
   for (const auto& chunk : chunks_) {
     for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
-      if (chunk[i].d.id == id && id != 0) return chunk[i].d;
+      if (chunk[i].d.id == id && id != 0 && !is_orphan(&chunk[i])) return chunk[i].d;
     }
   }
   return std::nullopt;
@@ -518,6 +547,74 @@ Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
   return ok();
 }
 
+// ---- cluster mode (ISSUE 16) ------------------------------------------------------------------
+
+uint64_t Scheduler::drop_partition(Partition p) {
+  // 1. Deliveries (before the endpoints: their ready queues and their partition need them).
+  // Queued and scheduled ones are recycled; in-flight ones are marked and recycled when their
+  // result comes back (the transport still holds their command and slot index).
+  uint64_t dropped = 0;
+  for (const auto& chunk : chunks_) {
+    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
+      Slot* s = &chunk[i];
+      if (s->d.id == 0 || is_orphan(s) || slot_partition(s) != p) continue;
+      if (s->d.status == DeliveryStatus::kInFlight) {
+        assert(!s->te.linked());
+        s->te.expiry_ms = kOrphanMark;
+        --live_;
+        --inflight_count_;
+        ++orphans_;
+        continue;
+      }
+      assert(s->te.linked());
+      if (s->te.expiry_ms == kReadyMark) {
+        ready_unlink(*ep_of(s->d.endpoint), s);
+      } else {
+        wheel_.cancel(&s->te);
+      }
+      clear_wait_flags(s->d);
+      free_slot(s);
+      ++dropped;
+    }
+  }
+  // 2. Endpoints: an endpoint is in its tenant's partition.
+  for (auto it = endpoints_.begin(); it != endpoints_.end();) {
+    EpState& ep = *it->second;
+    if (partition_of_hash(ep.tenant->hash) != p) {
+      ++it;
+      continue;
+    }
+    assert(ep.ready_count == 0 && ep.test_count == 0);
+    if (ep.rate_timer_ms != 0) rate_timers_.erase({ep.rate_timer_ms, ep.cfg.id});
+    it = endpoints_.erase(it);
+  }
+  last_ep_ = nullptr;
+  // active_ names endpoints by id: a dropped one restored later must not be queued twice.
+  std::erase_if(active_, [this](EndpointId id) { return ep_of(id) == nullptr; });
+  // 3. Tenants (their endpoints are all gone): breakers and their timers.
+  for (auto it = tenants_.begin(); it != tenants_.end();) {
+    TenantState& t = *it->second;
+    if (partition_of_hash(t.hash) != p) {
+      ++it;
+      continue;
+    }
+    set_tenant_timer(t, std::nullopt);
+    tenant_by_index_[t.index] = nullptr;
+    tenant_index_free_.push_back(t.index);
+    it = tenants_.erase(it);
+  }
+  gauges_valid_ = false;  // breakers_open and held_by_* change now, not within the second
+  return dropped;
+}
+
+uint32_t Scheduler::in_flight(Partition p) const {
+  uint32_t n = 0;
+  for (const Slot* s : inflight_) {
+    if (s != nullptr && !is_orphan(s) && slot_partition(s) == p) ++n;
+  }
+  return n;
+}
+
 void Scheduler::set_subscription(std::string_view tenant, bool active, WallTime now, Mutations& m) {
   TenantState& t = tenant_of(tenant);
   if (t.subscription_active == active) return;
@@ -694,7 +791,7 @@ void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) 
                  [&](TimerEntry* e) { route(slot_of(e), now, m); });
   // 2. Breaker timers: open → half-open (R4.2); half-open re-checks (R4.3) and ceilings.
   while (!tenant_timers_.empty() && tenant_timers_.begin()->first <= now.ms()) {
-    TenantState& t = *tenant_by_index_[tenant_timers_.begin()->second];
+    TenantState& t = *tenant_by_index_[tenant_timers_.begin()->second];  // never a dropped one
     tenant_timers_.erase(tenant_timers_.begin());
     t.timer_ms = 0;
     const auto before = t.breaker.state();
@@ -850,6 +947,14 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   Slot* s = inflight_[cmd.slot];
   inflight_[cmd.slot] = nullptr;
   inflight_free_.push_back(cmd.slot);
+  if (is_orphan(s)) {
+    // Its partition was dropped while it was out (ISSUE 16): its endpoint and tenant are gone,
+    // the next owner retries it from the store. Forgotten here, nothing written.
+    --orphans_;
+    ++counters_.stale_results;
+    recycle_slot(s);  // already out of live_ and inflight_count_
+    return;
+  }
   --inflight_count_;
   if (r.deferred != DeferReason::kNone) {
     release_unsent(cmd, s, r, now, m);
@@ -1012,7 +1117,7 @@ void Scheduler::kill_backlog(EndpointId id, ErrorCode code, Mutations& m) {
   for (const auto& chunk : chunks_) {
     for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
       Slot* s = &chunk[i];
-      if (s->d.id == 0 || s->d.endpoint != id || s->d.test()) continue;
+      if (s->d.id == 0 || s->d.endpoint != id || s->d.test() || is_orphan(s)) continue;
       if (s->d.status == DeliveryStatus::kInFlight) {
         s->d.last_code = code;
         continue;
@@ -1075,6 +1180,7 @@ SchedulerStats Scheduler::stats() const {
   s.held_by_breaker = gauges_.held_by_breaker;
   s.held_by_retry_after = held_waiting_;
   s.deferred_waiting = deferred_waiting_;
+  s.orphaned = orphans_;
   return s;
 }
 

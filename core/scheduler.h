@@ -68,7 +68,10 @@ struct SchedulerStats {
   uint64_t held_by_pause = 0;        // ready, their endpoint paused (R9.2)
   uint64_t held_by_retry_after = 0;  // waiting out their endpoint's Retry-After (R7, 429/5xx)
   uint64_t deferred_waiting = 0;     // waiting after the transport gave their send back unsent
-  uint64_t slab_slots = 0;           // allocated slots (memory: slab_slots * slot_bytes)
+  // Sends of dropped partitions still out at the transport (drop_partition): not in live or
+  // in_flight; their results are ignored.
+  uint64_t orphaned = 0;
+  uint64_t slab_slots = 0;  // allocated slots (memory: slab_slots * slot_bytes)
   uint64_t slot_bytes = 0;
   uint32_t endpoints = 0, tenants = 0, breakers_open = 0, breakers_half_open = 0;
   // Counters since construction.
@@ -149,6 +152,22 @@ class Scheduler {
   // until r.not_before. A Retry-After (429, 5xx) holds the endpoint's queue until then (R7).
   void on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
                  WallTime now, Mutations& m);
+  // ---- cluster mode (ISSUE 16) ----------------------------------------------------------------
+  // Forgets everything of partition p — its tenants (breakers, timers), endpoints (ready lists,
+  // rate timers) and queued/scheduled deliveries — without writing anything (the next owner
+  // reloads them from the store). Deliveries of p in flight are not touched: the caller waits
+  // until in_flight(p) == 0 before dropping, or drops anyway (a lost lease) and ignores their
+  // results — after a drop, on_result() for a command of p is safe: the delivery is forgotten
+  // then, without a mutation (counted in stale_results). Until then it is counted in
+  // stats().orphaned, not in live or in_flight. A tenant's partition is partition_of(name);
+  // an endpoint's and a delivery's are their tenant's (a delivery whose endpoint is unknown:
+  // id_partition(id)). O(slab + endpoints + tenants). Returns how many deliveries were dropped
+  // from the wheel and the ready queues (the in-flight ones are not counted).
+  uint64_t drop_partition(Partition p);
+  // Deliveries of partition p currently leased to the transport (those of an earlier drop of
+  // p, whose results are ignored, not counted). O(in-flight table).
+  uint32_t in_flight(Partition p) const;
+
   // When poll() has work next (<= the last poll's now: call again without sleeping);
   // nullopt when nothing is pending.
   std::optional<WallTime> next_wakeup() const;
@@ -168,10 +187,13 @@ class Scheduler {
  private:
   Slot* alloc_slot();
   void free_slot(Slot* s);
+  void recycle_slot(Slot* s);  // free_slot() without counting it out of live_
   EpState* ep_of(EndpointId id) const;
   TenantState& tenant_of(std::string_view name);
   TenantState* find_tenant(std::string_view name) const;
   uint32_t max_in_flight(const EpState& ep) const;
+  Partition slot_partition(const Slot* s) const;
+  static bool is_orphan(const Slot* s);
 
   void route(Slot* s, WallTime now, Mutations& m);
   void schedule_at(Slot* s, WallTime at);
@@ -229,8 +251,10 @@ class Scheduler {
   mutable EndpointId last_ep_id_ = 0;  // ep_of() cache; reset whenever endpoints_ changes
   mutable EpState* last_ep_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<TenantState>> tenants_;
-  std::vector<TenantState*> tenant_by_index_;
-  std::deque<EndpointId> active_;                         // endpoints with sendable work
+  std::vector<TenantState*> tenant_by_index_;  // nullptr: dropped (index in tenant_index_free_)
+  std::vector<uint32_t> tenant_index_free_;
+  uint64_t orphans_ = 0;           // in-flight slots of dropped partitions (see drop_partition)
+  std::deque<EndpointId> active_;  // endpoints with sendable work
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
   // (ms, endpoint): the next rate-limit token, or the end of a Retry-After hold
   std::set<std::pair<int64_t, EndpointId>> rate_timers_;
