@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ringcast {
@@ -1031,6 +1032,353 @@ TEST_F(SchedulerTest, RestoringAnEndpointWhosePolicyIsGoneIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_STREQ(r.error().reason, "unknown_policy");
   EXPECT_EQ(s->find_endpoint(e.id), nullptr);  // no silent fall-back to smengo
+}
+
+// ---- cluster mode: dropping a partition (ISSUE 16) ---------------------------------------------
+
+// The last record of everything a scheduler wrote, as a store would keep it.
+struct RecordStore {
+  std::map<EndpointId, Endpoint> endpoints;
+  std::map<std::string, Tenant> tenants;
+  std::map<DeliveryId, Delivery> deliveries;
+  void apply(const Mutations& m) {
+    for (const Endpoint& e : m.endpoints) endpoints[e.id] = e;
+    for (EndpointId id : m.endpoint_deletes) endpoints.erase(id);
+    for (const Tenant& t : m.tenants) tenants[t.name] = t;
+    for (const DeliveryPut& p : m.deliveries) deliveries[p.delivery.id] = p.delivery;
+  }
+  // What a new owner of partition p loads (recovery order: endpoints, tenants, deliveries).
+  void restore(Scheduler& s, Partition p, WallTime now) const {
+    for (const auto& [id, e] : endpoints) {
+      if (partition_of(e.tenant) == p) {
+        EXPECT_TRUE(s.restore_endpoint(e).ok());
+      }
+    }
+    for (const auto& [name, t] : tenants) {
+      if (partition_of(name) == p) s.restore_tenant(t);
+    }
+    for (const auto& [id, d] : deliveries) {
+      if (id_partition(id) == p) s.restore_delivery(d, now);
+    }
+  }
+};
+
+// Whether any record in `m` belongs to partition p.
+bool mentions(const Mutations& m, Partition p) {
+  for (const DeliveryPut& d : m.deliveries) {
+    if (id_partition(d.delivery.id) == p || id_partition(d.delivery.endpoint) == p) return true;
+  }
+  for (const Attempt& a : m.attempts) {
+    if (id_partition(a.delivery) == p) return true;
+  }
+  for (const Endpoint& e : m.endpoints) {
+    if (partition_of(e.tenant) == p) return true;
+  }
+  for (EndpointId id : m.endpoint_deletes) {
+    if (id_partition(id) == p) return true;
+  }
+  for (const Tenant& t : m.tenants) {
+    if (partition_of(t.name) == p) return true;
+  }
+  for (const Notification& n : m.notifications) {
+    if (partition_of(n.tenant) == p) return true;
+  }
+  return false;
+}
+
+TEST_F(SchedulerTest, DropPartitionForgetsOnlyThatPartition) {
+  const Partition pa = partition_of("acme"), pg = partition_of("globex");
+  ASSERT_NE(pa, pg);
+  Endpoint a1 = add_ep("acme", "xhub", {}, 1);
+  Endpoint a2 = add_ep("acme", "xhub");
+  Endpoint g = add_ep("globex", "xhub", {}, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(submit("acme"), 2u);
+    ASSERT_EQ(submit("globex"), 1u);
+  }
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 5u);  // a1 1, a2 3, g 1
+  int a2_seen = 0;
+  for (const SendCommand& c : out) {
+    if (c.endpoint == a1.id) {
+      reply(c, http(429, "60"));  // a1's queue held 60 s: its 2 others parked in the wheel
+    } else if (c.endpoint == a2.id) {
+      const int k = a2_seen++;
+      if (k == 0) reply(c, deferred(DeferReason::kConnections, now + seconds(2)));
+      if (k == 1) reply(c, http(503));  // a retry in the wheel
+      if (k == 2) reply(c, http(200));
+    } else {
+      reply(c, http(503));  // globex: a retry at +1 s, 2 queued behind it
+    }
+  }
+  ASSERT_TRUE(s->add_test_delivery(a2.id, event("acme"), now, ids, m).ok());
+  SchedulerStats st = s->stats();
+  ASSERT_EQ(st.live, 9u);  // acme: a1 3, a2 2 + the test; globex 3
+  ASSERT_EQ(st.held_by_retry_after, 2u);
+  ASSERT_EQ(st.deferred_waiting, 1u);
+  ASSERT_EQ(st.in_flight, 0u);
+  ASSERT_EQ(st.endpoints, 3u);
+  ASSERT_EQ(st.tenants, 2u);
+
+  EXPECT_EQ(s->drop_partition(pa), 6u);
+  st = s->stats();
+  EXPECT_EQ(st.live, 3u);
+  EXPECT_EQ(st.in_wheel, 1u);  // globex's retry
+  EXPECT_EQ(st.ready, 2u);     // globex's queue
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.orphaned, 0u);
+  EXPECT_EQ(st.held_by_retry_after, 0u);
+  EXPECT_EQ(st.deferred_waiting, 0u);
+  EXPECT_EQ(st.endpoints, 1u);
+  EXPECT_EQ(st.tenants, 1u);
+  EXPECT_EQ(s->find_endpoint(a1.id), nullptr);
+  EXPECT_EQ(s->find_endpoint(a2.id), nullptr);
+  EXPECT_TRUE(s->endpoints_of("acme").empty());
+  EXPECT_NE(s->find_endpoint(g.id), nullptr);
+  EXPECT_EQ(s->in_flight(pa), 0u);
+  EXPECT_EQ(s->drop_partition(pa), 0u);  // nothing left of it
+
+  // Past every due time of both partitions (acme's hold ends at +60 s): only globex sends.
+  m.clear();
+  std::vector<SendCommand> sent;
+  for (int i = 0; i < 120; ++i) {
+    for (const SendCommand& c : poll()) {
+      sent.push_back(c);
+      reply(c, http(200));
+    }
+    if (i == 10) {  // globex is done: nothing of acme is left to wake up for
+      EXPECT_EQ(s->live(), 0u);
+      EXPECT_FALSE(s->next_wakeup().has_value());
+    }
+    now += seconds(1);
+  }
+  ASSERT_EQ(sent.size(), 3u);  // globex: its queue, then its retry
+  for (const SendCommand& c : sent) EXPECT_EQ(c.endpoint, g.id);
+  EXPECT_EQ(count_status(DeliveryStatus::kDelivered), 3u);
+  EXPECT_FALSE(mentions(m, pa));
+  EXPECT_TRUE(mentions(m, pg));
+  EXPECT_EQ(s->stats().live, 0u);
+}
+
+TEST_F(SchedulerTest, DropPartitionWithDeliveriesInFlightIgnoresTheirResults) {
+  const Partition pa = partition_of("acme"), pg = partition_of("globex");
+  ASSERT_NE(pa, pg);
+  Endpoint a1 = add_ep("acme", "xhub", {}, 1);
+  Endpoint a2 = add_ep("acme", "xhub", {}, 1);
+  Endpoint g = add_ep("globex", "xhub", {}, 1);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(submit("acme"), 2u);
+    ASSERT_EQ(submit("globex"), 1u);
+  }
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 3u);  // one per endpoint
+  std::map<EndpointId, SendCommand> cmd;
+  for (const SendCommand& c : out) cmd[c.endpoint] = c;
+  ASSERT_EQ(cmd.size(), 3u);
+  EXPECT_EQ(s->in_flight(pa), 2u);
+  EXPECT_EQ(s->in_flight(pg), 1u);
+
+  EXPECT_EQ(s->drop_partition(pa), 2u);  // the queued ones; the leased ones stay out
+  EXPECT_EQ(s->in_flight(pa), 0u);
+  EXPECT_EQ(s->in_flight(pg), 1u);
+  SchedulerStats st = s->stats();
+  EXPECT_EQ(st.live, 2u);  // globex: 1 in flight, 1 queued
+  EXPECT_EQ(st.in_flight, 1u);
+  EXPECT_EQ(st.ready, 1u);
+  EXPECT_EQ(st.orphaned, 2u);
+  EXPECT_FALSE(s->find_live_delivery(cmd[a1.id].delivery).has_value());
+
+  // Their results: no crash, nothing written, nothing fed to anything.
+  const uint64_t stale = st.stale_results, results = st.results;
+  m.clear();
+  reply(cmd[a1.id], http(503));
+  reply(cmd[a2.id], deferred(DeferReason::kConnections, now + seconds(1)));
+  EXPECT_TRUE(m.empty());
+  st = s->stats();
+  EXPECT_EQ(st.orphaned, 0u);
+  EXPECT_EQ(st.live, 2u);
+  EXPECT_EQ(st.in_flight, 1u);
+  EXPECT_EQ(st.results, results);
+  EXPECT_EQ(st.stale_results, stale + 2);
+  EXPECT_EQ(s->breaker_view("acme", now).window_total, 0u);
+  EXPECT_EQ(s->find_endpoint(a1.id), nullptr);
+  reply(cmd[a1.id], http(200));  // again: stale
+  EXPECT_TRUE(m.empty());
+
+  // Globex goes on; its next lease may reuse a freed slot index: the old command stays stale.
+  reply(cmd[g.id], http(200));
+  std::vector<SendCommand> next = poll();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].endpoint, g.id);
+  EXPECT_EQ(s->in_flight(pg), 1u);
+  reply(cmd[a1.id], http(200));
+  reply(cmd[a2.id], http(200));
+  EXPECT_EQ(s->stats().in_flight, 1u);
+  reply(next[0], http(200));
+  EXPECT_EQ(count_status(DeliveryStatus::kDelivered), 2u);
+  EXPECT_FALSE(mentions(m, pa));
+  st = s->stats();
+  EXPECT_EQ(st.live, 0u);
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(s->in_flight(pg), 0u);
+  EXPECT_TRUE(poll().empty());
+}
+
+TEST_F(SchedulerTest, DropThenRestoreSendsWhatAFreshOwnerWould) {
+  const Partition pa = partition_of("acme"), pg = partition_of("globex");
+  ASSERT_NE(pa, pg);
+  Endpoint a1 = add_ep("acme", "xhub");
+  Endpoint a2;
+  a2.id = make_id(pa, 2000);
+  a2.tenant = "acme";
+  a2.url = "https://example.com/paced";
+  a2.policy = "xhub";
+  a2.rate_limit = RateLimit{2, 1};  // 2/s, no burst
+  ASSERT_TRUE(s->create_endpoint(a2, now, m).ok());
+  Endpoint g = add_ep("globex", "xhub", {}, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(submit("acme"), 2u);
+    ASSERT_EQ(submit("globex"), 1u);
+  }
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 5u);  // a1 3, a2 1 (one token), g 1 (limit 1)
+  SendCommand orphan;
+  int a1_seen = 0;
+  for (const SendCommand& c : out) {
+    if (c.endpoint == a1.id) {
+      const int k = a1_seen++;
+      if (k == 0) reply(c, http(429, "5"));  // a retry, and a1 held 5 s
+      if (k == 1) reply(c, http(200));
+      if (k == 2) orphan = c;  // still out at the drop
+    }
+    if (c.endpoint == a2.id) reply(c, http(503));  // a retry in the wheel
+    if (c.endpoint == g.id) reply(c, http(503));
+  }
+  ASSERT_EQ(a1_seen, 3);
+  now += milliseconds(600);
+  out = poll();  // a2's next token; g's next
+  ASSERT_EQ(out.size(), 2u);
+  for (const SendCommand& c : out) reply(c, http(200));
+
+  RecordStore store;
+  store.apply(m);  // everything written so far: what a new owner would load
+  ASSERT_EQ(s->in_flight(pa), 1u);
+  const uint64_t live_before = s->live();
+  // acme: a1's retry, a2's retry and its queued one (the in-flight one is not counted).
+  EXPECT_EQ(s->drop_partition(pa), 3u);
+  const uint64_t globex_live = s->live();
+  EXPECT_EQ(globex_live, live_before - 3 - 1);
+  EXPECT_EQ(s->stats().orphaned, 1u);
+  store.restore(*s, pa, now);
+
+  Scheduler fresh(opts, reg, 7, now);
+  store.restore(fresh, pa, now);
+  EXPECT_EQ(fresh.live(), 4u);  // the in-flight one comes back as a lost lease
+  EXPECT_EQ(s->live(), fresh.live() + globex_live);
+  EXPECT_EQ(s->stats().in_wheel, fresh.stats().in_wheel + 1);  // globex's retry
+  EXPECT_EQ(s->stats().endpoints, fresh.stats().endpoints + 1);
+  EXPECT_EQ(s->stats().tenants, fresh.stats().tenants + 1);
+
+  // The same script on both; sends compared per poll (the order within one poll among
+  // deliveries due in the same millisecond is the wheel's, unspecified).
+  using Send = std::tuple<DeliveryId, EventSeq, EndpointId, uint16_t, bool>;
+  auto key = [](const SendCommand& c) {
+    return Send{c.delivery, c.event, c.endpoint, c.attempt, c.probe};
+  };
+  auto by_key = [&](const SendCommand& x, const SendCommand& y) { return key(x) < key(y); };
+  std::vector<std::vector<Send>> got, want;
+  Mutations fm;
+  m.clear();
+  size_t acme_sends = 0;
+  for (int i = 0; i < 200; ++i) {  // 100 s in steps of 0.5 s
+    std::vector<SendCommand> a, b;
+    s->poll(now, a, m);
+    fresh.poll(now, b, fm);
+    std::sort(a.begin(), a.end(), by_key);
+    std::sort(b.begin(), b.end(), by_key);
+    const int status = i % 3 == 0 ? 503 : 200;
+    got.emplace_back();
+    want.emplace_back();
+    for (const SendCommand& c : a) {
+      if (c.endpoint != g.id) got.back().push_back(key(c));
+      s->on_result(c, http(c.endpoint == g.id ? 200 : status), now, now, m);
+    }
+    for (const SendCommand& c : b) {
+      want.back().push_back(key(c));
+      fresh.on_result(c, http(status), now, now, fm);
+    }
+    acme_sends += b.size();
+    if (i == 3) s->on_result(orphan, http(200), now, now, m);  // the old lease: ignored
+    now += milliseconds(500);
+  }
+  EXPECT_GE(acme_sends, 4u);
+  EXPECT_EQ(got, want);
+  // The same records written for acme's deliveries.
+  using Put = std::tuple<DeliveryStatus, uint16_t, int64_t, uint8_t>;
+  std::map<DeliveryId, std::vector<Put>> got_puts, want_puts;
+  for (const DeliveryPut& p : m.deliveries) {
+    if (id_partition(p.delivery.id) != pa) continue;
+    got_puts[p.delivery.id].emplace_back(p.delivery.status, p.delivery.attempts,
+                                         p.delivery.next_attempt_at.ms(), p.delivery.flags);
+  }
+  for (const DeliveryPut& p : fm.deliveries) {
+    want_puts[p.delivery.id].emplace_back(p.delivery.status, p.delivery.attempts,
+                                          p.delivery.next_attempt_at.ms(), p.delivery.flags);
+  }
+  EXPECT_EQ(got_puts.size(), 4u);
+  EXPECT_EQ(got_puts, want_puts);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(fresh.live(), 0u);
+  EXPECT_EQ(s->stats().orphaned, 0u);
+}
+
+TEST_F(BreakerSchedulerTest, DropPartitionForgetsItsBreakersOnly) {
+  const Partition pa = partition_of("acme"), pg = partition_of("globex");
+  ASSERT_NE(pa, pg);
+  Endpoint a = add_ep("acme", "xhub");
+  Endpoint g = add_ep("globex", "xhub");
+  open_breaker("acme");
+  open_breaker("globex");  // opened at the same time: both reopen at the same moment
+  EXPECT_EQ(s->stats().breakers_open, 2u);
+  Tenant acme_rec;
+  for (const Tenant& t : m.tenants) {
+    if (t.name == "acme") acme_rec = t;
+  }
+  ASSERT_EQ(acme_rec.breaker.state, BreakerSnapshot::State::kOpen);
+  const WallTime reopen = s->breaker_view("globex", now).snapshot.reopen_at;
+  ASSERT_EQ(s->breaker_view("acme", now).snapshot.reopen_at, reopen);
+
+  EXPECT_EQ(s->drop_partition(pa), 5u);  // acme's retries, held
+  const BreakerView va = s->breaker_view("acme", now);
+  EXPECT_EQ(va.snapshot.state, BreakerSnapshot::State::kClosed);
+  EXPECT_EQ(va.snapshot.failed_probes, 0u);
+  EXPECT_EQ(va.window_total, 0u);
+  EXPECT_EQ(va.window_failed, 0u);
+  const BreakerView vg = s->breaker_view("globex", now);
+  EXPECT_EQ(vg.snapshot.state, BreakerSnapshot::State::kOpen);
+  EXPECT_EQ(vg.snapshot.reopen_at, reopen);
+  EXPECT_EQ(vg.window_failed, 5u);
+  SchedulerStats st = s->stats();  // at once, not a second later
+  EXPECT_EQ(st.breakers_open, 1u);
+  EXPECT_EQ(st.held_by_breaker, 0u);  // globex's retries are in the wheel, not ready
+  EXPECT_EQ(st.tenants, 1u);
+
+  // The pause ends: only globex's breaker moves (acme's timer went with it).
+  m.clear();
+  now = reopen;
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].probe);
+  EXPECT_EQ(out[0].endpoint, g.id);
+  EXPECT_EQ(s->breaker_view("globex", now).snapshot.state, BreakerSnapshot::State::kHalfOpen);
+  EXPECT_FALSE(mentions(m, pa));
+
+  // Restored from its record, acme's breaker is back as it was persisted.
+  ASSERT_TRUE(s->restore_endpoint(a).ok());
+  s->restore_tenant(acme_rec);
+  EXPECT_NE(s->breaker_view("acme", now).snapshot.state, BreakerSnapshot::State::kClosed);
+  EXPECT_EQ(s->breaker_view("acme", now).snapshot.opened_at, acme_rec.breaker.opened_at);
+  EXPECT_EQ(s->stats().tenants, 2u);
 }
 
 }  // namespace
