@@ -1187,6 +1187,11 @@ TEST_F(SchedulerTest, DropPartitionWithDeliveriesInFlightIgnoresTheirResults) {
   EXPECT_EQ(st.ready, 1u);
   EXPECT_EQ(st.orphaned, 2u);
   EXPECT_FALSE(s->find_live_delivery(cmd[a1.id].delivery).has_value());
+  EXPECT_EQ(s->drop_partition(pa), 0u);  // again: the leased ones are not counted out twice
+  EXPECT_EQ(s->stats().live, 2u);
+  EXPECT_EQ(s->stats().in_flight, 1u);
+  EXPECT_EQ(s->stats().orphaned, 2u);
+  st = s->stats();
 
   // Their results: no crash, nothing written, nothing fed to anything.
   const uint64_t stale = st.stale_results, results = st.results;
@@ -1330,6 +1335,24 @@ TEST_F(SchedulerTest, DropThenRestoreSendsWhatAFreshOwnerWould) {
   EXPECT_EQ(s->live(), 0u);
   EXPECT_EQ(fresh.live(), 0u);
   EXPECT_EQ(s->stats().orphaned, 0u);
+}
+
+TEST_F(SchedulerTest, ADroppedEndpointRestoredIsDispatchedOncePerPass) {
+  ASSERT_NE(partition_of("acme"), partition_of("globex"));
+  const Partition pa = partition_of("acme");
+  Endpoint a = add_ep("acme", "xhub", {}, 1000);
+  for (int i = 0; i < 60; ++i) ASSERT_EQ(submit("acme"), 1u);
+  ASSERT_EQ(poll().size(), 50u);  // SPEC R5.3; the endpoint waits in line for the next pass
+  RecordStore store;
+  store.apply(m);
+  EXPECT_EQ(s->drop_partition(pa), 10u);
+  EXPECT_EQ(s->stats().orphaned, 50u);
+  EXPECT_FALSE(s->next_wakeup().has_value());  // nothing of acme is waiting in line
+  store.restore(*s, pa, now);
+  std::vector<SendCommand> out = poll();
+  EXPECT_EQ(out.size(), 50u);  // one pass, one turn for the endpoint: not one per incarnation
+  for (const SendCommand& c : out) EXPECT_EQ(c.endpoint, a.id);
+  EXPECT_EQ(s->stats().live, 60u);
 }
 
 TEST_F(BreakerSchedulerTest, DropPartitionForgetsItsBreakersOnly) {
