@@ -10,12 +10,14 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <set>
 #include <utility>
 
+#include "cluster/fence.h"
+#include "cluster/keys.h"
 #include "net/loop.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
-#include "redis/script.h"
 #include "redis/slot.h"
 #include "storage/codec.h"
 
@@ -26,22 +28,26 @@ using redis::Reply;
 using Cmd = std::vector<std::string>;
 using Replies = std::vector<Result<Reply>>;
 
-// KEYS[1] = T.."seq". ARGV[1] = T (the partition's key prefix), ARGV[2] = the highest id
-// sequence the batch names (0: none), ARGV[3] = "1" when the writer checked the event keys
-// itself (Mutations::event_keys_checked), ARGV[4] = the writer's epoch (TODO(ISSUE 16): fence
-// on it), then ops of four: op, key suffix, field or member, value.
+// The body of the write script of one partition. Its calling convention is cluster/fence.h's,
+// so that with fencing on (RedisStoreOptions::node_id) it runs behind cluster::kFencePrelude
+// unchanged: KEYS[1] = the lease T.."own", KEYS[2] = T.."seq"; ARGV[1] = the writer's node id,
+// ARGV[2] = its epoch (decimal), both read by the prelude only; ARGV[3] = T (the partition's key
+// prefix), ARGV[4] = the highest id sequence the batch names (0: none), ARGV[5] = "1" when the
+// writer checked the event keys itself (Mutations::event_keys_checked), then ops of four: op,
+// key suffix, field or member, value.
 //   E  key  tenant\0id  be64(seq)+record   idempotency key of a new event (checked first)
 //   H  hash field value                    HSET
 //   D  hash field -                        HDEL
 //   Z  zset member -                       ZADD 0
 //   R  zset member -                       ZREM
-// Every check runs before the first write, so a CONFLICT leaves the partition untouched.
-constexpr const char* kApplyScript = R"lua(
-local pre = ARGV[1]
-local checked = ARGV[3] == '1'
+// Every check (the fence, then the keys) runs before the first write, so a FENCED or CONFLICT
+// answer leaves the partition untouched.
+constexpr std::string_view kApplyBody = R"lua(
+local pre = ARGV[3]
+local checked = ARGV[5] == '1'
 local n = #ARGV
 if not checked then
-  for i = 5, n, 4 do
+  for i = 6, n, 4 do
     if ARGV[i] == 'E' then
       local cur = redis.call('HGET', pre .. ARGV[i + 1], ARGV[i + 2])
       if cur and string.sub(cur, 1, 8) ~= string.sub(ARGV[i + 3], 1, 8) then
@@ -50,7 +56,7 @@ if not checked then
     end
   end
 end
-for i = 5, n, 4 do
+for i = 6, n, 4 do
   local op, k, f = ARGV[i], pre .. ARGV[i + 1], ARGV[i + 2]
   if op == 'H' then
     redis.call('HSET', k, f, ARGV[i + 3])
@@ -64,9 +70,9 @@ for i = 5, n, 4 do
     redis.call('ZREM', k, f)
   end
 end
-local top = tonumber(ARGV[2])
-if top > 0 and top > tonumber(redis.call('GET', KEYS[1]) or '0') then
-  redis.call('SET', KEYS[1], ARGV[2])
+local top = tonumber(ARGV[4])
+if top > 0 and top > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[4])
 end
 return 1
 )lua";
@@ -176,6 +182,7 @@ Result<std::optional<Event>> parse_event(EventSeq seq, const Result<Reply>& r) {
 // A partition's part of one write(): the script's ARGV.
 struct PartBatch {
   Partition p = 0;
+  uint64_t epoch = 0;  // the writer's epoch for p (set_partition_epoch) when write() was called
   uint64_t max_seq = 0;
   std::vector<std::string> ops;  // quads
   void op(char code, std::string key, std::string field, std::string value = {}) {
@@ -187,334 +194,8 @@ struct PartBatch {
   void saw(uint64_t id) { max_seq = std::max(max_seq, id_sequence(id)); }
 };
 
-}  // namespace
-
-struct RedisStore::Impl {
-  RedisStoreOptions opt;
-  std::atomic<uint64_t>* durable = nullptr;
-  redis::Script apply{kApplyScript};
-  std::array<std::atomic<uint64_t>, kPartitions> epochs{};
-
-  // Made and used on the loop thread only (the loop pointer itself is read by posters).
-  std::unique_ptr<net::Loop> loop;
-  std::unique_ptr<redis::Client> client;
-  redis::ClusterClient* cluster = nullptr;
-
-  mutable std::mutex mu;  // next_commit, error, and ordered posting of batches
-  std::condition_variable cv;
-  uint64_t next_commit = 0;
-  std::optional<Error> error;
-
-  struct Inflight {
-    uint64_t seq;
-    size_t left;
-  };
-  std::deque<Inflight> inflight;  // loop thread only, in commit order
-
-  std::string prefix(Partition p) const { return "{" + opt.ns + ":" + std::to_string(p) + "}:"; }
-
-  Result<void> init() {
-    auto l = net::Loop::create({});
-    if (!l) return l.error();
-    loop = std::move(*l);
-    redis::ConnectionOptions co;
-    co.password = opt.password;
-    co.default_timeout = opt.command_timeout;
-    co.connect_timeout = opt.command_timeout;
-    if (opt.cluster) {
-      redis::ClusterOptions cl;
-      cl.seeds = opt.servers;
-      cl.connection = co;
-      auto c = redis::ClusterClient::create(*loop, cl);
-      if (!c) return c.error();
-      cluster = c->get();
-      client = std::move(*c);
-    } else {
-      if (!redis::parse_address(opt.servers[0], &co.host, &co.port))
-        return make_error(Errc::kInvalidArgument, "a server is not numeric-host:port", "servers");
-      auto c = redis::Connection::create(*loop, co);
-      if (!c) return c.error();
-      client = std::move(*c);
-    }
-    return ok();
-  }
-
-  // ---- loop thread ----
-
-  // Sends every command (pipelined, in order), then calls `then` with every answer.
-  void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then) {
-    if (cmds.empty()) return then({});
-    struct Gather {
-      Replies out;
-      size_t left;
-      std::function<void(Replies)> then;
-    };
-    auto g = std::make_shared<Gather>();  // API reads and intake lookups, not per delivery
-    g->out.assign(cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
-    g->left = cmds.size();
-    g->then = std::move(then);
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
-      client->command(std::span<const std::string_view>(args), [g, i](Result<Reply> r) {
-        g->out[i] = std::move(r);
-        if (--g->left == 0) g->then(std::move(g->out));
-      });
-    }
-  }
-
-  void fail(const Error& e) {
-    std::lock_guard lk(mu);
-    if (!error) error = e;
-    cv.notify_all();
-  }
-
-  void advance() {
-    uint64_t to = 0;
-    while (!inflight.empty() && inflight.front().left == 0) {
-      to = inflight.front().seq;
-      inflight.pop_front();
-    }
-    if (to == 0) return;
-    std::lock_guard lk(mu);
-    if (error) return;  // fatal: durable_seq stops
-    durable->store(to, std::memory_order_release);
-    cv.notify_all();
-  }
-
-  void send_batch(uint64_t seq, std::vector<PartBatch> parts, bool checked) {
-    const bool wait = opt.wait_replicas > 0;
-    inflight.push_back({seq, parts.size()});
-    auto done_one = [this, seq] {
-      for (auto& f : inflight) {
-        if (f.seq == seq) {
-          --f.left;
-          break;
-        }
-      }
-      advance();
-    };
-    const std::string n = std::to_string(opt.wait_replicas);
-    const std::string ms =
-        std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
-    for (PartBatch& b : parts) {
-      const std::string pre = prefix(b.p);
-      const std::string seq_key = pre + "seq";
-      std::vector<std::string> argv;
-      argv.reserve(4 + b.ops.size());
-      argv.push_back(pre);
-      argv.push_back(std::to_string(b.max_seq));
-      argv.push_back(checked ? "1" : "0");
-      argv.push_back(std::to_string(epochs[b.p].load(std::memory_order_relaxed)));
-      for (auto& o : b.ops) argv.push_back(std::move(o));
-      // EVAL, not EVALSHA: a NOSCRIPT fallback would send the script again after commands
-      // pipelined behind it (a lookup right after this write, the next batch's script), and
-      // those would run first — reads must see the writes issued before them. The cost is the
-      // script's text on every call (left for later: load it on every node at connect).
-      std::vector<std::string_view> cmd{"EVAL", apply.source(), "1", seq_key};
-      cmd.insert(cmd.end(), argv.begin(), argv.end());
-      redis::CommandOptions co;
-      co.key_index = 3;  // the seq key: the partition's slot
-      client->command(
-          std::span<const std::string_view>(cmd),
-          [this, done_one](Result<Reply> r) {
-            auto c = check(r);
-            if (!c) return fail(c.error());
-            done_one();
-          },
-          co);
-    }
-    // WAIT counts the replicas that have every write its connection carried before it: one per
-    // primary, after all of the batch's scripts.
-    std::vector<std::string> waited;
-    for (const PartBatch& b : parts) {
-      if (!wait) break;
-      const std::string seq_key = prefix(b.p) + "seq";
-      redis::Client* target = client.get();
-      std::string node = "standalone";
-      if (cluster) {
-        node = cluster->node_for_slot(redis::key_slot(seq_key));
-        target = node.empty() ? nullptr : cluster->connection(node);
-      }
-      if (!target) {
-        fail(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
-        break;
-      }
-      if (std::find(waited.begin(), waited.end(), node) != waited.end()) continue;
-      waited.push_back(node);
-      for (auto& f : inflight) {
-        if (f.seq == seq) ++f.left;
-      }
-      const int64_t need = opt.wait_replicas;
-      redis::CommandOptions o;
-      o.timeout = opt.command_timeout + opt.wait_timeout;
-      o.key_index = redis::kNoKey;
-      target->command(
-          {"WAIT", n, ms},
-          [this, done_one, need](Result<Reply> r) {
-            auto c = check(r);
-            if (!c) return fail(c.error());
-            if (!(*c)->is_integer() || (*c)->integer_value() < need)
-              return fail(make_error(Errc::kUnavailable,
-                                     "redis: fewer replicas acknowledged than required", nullptr,
-                                     "redis_wait"));
-            done_one();
-          },
-          o);
-    }
-    advance();
-  }
-
-  // ---- any thread but the loop's ----
-
-  void post(std::function<void()> fn) { loop->post(std::move(fn)); }
-
-  Replies run(std::vector<Cmd> cmds) {
-    // Shared: the loop thread may still be inside set_value() when this thread wakes.
-    auto pr = std::make_shared<std::promise<Replies>>();
-    auto fut = pr->get_future();
-    post([this, pr, cmds = std::move(cmds)]() mutable {
-      send_all(std::move(cmds), [pr](Replies r) { pr->set_value(std::move(r)); });
-    });
-    return fut.get();
-  }
-  Result<Reply> run1(Cmd cmd) {
-    std::vector<Cmd> v;
-    v.push_back(std::move(cmd));
-    Replies r = run(std::move(v));
-    return std::move(r[0]);
-  }
-
-  KeyLookup key_lookup(const std::vector<EventKeyRef>& keys) {
-    KeyLookup l;
-    l.n = keys.size();
-    std::map<Partition, size_t> at;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const Partition p = partition_of(keys[i].tenant);
-      auto [it, fresh] = at.emplace(p, l.cmds.size());
-      if (fresh) {
-        l.cmds.push_back({"HMGET", prefix(p) + "key"});
-        l.positions.emplace_back();
-      }
-      l.cmds[it->second].push_back(key_field(keys[i].tenant, keys[i].event_id));
-      l.positions[it->second].push_back(i);
-    }
-    return l;
-  }
-
-  // Deliveries by id (one HMGET per partition), aligned with `ids`.
-  Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) {
-    std::vector<std::optional<Delivery>> out(ids.size());
-    if (ids.empty()) return out;
-    std::vector<Cmd> cmds;
-    std::vector<std::vector<size_t>> pos;
-    std::map<Partition, size_t> at;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const Partition p = id_partition(ids[i]);
-      auto [it, fresh] = at.emplace(p, cmds.size());
-      if (fresh) {
-        cmds.push_back({"HMGET", prefix(p) + "dl"});
-        pos.emplace_back();
-      }
-      cmds[it->second].push_back(be64s(ids[i]));
-      pos[it->second].push_back(i);
-    }
-    Replies rs = run(std::move(cmds));
-    for (size_t c = 0; c < rs.size(); ++c) {
-      auto r = check(rs[c]);
-      if (!r) return r.error();
-      const Reply& a = **r;
-      if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i].is_nil()) continue;
-        const size_t k = pos[c][i];
-        auto d = decode_delivery(ids[k], a[i].str());
-        if (!d) return d.error();
-        out[k] = *d;
-      }
-    }
-    return out;
-  }
-};
-
-// ---- lifecycle --------------------------------------------------------------------------------
-
-Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) {
-  if (options.servers.empty())
-    return make_error(Errc::kInvalidArgument, "no Redis server given", "servers");
-  if (!options.cluster && options.servers.size() > 1)
-    return make_error(Errc::kInvalidArgument,
-                      "more than one server is only for a cluster (cluster = true)", "servers");
-  if (options.ns.empty() || options.ns.find_first_of("{}") != std::string::npos)
-    return make_error(Errc::kInvalidArgument, "the namespace must be non-empty, without braces",
-                      "ns");
-  if (options.command_timeout <= Duration::zero())
-    return make_error(Errc::kInvalidArgument, "command timeout must be positive",
-                      "command_timeout");
-  std::unique_ptr<RedisStore> s(new RedisStore());
-  s->impl_ = std::make_unique<Impl>();
-  Impl* impl = s->impl_.get();
-  impl->opt = std::move(options);
-  impl->durable = &s->durable_;
-  auto ready = std::make_shared<std::promise<Result<void>>>();
-  auto fut = ready->get_future();
-  s->thread_ = std::thread([impl, ready] {
-    ::pthread_setname_np(::pthread_self(), "rc-redis-store");
-    Result<void> r = impl->init();
-    const bool started = r.ok();
-    ready->set_value(r);
-    if (!started) return;
-    impl->loop->run();
-    impl->client.reset();  // fails what is still held: async callers get an error
-    impl->cluster = nullptr;
-    // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
-    // may still be inside Loop::wake() when run() returns here.
-  });
-  Result<void> init = fut.get();
-  if (!init) {
-    s->thread_.join();
-    return init.error();
-  }
-  // The server (or, for a cluster, some node) answers, and the store's script is there.
-  for (int attempt = 0;; ++attempt) {
-    auto r = impl->run1({"PING"});
-    auto c = check(r);
-    if (c) break;
-    if (attempt >= 20) return c.error();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return s;
-}
-
-RedisStore::~RedisStore() {
-  if (!thread_.joinable()) return;
-  impl_->post([impl = impl_.get()] { impl->loop->stop(); });
-  thread_.join();
-  impl_.reset();  // the loop goes last, on this thread, once nobody can post to it
-}
-
-void RedisStore::set_partition_epoch(Partition p, uint64_t epoch) {
-  impl_->epochs[p].store(epoch, std::memory_order_relaxed);
-}
-
-std::optional<Error> RedisStore::failed() const {
-  std::lock_guard lk(impl_->mu);
-  return impl_->error;
-}
-
-bool RedisStore::wait_durable(uint64_t seq, Duration timeout) {
-  std::unique_lock lk(impl_->mu);
-  return impl_->cv.wait_for(lk, timeout, [&] { return impl_->error || durable_seq() >= seq; }) &&
-         durable_seq() >= seq;
-}
-
-// ---- writes -----------------------------------------------------------------------------------
-
-Result<uint64_t> RedisStore::write(const Mutations& m) {
-  {
-    std::lock_guard lk(impl_->mu);
-    if (impl_->error) return *impl_->error;
-    if (m.empty()) return impl_->next_commit;
-  }
+// A batch, split by partition (in partition order); the epochs are left to the caller.
+Result<std::vector<PartBatch>> split(const Mutations& m) {
   std::map<Partition, PartBatch> parts;
   auto part = [&](Partition p) -> PartBatch& {
     PartBatch& b = parts[p];
@@ -620,15 +301,416 @@ Result<uint64_t> RedisStore::write(const Mutations& m) {
   std::vector<PartBatch> list;
   list.reserve(parts.size());
   for (auto& [p, b] : parts) list.push_back(std::move(b));
-  const bool checked = m.event_keys_checked;
-  std::lock_guard lk(impl_->mu);
-  if (impl_->error) return *impl_->error;
-  const uint64_t seq = ++impl_->next_commit;
-  // Posted under the lock: the loop thread sees batches in commit order.
-  impl_->post([impl = impl_.get(), seq, checked, list = std::move(list)]() mutable {
-    impl->send_batch(seq, std::move(list), checked);
+  return list;
+}
+
+}  // namespace
+
+struct RedisStore::Impl {
+  RedisStoreOptions opt;
+  std::atomic<uint64_t>* durable = nullptr;
+  bool fencing = false;      // opt.node_id is set
+  std::string apply_source;  // kApplyBody, behind cluster::kFencePrelude when fencing
+  std::array<std::atomic<uint64_t>, kPartitions> epochs{};
+
+  // Refused writes. Written on the loop thread before durable_seq can pass the batch (release),
+  // read by fenced() from any thread: any_fenced[p] says p was refused at some epoch,
+  // last_fenced[p] the latest such epoch, fenced_set every (p, epoch) refused.
+  std::array<std::atomic<bool>, kPartitions> any_fenced{};
+  std::array<std::atomic<uint64_t>, kPartitions> last_fenced{};
+  mutable std::mutex fenced_mu;
+  std::set<std::pair<Partition, uint64_t>> fenced_set;  // under fenced_mu
+  std::atomic<uint64_t> fenced_writes{0};
+
+  // Made and used on the loop thread only (the loop pointer itself is read by posters).
+  std::unique_ptr<net::Loop> loop;
+  std::unique_ptr<redis::Client> client;
+  redis::ClusterClient* cluster = nullptr;
+
+  mutable std::mutex mu;  // next_commit, error, and ordered posting of batches
+  std::condition_variable cv;
+  uint64_t next_commit = 0;
+  std::optional<Error> error;
+
+  struct Inflight {
+    uint64_t seq;
+    size_t left;
+  };
+  std::deque<Inflight> inflight;  // loop thread only, in commit order
+
+  std::string prefix(Partition p) const { return "{" + opt.ns + ":" + std::to_string(p) + "}:"; }
+
+  Result<void> init() {
+    auto l = net::Loop::create({});
+    if (!l) return l.error();
+    loop = std::move(*l);
+    redis::ConnectionOptions co;
+    co.password = opt.password;
+    co.default_timeout = opt.command_timeout;
+    co.connect_timeout = opt.command_timeout;
+    if (opt.cluster) {
+      redis::ClusterOptions cl;
+      cl.seeds = opt.servers;
+      cl.connection = co;
+      auto c = redis::ClusterClient::create(*loop, cl);
+      if (!c) return c.error();
+      cluster = c->get();
+      client = std::move(*c);
+    } else {
+      if (!redis::parse_address(opt.servers[0], &co.host, &co.port))
+        return make_error(Errc::kInvalidArgument, "a server is not numeric-host:port", "servers");
+      auto c = redis::Connection::create(*loop, co);
+      if (!c) return c.error();
+      client = std::move(*c);
+    }
+    return ok();
+  }
+
+  // ---- loop thread ----
+
+  // Sends every command (pipelined, in order), then calls `then` with every answer.
+  void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then) {
+    if (cmds.empty()) return then({});
+    struct Gather {
+      Replies out;
+      size_t left;
+      std::function<void(Replies)> then;
+    };
+    auto g = std::make_shared<Gather>();  // API reads and intake lookups, not per delivery
+    g->out.assign(cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
+    g->left = cmds.size();
+    g->then = std::move(then);
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
+      client->command(std::span<const std::string_view>(args), [g, i](Result<Reply> r) {
+        g->out[i] = std::move(r);
+        if (--g->left == 0) g->then(std::move(g->out));
+      });
+    }
+  }
+
+  void fail(const Error& e) {
+    std::lock_guard lk(mu);
+    if (!error) error = e;
+    cv.notify_all();
+  }
+
+  // The write of partition p at `epoch` was refused (FENCED, or epoch 0 with fencing on).
+  // Called before the batch's part counts as done, so before durable_seq can pass it.
+  void record_fenced(Partition p, uint64_t epoch) {
+    fenced_writes.fetch_add(1, std::memory_order_relaxed);
+    bool fresh = false;
+    {
+      std::lock_guard lk(fenced_mu);
+      fresh = fenced_set.emplace(p, epoch).second;
+    }
+    last_fenced[p].store(epoch, std::memory_order_release);
+    any_fenced[p].store(true, std::memory_order_release);
+    if (fresh && opt.on_fenced) opt.on_fenced(p, epoch);
+  }
+
+  bool was_fenced(Partition p, uint64_t epoch) const {
+    if (p >= kPartitions || !any_fenced[p].load(std::memory_order_acquire)) return false;
+    if (last_fenced[p].load(std::memory_order_acquire) == epoch) return true;
+    std::lock_guard lk(fenced_mu);
+    return fenced_set.count({p, epoch}) > 0;
+  }
+
+  void advance() {
+    uint64_t to = 0;
+    while (!inflight.empty() && inflight.front().left == 0) {
+      to = inflight.front().seq;
+      inflight.pop_front();
+    }
+    if (to == 0) return;
+    std::lock_guard lk(mu);
+    if (error) return;  // fatal: durable_seq stops
+    durable->store(to, std::memory_order_release);
+    cv.notify_all();
+  }
+
+  void send_batch(uint64_t seq, std::vector<PartBatch> all, bool checked) {
+    const bool wait = opt.wait_replicas > 0;
+    // With fencing on, a partition held at no epoch is refused here, without a round trip: no
+    // lease can hold epoch 0. Its part of the batch is done (nothing of it is written).
+    std::vector<PartBatch> parts;
+    parts.reserve(all.size());
+    for (PartBatch& b : all) {
+      if (fencing && b.epoch == 0) {
+        record_fenced(b.p, 0);
+      } else {
+        parts.push_back(std::move(b));
+      }
+    }
+    inflight.push_back({seq, parts.size()});
+    auto done_one = [this, seq] {
+      for (auto& f : inflight) {
+        if (f.seq == seq) {
+          --f.left;
+          break;
+        }
+      }
+      advance();
+    };
+    const std::string n = std::to_string(opt.wait_replicas);
+    const std::string ms =
+        std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
+    for (PartBatch& b : parts) {
+      const std::string pre = prefix(b.p);
+      const std::string own = cluster::own_key(opt.ns, b.p);
+      const std::string seq_key = pre + "seq";
+      std::vector<std::string> argv;
+      argv.reserve(5 + b.ops.size());
+      argv.push_back(opt.node_id);
+      argv.push_back(std::to_string(b.epoch));
+      argv.push_back(pre);
+      argv.push_back(std::to_string(b.max_seq));
+      argv.push_back(checked ? "1" : "0");
+      for (auto& o : b.ops) argv.push_back(std::move(o));
+      // EVAL, not EVALSHA: a NOSCRIPT fallback would send the script again after commands
+      // pipelined behind it (a lookup right after this write, the next batch's script), and
+      // those would run first — reads must see the writes issued before them. The cost is the
+      // script's text on every call (left for later: load it on every node at connect).
+      // Without fencing the body runs alone and ignores KEYS[1], ARGV[1] and ARGV[2].
+      std::vector<std::string_view> cmd{"EVAL", apply_source, "2", own, seq_key};
+      cmd.insert(cmd.end(), argv.begin(), argv.end());
+      redis::CommandOptions co;
+      co.key_index = 3;  // the lease key: the partition's slot, as every key of the script
+      client->command(
+          std::span<const std::string_view>(cmd),
+          [this, done_one, p = b.p, epoch = b.epoch](Result<Reply> r) {
+            // FENCED: nothing of p was written; the rest of the batch goes on (not fatal).
+            if (fencing && r.ok() && cluster::is_fenced(*r)) {
+              record_fenced(p, epoch);
+              return done_one();
+            }
+            auto c = check(r);
+            if (!c) return fail(c.error());
+            done_one();
+          },
+          co);
+    }
+    // WAIT counts the replicas that have every write its connection carried before it: one per
+    // primary, after all of the batch's scripts.
+    std::vector<std::string> waited;
+    for (const PartBatch& b : parts) {
+      if (!wait) break;
+      const std::string seq_key = prefix(b.p) + "seq";
+      redis::Client* target = client.get();
+      std::string node = "standalone";
+      if (cluster) {
+        node = cluster->node_for_slot(redis::key_slot(seq_key));
+        target = node.empty() ? nullptr : cluster->connection(node);
+      }
+      if (!target) {
+        fail(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
+        break;
+      }
+      if (std::find(waited.begin(), waited.end(), node) != waited.end()) continue;
+      waited.push_back(node);
+      for (auto& f : inflight) {
+        if (f.seq == seq) ++f.left;
+      }
+      const int64_t need = opt.wait_replicas;
+      redis::CommandOptions o;
+      o.timeout = opt.command_timeout + opt.wait_timeout;
+      o.key_index = redis::kNoKey;
+      target->command(
+          {"WAIT", n, ms},
+          [this, done_one, need](Result<Reply> r) {
+            auto c = check(r);
+            if (!c) return fail(c.error());
+            if (!(*c)->is_integer() || (*c)->integer_value() < need)
+              return fail(make_error(Errc::kUnavailable,
+                                     "redis: fewer replicas acknowledged than required", nullptr,
+                                     "redis_wait"));
+            done_one();
+          },
+          o);
+    }
+    advance();
+  }
+
+  // ---- any thread but the loop's ----
+
+  void post(std::function<void()> fn) { loop->post(std::move(fn)); }
+
+  // Hands a split batch to the loop thread; its commit sequence, or the store's error.
+  Result<uint64_t> submit(std::vector<PartBatch> list, bool checked) {
+    std::lock_guard lk(mu);
+    if (error) return *error;
+    const uint64_t seq = ++next_commit;
+    // Posted under the lock: the loop thread sees batches in commit order.
+    post([this, seq, checked, list = std::move(list)]() mutable {
+      send_batch(seq, std::move(list), checked);
+    });
+    return seq;
+  }
+
+  Replies run(std::vector<Cmd> cmds) {
+    // Shared: the loop thread may still be inside set_value() when this thread wakes.
+    auto pr = std::make_shared<std::promise<Replies>>();
+    auto fut = pr->get_future();
+    post([this, pr, cmds = std::move(cmds)]() mutable {
+      send_all(std::move(cmds), [pr](Replies r) { pr->set_value(std::move(r)); });
+    });
+    return fut.get();
+  }
+  Result<Reply> run1(Cmd cmd) {
+    std::vector<Cmd> v;
+    v.push_back(std::move(cmd));
+    Replies r = run(std::move(v));
+    return std::move(r[0]);
+  }
+
+  KeyLookup key_lookup(const std::vector<EventKeyRef>& keys) {
+    KeyLookup l;
+    l.n = keys.size();
+    std::map<Partition, size_t> at;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Partition p = partition_of(keys[i].tenant);
+      auto [it, fresh] = at.emplace(p, l.cmds.size());
+      if (fresh) {
+        l.cmds.push_back({"HMGET", prefix(p) + "key"});
+        l.positions.emplace_back();
+      }
+      l.cmds[it->second].push_back(key_field(keys[i].tenant, keys[i].event_id));
+      l.positions[it->second].push_back(i);
+    }
+    return l;
+  }
+
+  // Deliveries by id (one HMGET per partition), aligned with `ids`.
+  Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) {
+    std::vector<std::optional<Delivery>> out(ids.size());
+    if (ids.empty()) return out;
+    std::vector<Cmd> cmds;
+    std::vector<std::vector<size_t>> pos;
+    std::map<Partition, size_t> at;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Partition p = id_partition(ids[i]);
+      auto [it, fresh] = at.emplace(p, cmds.size());
+      if (fresh) {
+        cmds.push_back({"HMGET", prefix(p) + "dl"});
+        pos.emplace_back();
+      }
+      cmds[it->second].push_back(be64s(ids[i]));
+      pos[it->second].push_back(i);
+    }
+    Replies rs = run(std::move(cmds));
+    for (size_t c = 0; c < rs.size(); ++c) {
+      auto r = check(rs[c]);
+      if (!r) return r.error();
+      const Reply& a = **r;
+      if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].is_nil()) continue;
+        const size_t k = pos[c][i];
+        auto d = decode_delivery(ids[k], a[i].str());
+        if (!d) return d.error();
+        out[k] = *d;
+      }
+    }
+    return out;
+  }
+};
+
+// ---- lifecycle --------------------------------------------------------------------------------
+
+Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) {
+  if (options.servers.empty())
+    return make_error(Errc::kInvalidArgument, "no Redis server given", "servers");
+  if (!options.cluster && options.servers.size() > 1)
+    return make_error(Errc::kInvalidArgument,
+                      "more than one server is only for a cluster (cluster = true)", "servers");
+  if (options.ns.empty() || options.ns.find_first_of("{}") != std::string::npos)
+    return make_error(Errc::kInvalidArgument, "the namespace must be non-empty, without braces",
+                      "ns");
+  if (options.command_timeout <= Duration::zero())
+    return make_error(Errc::kInvalidArgument, "command timeout must be positive",
+                      "command_timeout");
+  std::unique_ptr<RedisStore> s(new RedisStore());
+  s->impl_ = std::make_unique<Impl>();
+  Impl* impl = s->impl_.get();
+  impl->opt = std::move(options);
+  impl->fencing = !impl->opt.node_id.empty();
+  impl->apply_source = impl->fencing ? cluster::fenced_source(kApplyBody) : std::string(kApplyBody);
+  impl->durable = &s->durable_;
+  auto ready = std::make_shared<std::promise<Result<void>>>();
+  auto fut = ready->get_future();
+  s->thread_ = std::thread([impl, ready] {
+    ::pthread_setname_np(::pthread_self(), "rc-redis-store");
+    Result<void> r = impl->init();
+    const bool started = r.ok();
+    ready->set_value(r);
+    if (!started) return;
+    impl->loop->run();
+    impl->client.reset();  // fails what is still held: async callers get an error
+    impl->cluster = nullptr;
+    // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
+    // may still be inside Loop::wake() when run() returns here.
   });
-  return seq;
+  Result<void> init = fut.get();
+  if (!init) {
+    s->thread_.join();
+    return init.error();
+  }
+  // The server (or, for a cluster, some node) answers, and the store's script is there.
+  for (int attempt = 0;; ++attempt) {
+    auto r = impl->run1({"PING"});
+    auto c = check(r);
+    if (c) break;
+    if (attempt >= 20) return c.error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return s;
+}
+
+RedisStore::~RedisStore() {
+  if (!thread_.joinable()) return;
+  impl_->post([impl = impl_.get()] { impl->loop->stop(); });
+  thread_.join();
+  impl_.reset();  // the loop goes last, on this thread, once nobody can post to it
+}
+
+void RedisStore::set_partition_epoch(Partition p, uint64_t epoch) {
+  if (p >= kPartitions) return;
+  impl_->epochs[p].store(epoch, std::memory_order_release);
+}
+
+bool RedisStore::fenced(Partition p, uint64_t epoch) const {
+  return impl_->was_fenced(p, epoch);
+}
+
+uint64_t RedisStore::fenced_writes() const {
+  return impl_->fenced_writes.load(std::memory_order_relaxed);
+}
+
+std::optional<Error> RedisStore::failed() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->error;
+}
+
+bool RedisStore::wait_durable(uint64_t seq, Duration timeout) {
+  std::unique_lock lk(impl_->mu);
+  return impl_->cv.wait_for(lk, timeout, [&] { return impl_->error || durable_seq() >= seq; }) &&
+         durable_seq() >= seq;
+}
+
+// ---- writes -----------------------------------------------------------------------------------
+
+Result<uint64_t> RedisStore::write(const Mutations& m) {
+  {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->error) return *impl_->error;
+    if (m.empty()) return impl_->next_commit;
+  }
+  auto list = split(m);
+  if (!list) return list.error();
+  // The epoch of each partition is the one set when write() is called: the one the caller's
+  // fenced(p, epoch) check must name.
+  for (PartBatch& b : *list) b.epoch = impl_->epochs[b.p].load(std::memory_order_acquire);
+  return impl_->submit(std::move(*list), m.event_keys_checked);
 }
 
 // ---- point reads ------------------------------------------------------------------------------
@@ -836,7 +918,10 @@ Result<std::vector<Notification>> RedisStore::list_notifications(std::string_vie
 // ---- recovery ---------------------------------------------------------------------------------
 
 Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVisitor& visitor) {
+  if (p >= kPartitions) return make_error(Errc::kInvalidArgument, "no such partition", "partition");
   RecoveryStats st;
+  // The leases it turns back are written at the epoch p is held at now (fenced like any write).
+  const uint64_t epoch = impl_->epochs[p].load(std::memory_order_acquire);
   uint64_t max_seq = 0;
   const std::string pre = impl_->prefix(p);
   std::vector<Cmd> cmds;
@@ -928,12 +1013,18 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           m.attempts.push_back(std::move(a));
           m.deliveries.push_back(DeliveryPut{d, 0, false});
         }
-        auto w = write(m);
+        auto list = split(m);
+        if (!list) return list.error();
+        for (PartBatch& b : *list) b.epoch = epoch;  // all of p
+        auto w = impl_->submit(std::move(*list), m.event_keys_checked);
         if (!w) return w.error();
         if (!wait_durable(*w, impl_->opt.command_timeout * 4)) {
           if (auto e = failed()) return *e;
           return make_error(Errc::kUnavailable, "redis: recovery write did not complete");
         }
+        if (fenced(p, epoch))
+          return make_error(Errc::kUnavailable, "redis: the partition's lease is not held",
+                            "partition", "fenced");
         st.leases_expired += leased.size();
       }
       for (const Delivery& d : chunk) visitor.on_delivery(d);

@@ -16,29 +16,47 @@
 //   T ep                    hash    be64(endpoint id) -> encode_endpoint
 //   T tn                    hash    tenant name -> encode_tenant
 //   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
-// Writes. write() groups a batch by partition and hands it to the store's loop thread (FIFO
-// through net::Loop::post); the thread sends one EVAL of kApplyScript per partition (not EVALSHA:
-// see write()), pipelined, then (wait_replicas > 0) one WAIT per partition on the connection that
-// carried its script. The script first checks every new event's idempotency key (unless
+//   T own                   hash    {node, epoch}: the partition's lease. Written by the lease
+//                                   manager (cluster/lease.h), only read here (the fence)
+// Writes. write() groups a batch by partition, notes the epoch each partition is held at
+// (set_partition_epoch, read in write()), and hands the batch to the store's loop thread (FIFO
+// through net::Loop::post); the thread sends one EVAL of the apply script per partition (not
+// EVALSHA: see send_batch()), pipelined, then (wait_replicas > 0) one WAIT per partition on the
+// connection that carried its script. The script's keys are T own and T seq (one slot). With
+// fencing on (RedisStoreOptions::node_id set) it starts with cluster::kFencePrelude: unless
+// T own holds exactly {node_id, that epoch} it answers "FENCED ..." and writes nothing of the
+// partition; a partition held at epoch 0 (never set, or cleared) is refused on the loop thread
+// without being sent. Then the script checks every new event's idempotency key (unless
 // Mutations::event_keys_checked) and answers "CONFLICT ..." before writing anything, then
-// applies the puts in batch order (the last put of a record wins).
+// applies the puts in batch order (the last put of a record wins). With node_id empty there is
+// no check (one ringcast node alone on its Redis).
 // Invariants:
 //   - write() never touches the network and returns a strictly increasing commit sequence;
 //   - durable_seq() >= s means every script of batch s and of every earlier batch answered OK
-//     and, with wait_replicas > 0, every WAIT after them counted >= wait_replicas replicas;
-//   - a batch that fails (CONFLICT, a timeout, a lost connection, too few replicas) is fatal
-//     for the store: durable_seq() stops for good, failed() reports the first error and every
-//     later write() returns it (crash-only: the shard aborts on a write error);
+//     or was refused by the fence and, with wait_replicas > 0, every WAIT after them counted >=
+//     wait_replicas replicas. A FENCED part wrote nothing, so durable does not mean written: a
+//     caller that acknowledges on durability must check fenced(p, epoch) for the partitions it
+//     wrote;
+//   - a refused write of p at epoch e is recorded (fenced(p, e), fenced_writes(), one
+//     on_fenced(p, e) per pair) before durable_seq() can pass its batch, with release ordering:
+//     who sees that durable_seq() and then asks fenced(p, e) gets true. It is not fatal: the
+//     batch's other partitions are written and the store goes on;
+//   - every other failure of a batch (CONFLICT, a timeout, a lost connection, too few
+//     replicas) is fatal for the store: durable_seq() stops for good, failed() reports the
+//     first error and every later write() returns it (crash-only: the shard aborts on a write
+//     error);
 //   - a read issued after write() returned sees that write: reads are queued behind it on the
 //     loop thread and travel on the same per-node connection, which Redis answers in order;
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
 //     never block and complete exactly once through the caller's Poster.
-// TODO(ISSUE 16): fencing epochs. set_partition_epoch() records the epoch a caller owns a
-// partition at; it is passed to the script (ARGV[4]) but not yet checked there.
+// TODO(ISSUE 16): reads are not fenced (a stale owner still reads what is there), and a
+// partition once FENCED at an epoch is still sent at that epoch (the script refuses it again);
+// the caller is expected to drop the partition (set_partition_epoch(p, 0)).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +79,14 @@ struct RedisStoreOptions {
   // 0 here (tests run without replicas); docs/cluster.md says 1 in production.
   uint32_t wait_replicas = 0;
   Duration wait_timeout = milliseconds(50);
+  // Fencing (ISSUE 16). Empty: no fence (one ringcast node alone on its Redis). Set: this
+  // node's id as the lease manager writes it into T own ({node, epoch}); every write of p must
+  // find the lease at exactly {node_id, the epoch set by set_partition_epoch(p)}.
+  std::string node_id;
+  // Called on the store's thread, once per (partition, epoch), when a write of the partition
+  // at that epoch is first refused; before durable_seq() passes that batch. Must not block and
+  // must not call the store's synchronous reads (they wait on this thread).
+  std::function<void(Partition, uint64_t epoch)> on_fenced;
 };
 
 class RedisStore final : public Store {
@@ -98,9 +124,17 @@ class RedisStore final : public Store {
   void load_event_async(EventSeq seq, Poster& on, EventDone done) override;
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
 
-  // TODO(ISSUE 16) fencing hook: the epoch this process holds partition p's lease at (0: none).
-  // Sent with every script of p; the script does not check it yet.
+  // The epoch this process holds partition p's lease at (0: none), for the writes of p that
+  // write() is called with from now on (any thread). Only checked with fencing on (node_id);
+  // there, 0 refuses every write of p. recover(p) writes the leases it turns back at the epoch
+  // p is held at when it starts, and answers an error (reason "fenced") if that was refused.
   void set_partition_epoch(Partition p, uint64_t epoch);
+  // True once a write of p at `epoch` was refused (FENCED, or epoch 0 with fencing on): nothing
+  // of p in that batch was written although the batch became durable. Any thread; see the
+  // ordering invariant above. Never true with fencing off.
+  bool fenced(Partition p, uint64_t epoch) const;
+  // How many partition writes (one per partition of a batch) were refused so far.
+  uint64_t fenced_writes() const;
 
   static constexpr size_t kListScanMax = 10'000;
 
