@@ -418,7 +418,8 @@ TEST_F(CliTest, ClusterStatus) {
       R"({"partition":0,"epoch":3},{"partition":1,"epoch":3},{"partition":2,"epoch":4},)"
       R"({"partition":3,"epoch":3},{"partition":7,"epoch":5},{"partition":9,"epoch":3},)"
       R"({"partition":10,"epoch":3},{"partition":11,"epoch":3},{"partition":12,"epoch":3},)"
-      R"({"partition":255,"epoch":1}],"owned_count":10,"releasing":1,)"
+      R"({"partition":20,"epoch":2},{"partition":21,"epoch":2},)"
+      R"({"partition":255,"epoch":1}],"owned_count":12,"releasing":1,)"
       R"("redis_nodes":["127.0.0.1:7000","127.0.0.1:7001"],"counters":{"acquired":11,)"
       R"("released":1,"lost":0,"fenced":2,"acquire_refused":3,"renewals":400,"redis_errors":5}})";
   RestApiOptions o;
@@ -439,9 +440,9 @@ TEST_F(CliTest, ClusterStatus) {
             "synced:      yes\n"
             "members:     3\n"
             "  node-a   assigned 86\n"
-            "  node-bb  assigned 85  (this node: owns 10, releasing 1)\n"
+            "  node-bb  assigned 85  (this node: owns 12, releasing 1)\n"
             "  node-c   assigned 85\n"
-            "partitions owned (10): 0-3,7,9-12,255\n"
+            "partitions owned (12): 0-3,7,9-12,20-21,255\n"
             "epochs:      1..5\n"
             "redis nodes: 127.0.0.1:7000, 127.0.0.1:7001\n"
             "counters:    acquired 11  released 1  lost 0  fenced 2  acquire_refused 3  "
