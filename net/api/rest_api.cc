@@ -1212,6 +1212,16 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return submit_bulk(c);
   }
+  if (segs->size() == 2 && (*segs)[1] == "cluster") {
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    if (!options_.cluster_status) {
+      return c.answer(HttpResponse::error(404, "not_cluster",
+                                          "this node does not run in cluster mode "
+                                          "(storage.backend = \"redis\" and cluster.enabled = "
+                                          "true)"));
+    }
+    return c.answer(HttpResponse::json(200, options_.cluster_status()));
+  }
   if (segs->size() == 2 && (*segs)[1] == "intake" && options_.intake_status) {
     if (m != "GET") return c.answer(method_not_allowed("GET"));
     return c.answer(HttpResponse::json(200, options_.intake_status()));

@@ -20,6 +20,8 @@
 //   PUT  /v1/tenants/{t}/subscription {"active": bool}
 //   GET  /v1/tenants/{t}/notifications        (SPEC R8.4)
 //   GET  /v1/intake                           the bus intake sources (when configured)
+//   GET  /v1/cluster                          cluster mode: this node's view (ISSUE 16);
+//                                             404 not_cluster on a single node
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
 // 401 auth, 404 not_found (route) / unknown_tenant / unknown_endpoint / unknown_delivery /
 // unknown_event (with the field naming it; a tenant that never had an endpoint is
@@ -63,6 +65,10 @@ struct RestApiOptions {
   // GET /v1/intake: the message-bus intake sources' state as JSON (ISSUE 15); unset: 404.
   // Called on the HTTP loop thread; it must not block.
   std::function<std::string()> intake_status;
+  // GET /v1/cluster: this node's cluster view as JSON (cluster/status_json.h, ISSUE 16);
+  // unset (single-node mode): 404 not_cluster. Called on the HTTP loop thread; it must not
+  // block.
+  std::function<std::string()> cluster_status;
 };
 
 class ReadPool;

@@ -11,6 +11,7 @@
 
 #include <simdjson.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -256,6 +257,7 @@ TEST_F(RestApiEngineTest, EveryV1RouteNeedsTheToken) {
       {"POST", "/v1/tenants/acme/breaker/reset"},
       {"PUT", "/v1/tenants/acme/subscription"},
       {"GET", "/v1/tenants/acme/notifications"},
+      {"GET", "/v1/cluster"},
       {"GET", "/v1/nothing-here"},
   };
   const std::string bulk = R"({"tenant":"acme","id":"e1","type":"t","payload":{}})";
@@ -946,6 +948,48 @@ TEST_F(RestApiEngineTest, SubscriptionRoute) {
                "active");
   expect_error(call("PUT", "/v1/tenants/acme/subscription", R"({"active":true,"x":1})"), 400,
                "unknown_field", "x");
+}
+
+// --- cluster mode (ISSUE 16) ------------------------------------------------------------------
+
+TEST_F(RestApiEngineTest, ClusterRouteOnASingleNodeIs404NotCluster) {
+  ClientResponse r = call("GET", "/v1/cluster");
+  expect_error(r, 404, "not_cluster");
+  EXPECT_EQ(r.body,
+            R"({"error":{"code":"not_cluster","message":"this node does not run in cluster mode )"
+            R"x((storage.backend = \"redis\" and cluster.enabled = true)"}})x");
+  expect_error(client_->request("GET", "/v1/cluster"), 401, "unauthorized");
+  r = call("POST", "/v1/cluster");
+  expect_error(r, 405, "method_not_allowed");
+  ASSERT_NE(r.header("allow"), nullptr);
+  EXPECT_EQ(*r.header("allow"), "GET");
+}
+
+TEST_F(RestApiEngineTest, ClusterRouteAnswersTheStatusJson) {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  const std::string body = R"({"node_id":"node-a","synced":true,"members":[]})";
+  RestApiOptions o;
+  o.cluster_status = [calls, body] {
+    calls->fetch_add(1);
+    return body;
+  };
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  ClientResponse r = call("GET", "/v1/cluster");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, body);
+  ASSERT_NE(r.header("content-type"), nullptr);
+  EXPECT_THAT(*r.header("content-type"), HasSubstr("application/json"));
+  EXPECT_EQ(calls->load(), 1);
+  // Asked again on every request (the view changes).
+  ASSERT_EQ(call("GET", "/v1/cluster").status, 200);
+  EXPECT_EQ(calls->load(), 2);
+  // The token is checked before the status is built.
+  expect_error(client_->request("GET", "/v1/cluster"), 401, "unauthorized");
+  expect_error(client_->request("GET", "/v1/cluster", {}, {{"Authorization", "Bearer nope"}}), 401,
+               "unauthorized");
+  expect_error(call("DELETE", "/v1/cluster"), 405, "method_not_allowed");
+  expect_error(call("GET", "/v1/cluster/members"), 404, "not_found");
+  EXPECT_EQ(calls->load(), 2);
 }
 
 }  // namespace

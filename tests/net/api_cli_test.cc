@@ -7,6 +7,8 @@
 
 #include <simdjson.h>
 #include <fstream>
+#include <mutex>
+#include <string>
 
 #include "net/api/rest_api.h"
 #include "tests/net/api_fake_engine.h"
@@ -394,6 +396,118 @@ TEST_F(CliTest, ConfigCheckAndPrint) {
   r = run({"config", "check", "--config", dir_.file("none.toml")});
   EXPECT_NE(r.status.code, 0);
   EXPECT_THAT(r.err, HasSubstr("none.toml"));
+}
+
+// `ringcast cluster status` against the REST adapter serving a fixed GET /v1/cluster body (the
+// shape of cluster/status_json.h): the table (members with this node's share, owned partitions
+// as ranges, epochs min..max), --json as served, and a single node's 404 not_cluster.
+TEST_F(CliTest, ClusterStatus) {
+  // The fixture's API has no cluster_status: a single node.
+  CliRun r = client({"cluster", "status"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_EQ(r.err, "ringcast: this node does not run in cluster mode\n");
+  EXPECT_EQ(r.out, "");
+  r = client({"cluster", "status", "--json"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_EQ(r.err, "ringcast: this node does not run in cluster mode\n");
+
+  std::mutex mu;
+  std::string body =
+      R"({"node_id":"node-bb","synced":true,"members":[{"node_id":"node-a","assigned":86},)"
+      R"({"node_id":"node-bb","assigned":85},{"node_id":"node-c","assigned":85}],"owned":[)"
+      R"({"partition":0,"epoch":3},{"partition":1,"epoch":3},{"partition":2,"epoch":4},)"
+      R"({"partition":3,"epoch":3},{"partition":7,"epoch":5},{"partition":9,"epoch":3},)"
+      R"({"partition":10,"epoch":3},{"partition":11,"epoch":3},{"partition":12,"epoch":3},)"
+      R"({"partition":20,"epoch":2},{"partition":21,"epoch":2},)"
+      R"({"partition":255,"epoch":1}],"owned_count":12,"releasing":1,)"
+      R"("redis_nodes":["127.0.0.1:7000","127.0.0.1:7001"],"counters":{"acquired":11,)"
+      R"("released":1,"lost":0,"fenced":2,"acquire_refused":3,"renewals":400,"redis_errors":5}})";
+  RestApiOptions o;
+  o.api_token = kToken;
+  o.cluster_status = [&mu, &body] {
+    std::lock_guard<std::mutex> lock(mu);
+    return body;
+  };
+  RestApi api(engine_, o);
+  HttpServerThread server(api, HttpServerOptions{});
+  ASSERT_TRUE(server.start().ok());
+  const std::string addr = "127.0.0.1:" + std::to_string(server.port());
+
+  r = run({"cluster", "status", "--server", addr, "--token", kToken});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_EQ(r.out,
+            "node:        node-bb\n"
+            "synced:      yes\n"
+            "members:     3\n"
+            "  node-a   assigned 86\n"
+            "  node-bb  assigned 85  (this node: owns 12, releasing 1)\n"
+            "  node-c   assigned 85\n"
+            "partitions owned (12): 0-3,7,9-12,20-21,255\n"
+            "epochs:      1..5\n"
+            "redis nodes: 127.0.0.1:7000, 127.0.0.1:7001\n"
+            "counters:    acquired 11  released 1  lost 0  fenced 2  acquire_refused 3  "
+            "renewals 400  redis_errors 5\n");
+  r = run({"cluster", "status", "--json", "--server", addr, "--token", kToken});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_EQ(r.out, body + "\n");
+
+  // Every other partition, one epoch, not synced, this node not (yet) among the members: the
+  // ranges wrap at 100 columns and every partition is listed once.
+  std::string owned;
+  std::string want_parts;
+  for (int p = 0; p < 256; p += 2) {
+    owned += (owned.empty() ? "" : ",") + std::string(R"({"partition":)") + std::to_string(p) +
+             R"(,"epoch":7})";
+    want_parts += (want_parts.empty() ? "" : ",") + std::to_string(p);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    body = R"({"node_id":"n1","synced":false,"members":[],"owned":[)" + owned +
+           R"(],"owned_count":128,"releasing":0,"redis_nodes":[],"counters":{}})";
+  }
+  r = run({"cluster", "status", "--server", addr, "--token", kToken});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, HasSubstr("synced:      no"));
+  EXPECT_THAT(r.out, HasSubstr("members:     0\n  (this node is not in the member list: owns "
+                               "128, releasing 0)\n"));
+  EXPECT_THAT(r.out, HasSubstr("epochs:      all 7\n"));
+  EXPECT_THAT(r.out, HasSubstr("redis nodes: -\n"));
+  EXPECT_THAT(r.out, HasSubstr("counters:    acquired 0  released 0"));
+  const size_t from = r.out.find("partitions owned (128): ");
+  const size_t to = r.out.find("epochs:");
+  ASSERT_NE(from, std::string::npos) << r.out;
+  ASSERT_NE(to, std::string::npos) << r.out;
+  std::string listed = r.out.substr(from, to - from);
+  size_t lines = 0;
+  for (size_t pos = 0, nl; (nl = listed.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    EXPECT_LE(nl - pos, 100u) << listed;
+    ++lines;
+  }
+  EXPECT_GT(lines, 1u) << listed;
+  listed = listed.substr(std::string("partitions owned (128): ").size());
+  std::string joined;
+  for (char ch : listed)
+    if (ch != ' ' && ch != '\n') joined += ch;
+  EXPECT_EQ(joined, want_parts);
+
+  // Not the ringcast answer shape: said so, exit 1.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    body = R"({"node_id":"n1"})";
+  }
+  r = run({"cluster", "status", "--server", addr, "--token", kToken});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unexpected answer"));
+
+  // Wrong token and an unreachable daemon: the usual errors.
+  r = run({"cluster", "status", "--server", addr, "--token", "nope"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("401 unauthorized"));
+  const uint16_t dead = test::free_tcp_port();
+  r = run(
+      {"cluster", "status", "--server", "127.0.0.1:" + std::to_string(dead), "--token", kToken});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot connect"));
 }
 
 }  // namespace

@@ -13,5 +13,6 @@ void add_send_command(CLI::App& app, GlobalOptions& g);       // send (NDJSON bu
 void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|print
 void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|subscription|...
 void add_intake_commands(CLI::App& app, GlobalOptions& g);    // intake status
+void add_cluster_commands(CLI::App& app, GlobalOptions& g);   // cluster status
 
 }  // namespace ringcast::cli
