@@ -17,6 +17,33 @@ storage::StoreOptions store_options(const Config& cfg) {
   return o;
 }
 
+RedisModeOptions redis_mode_options(const Config& cfg) {
+  RedisModeOptions o;
+  const RedisStorageConfig& r = cfg.storage.redis;
+  o.store.servers = r.servers;
+  o.store.cluster = r.cluster;
+  o.store.password = r.password;
+  o.store.ns = r.ns;
+  o.store.wait_replicas = r.wait_replicas;
+  o.store.wait_timeout = r.wait_timeout;
+  o.store.command_timeout = r.command_timeout;
+  o.release_grace = cfg.server.shutdown_grace;
+  if (cfg.cluster.enabled) {
+    cluster::LeaseOptions l;
+    l.servers = r.servers;
+    l.cluster = r.cluster;
+    l.password = r.password;
+    l.ns = r.ns;
+    l.node_id = !cfg.cluster.node_id.empty() ? cfg.cluster.node_id : cfg.intake.node_id;
+    l.lease_ttl = cfg.cluster.lease_ttl;
+    l.safety_margin = cfg.cluster.safety_margin;
+    l.heartbeat_interval = cfg.cluster.heartbeat_interval;
+    l.member_ttl = cfg.cluster.member_ttl;
+    o.leases = std::move(l);
+  }
+  return o;
+}
+
 static UrlPolicy url_policy(const Config& cfg) {
   UrlPolicy u;
   u.allow_http = cfg.transport.allow_http;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/config.h"
+#include "engine/embedded.h"
 #include "engine/notifier.h"
 #include "engine/options.h"
 #include "net/api/rest_api.h"
@@ -14,6 +15,9 @@
 namespace ringcast::engine {
 
 storage::StoreOptions store_options(const Config& cfg);
+// storage.backend = "redis": the store's options and, with cluster.enabled, the leases' (a
+// node_id left empty by the config is for the caller to fill in).
+RedisModeOptions redis_mode_options(const Config& cfg);
 net::HttpTransportOptions transport_options(const Config& cfg);
 // Throws ConfigError when a named policy does not validate.
 EngineOptions engine_options(const Config& cfg);

@@ -87,6 +87,20 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.sync_interval", kDuration, storage.sync_interval),
       RC_KEY("storage.retention", kDuration, storage.retention),
       RC_KEY("storage.retention_interval", kDuration, storage.retention_interval),
+      RC_KEY("storage.backend", kString, storage.backend),
+      RC_KEY("storage.redis.servers", kStringList, storage.redis.servers),
+      RC_KEY("storage.redis.cluster", kBool, storage.redis.cluster),
+      RC_KEY("storage.redis.password", kSecret, storage.redis.password),
+      RC_KEY("storage.redis.namespace", kString, storage.redis.ns),
+      RC_KEY("storage.redis.wait_replicas", kU32, storage.redis.wait_replicas, 0, 16),
+      RC_KEY("storage.redis.wait_timeout", kDuration, storage.redis.wait_timeout),
+      RC_KEY("storage.redis.command_timeout", kDuration, storage.redis.command_timeout),
+      RC_KEY("cluster.enabled", kBool, cluster.enabled),
+      RC_KEY("cluster.node_id", kString, cluster.node_id),
+      RC_KEY("cluster.lease_ttl", kDuration, cluster.lease_ttl),
+      RC_KEY("cluster.heartbeat_interval", kDuration, cluster.heartbeat_interval),
+      RC_KEY("cluster.member_ttl", kDuration, cluster.member_ttl),
+      RC_KEY("cluster.safety_margin", kDuration, cluster.safety_margin),
 
       RC_KEY("engine.shards", kU32, engine.shards, 0, 256),
       RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
@@ -1007,6 +1021,27 @@ void Config::validate() const {
   positive("storage.sync_interval", storage.sync_interval);
   if (storage.retention < hours(1)) fail("", "storage.retention", "must be at least 1h");
   positive("storage.retention_interval", storage.retention_interval);
+  if (storage.backend != "rocksdb" && storage.backend != "redis")
+    fail("", "storage.backend", "must be \"rocksdb\" or \"redis\"");
+  if (storage.backend == "redis") {
+    if (storage.redis.servers.empty())
+      fail("", "storage.redis.servers", "must name at least one host:port");
+    if (storage.redis.servers.size() > 1 && !storage.redis.cluster)
+      fail("", "storage.redis.servers", "several servers only with storage.redis.cluster = true");
+    if (storage.redis.ns.empty() || storage.redis.ns.find_first_of("{}") != std::string::npos)
+      fail("", "storage.redis.namespace", "must be non-empty, without { or }");
+    positive("storage.redis.wait_timeout", storage.redis.wait_timeout);
+    positive("storage.redis.command_timeout", storage.redis.command_timeout);
+  }
+  if (cluster.enabled) {
+    if (storage.backend != "redis")
+      fail("", "cluster.enabled", "cluster mode needs storage.backend = \"redis\"");
+    positive("cluster.lease_ttl", cluster.lease_ttl);
+    positive("cluster.heartbeat_interval", cluster.heartbeat_interval);
+    positive("cluster.member_ttl", cluster.member_ttl);
+    if (cluster.safety_margin * 3 >= cluster.lease_ttl)
+      fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
+  }
   // engine
   if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");
   positive("engine.subscription_postpone", engine.subscription_postpone);

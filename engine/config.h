@@ -43,7 +43,23 @@ struct ServerConfig {
   uint32_t read_threads = 2;  // REST API delivery-log reads (RocksDB) run on these, off the loop
 };
 
+// [storage.redis] (storage.backend = "redis", ISSUE 16): Redis or Redis Cluster as the system
+// of record (storage/redis_store.h, docs/cluster.md).
+struct RedisStorageConfig {
+  std::vector<std::string> servers{"127.0.0.1:6379"};  // several (seeds) only with cluster
+  bool cluster = false;
+  std::string password;   // secret; masked when printed
+  std::string ns = "rc";  // key `namespace`: the hash tag is {<ns>:<partition>}
+  // Durable = on the primary and acknowledged by this many replicas (WAIT) before a 202 or
+  // an XACK; 0 on a Redis without replicas (then a primary's crash can lose its last second).
+  uint32_t wait_replicas = 1;
+  Duration wait_timeout = milliseconds(100);
+  Duration command_timeout = seconds(2);
+};
+
 struct StorageConfig {
+  std::string backend = "rocksdb";  // "rocksdb" (one node, local disk) | "redis"
+  RedisStorageConfig redis;
   std::string data_dir = "./ringcast-data";
   SyncPolicy sync = SyncPolicy::kInterval;
   Duration sync_interval = milliseconds(10);
@@ -175,8 +191,21 @@ struct IntakeConfig {
   std::vector<RedisIntakeConfig> redis;
 };
 
+// [cluster] (storage.backend = "redis"): N ringcast nodes share the partitions by fenced
+// leases (cluster/lease.h). enabled = false: this one node owns every partition on Redis.
+struct ClusterConfig {
+  bool enabled = false;
+  std::string node_id;  // stable per node, unique in the cluster; default: intake.node_id, else
+                        // "<hostname>-<listen port>"
+  Duration lease_ttl = seconds(3);
+  Duration heartbeat_interval = seconds(1);
+  Duration member_ttl = seconds(3);
+  Duration safety_margin = milliseconds(300);
+};
+
 struct Config {
   ServerConfig server;
+  ClusterConfig cluster;
   StorageConfig storage;
   EngineConfig engine;
   TransportConfig transport;

@@ -1,5 +1,6 @@
 #include "engine/embedded.h"
 
+#include <cstdio>
 #include <utility>
 
 namespace ringcast::engine {
@@ -16,6 +17,7 @@ Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store, En
   };
   auto opened = storage::RocksStore::open(std::move(store));
   if (!opened.ok()) return opened.error();
+  e->rocks_ = opened->get();
   e->store_ = std::move(*opened);
   auto started = EngineImpl::start(std::move(engine), *e->store_, why);
   if (!started.ok()) return started.error();
@@ -24,17 +26,71 @@ Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store, En
   return e;
 }
 
+Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
+                                                       EngineOptions engine, std::string* why) {
+  std::unique_ptr<Embedded> e(new Embedded());
+  e->release_grace_ = options.release_grace;
+  if (options.leases) {
+    options.store.node_id = options.leases->node_id;  // the store fences with the leases
+    options.leases->ns = options.store.ns;            // same hash tags: one slot per partition
+  }
+  auto opened = storage::RedisStore::open(std::move(options.store));
+  if (!opened.ok()) return opened.error();
+  e->redis_ = opened->get();
+  e->store_ = std::move(*opened);
+  if (options.leases) {
+    Embedded* self = e.get();
+    storage::RedisStore* redis = e->redis_;
+    engine.leases = PartitionLeases{
+        [self](Partition p, uint64_t epoch, MonoTime now) {
+          cluster::LeaseManager* lm = self->lease_view_.load(std::memory_order_acquire);
+          return lm != nullptr && lm->valid(p, epoch, now);
+        },
+        [redis](Partition p, uint64_t epoch) { redis->set_partition_epoch(p, epoch); },
+        [redis](Partition p, uint64_t epoch) { return redis->fenced(p, epoch); }};
+  }
+  auto started = EngineImpl::start(std::move(engine), *e->store_, why);
+  if (!started.ok()) return started.error();
+  e->engine_ = std::move(*started);
+  e->live_.store(e->engine_.get(), std::memory_order_release);
+  if (options.leases) {
+    EngineImpl* eng = e->engine_.get();
+    cluster::LeaseCallbacks cb;
+    cb.on_acquire = [eng](Partition p, uint64_t epoch) { eng->acquire_partition(p, epoch); };
+    cb.on_release = [eng](Partition p, uint64_t epoch, std::function<void()> done) {
+      eng->release_partition(p, epoch, std::move(done));
+    };
+    cb.on_lose = [eng](Partition p, uint64_t epoch, cluster::LoseReason) {
+      eng->lose_partition(p, epoch);
+    };
+    auto lm = cluster::LeaseManager::start(std::move(*options.leases), std::move(cb));
+    if (!lm.ok()) return lm.error();
+    e->leases_ = std::move(*lm);
+    e->lease_view_.store(e->leases_.get(), std::memory_order_release);
+  }
+  return e;
+}
+
 void Embedded::stop() {
+  if (leases_) {
+    // Hand the partitions over first (each shard finishes its attempts of a partition and
+    // writes them before the lease goes), while the engine still runs.
+    leases_->stop(release_grace_);
+    lease_view_.store(nullptr, std::memory_order_release);
+  }
   live_.store(nullptr, std::memory_order_release);
   if (engine_) {
     engine_->stop();
     engine_.reset();
   }
+  leases_.reset();
 }
 
 void Embedded::close() {
   stop();
   store_.reset();
+  rocks_ = nullptr;
+  redis_ = nullptr;
 }
 
 }  // namespace ringcast::engine

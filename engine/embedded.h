@@ -2,17 +2,33 @@
 // engine's shards (intake acknowledgements wait for durability, SPEC R12.5), and stopping
 // takes the engine down before the store closes. What `ringcast serve` and an embedding
 // program both need; everything else (API server, notifier) is built around it.
+// Two stores: RocksDB on the local disk (single-node mode, the default), or Redis / Redis
+// Cluster (storage.backend = "redis", ISSUE 16), where N nodes share the partitions by leases
+// (cluster/lease.h) when `leases` is given.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
+#include "cluster/lease.h"
 #include "core/result.h"
 #include "engine/engine_impl.h"
 #include "engine/options.h"
+#include "storage/redis_store.h"
 #include "storage/rocks_store.h"
 
 namespace ringcast::engine {
+
+struct RedisModeOptions {
+  storage::RedisStoreOptions store;
+  // Set: cluster mode, this node owns the partitions its leases give it (the store fences
+  // its writes with their epochs; store.node_id is set from leases->node_id). Unset: this one
+  // node owns every partition on Redis (no other ringcast node may use the namespace).
+  std::optional<cluster::LeaseOptions> leases;
+  // Graceful stop: how long the hand-over of the partitions may take.
+  Duration release_grace = seconds(10);
+};
 
 class Embedded {
  public:
@@ -21,15 +37,24 @@ class Embedded {
   // `why`: as EngineImpl::start's.
   static Result<std::unique_ptr<Embedded>> open(storage::StoreOptions store, EngineOptions engine,
                                                 std::string* why = nullptr);
+  // The same on Redis (storage.backend = "redis"); with options.leases, the lease manager
+  // starts once the engine runs and hands it its partitions.
+  static Result<std::unique_ptr<Embedded>> open_redis(RedisModeOptions options,
+                                                      EngineOptions engine,
+                                                      std::string* why = nullptr);
   ~Embedded() { close(); }
   Embedded(const Embedded&) = delete;
   Embedded& operator=(const Embedded&) = delete;
 
-  EngineImpl& engine() { return *engine_; }         // until stop()
-  storage::RocksStore& store() { return *store_; }  // until close()
+  EngineImpl& engine() { return *engine_; }                  // until stop()
+  Store& store() { return *store_; }                         // until close()
+  storage::RocksStore* rocks() { return rocks_; }            // null on Redis
+  storage::RedisStore* redis() { return redis_; }            // null on RocksDB
+  cluster::LeaseManager* leases() { return leases_.get(); }  // cluster mode only
 
   // Graceful stop of the engine (SIGTERM semantics: no new work, in-flight attempts finish or
-  // stay leased, the last batch flushed); the store stays open until close(). Idempotent.
+  // stay leased, the last batch flushed; in cluster mode the partitions are handed over
+  // first); the store stays open until close(). Idempotent.
   void stop();
   // stop(), then closes the store. Idempotent; the destructor calls it.
   void close();
@@ -38,8 +63,13 @@ class Embedded {
   Embedded() = default;
 
   std::atomic<EngineImpl*> live_{nullptr};  // read by the store's sync thread
-  std::unique_ptr<storage::RocksStore> store_;
+  std::unique_ptr<Store> store_;
+  storage::RocksStore* rocks_ = nullptr;
+  storage::RedisStore* redis_ = nullptr;
   std::unique_ptr<EngineImpl> engine_;
+  std::atomic<cluster::LeaseManager*> lease_view_{nullptr};  // the shards' valid() checks
+  std::unique_ptr<cluster::LeaseManager> leases_;
+  Duration release_grace_ = seconds(10);
 };
 
 }  // namespace ringcast::engine

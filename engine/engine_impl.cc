@@ -1,5 +1,6 @@
 #include "engine/engine_impl.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -10,6 +11,41 @@ namespace ringcast::engine {
 
 namespace {
 constexpr size_t kRecentDeliveries = 25;  // SPEC R10.2
+
+Error not_owner() {  // as the shard's (engine/shard.cc)
+  return make_error(Errc::kUnavailable,
+                    "this node does not own the tenant's partition now: retry on another node, "
+                    "or here in a moment",
+                    nullptr, "not_owner");
+}
+}  // namespace
+
+void EngineImpl::acquire_partition(Partition p, uint64_t epoch) {
+  Shard& s = *shards_[p % shards_.size()];
+  if (s.running()) s.post([p, epoch](Shard& sh) { sh.acquire_partition(p, epoch); });
+}
+
+void EngineImpl::release_partition(Partition p, uint64_t epoch, std::function<void()> done) {
+  Shard& s = *shards_[p % shards_.size()];
+  if (!s.running()) return done();  // stopped: its results are flushed already
+  s.post([p, epoch, done = std::move(done)](Shard& sh) mutable {
+    sh.release_partition(p, epoch, std::move(done));
+  });
+}
+
+void EngineImpl::lose_partition(Partition p, uint64_t epoch) {
+  Shard& s = *shards_[p % shards_.size()];
+  if (s.running()) s.post([p, epoch](Shard& sh) { sh.lose_partition(p, epoch); });
+}
+
+std::vector<std::pair<Partition, uint64_t>> EngineImpl::owned_partitions() const {
+  std::vector<std::pair<Partition, uint64_t>> out;
+  for (const auto& s : shards_) {
+    auto o = s->owned_partitions();
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 EngineImpl::EngineImpl(EngineOptions options, Store& store)
@@ -28,8 +64,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Sto
   std::optional<Error> policy_error;  // every shard recovers, so the count is complete
   std::map<std::string, uint32_t> missing;
   for (uint32_t i = 0; i < n; ++i) {
-    std::vector<Partition> parts;
-    for (uint32_t p = i; p < kPartitions; p += n) parts.push_back(static_cast<Partition>(p));
+    std::vector<Partition> parts;  // cluster mode: none yet (acquire_partition hands them over)
+    if (!e->options_.leases) {
+      for (uint32_t p = i; p < kPartitions; p += n) parts.push_back(static_cast<Partition>(p));
+    }
     auto r = e->shards_[i]->start(std::move(parts));
     if (r.ok()) continue;
     const char* reason = r.error().reason;
@@ -75,7 +113,10 @@ void EngineImpl::stop() {
       return done(                                                                                \
           make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down")); \
     }                                                                                             \
-    shard.post(call);                                                                             \
+    shard.post([t_ = std::string(tenant), done, fn_ = call](Shard& s) mutable {                   \
+      if (!s.serves(t_)) return done(not_owner());                                                \
+      fn_(s);                                                                                     \
+    });                                                                                           \
   } while (0)
 
 void EngineImpl::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endpoint> done) {

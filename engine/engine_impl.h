@@ -55,6 +55,15 @@ class EngineImpl final : public Engine {
   std::string metrics_text() override;
   bool ready() const override;
 
+  // Cluster mode (EngineOptions::leases), from the lease manager's thread: hand partition p
+  // to its shard, or take it away (gracefully: `done` runs once its in-flight work is
+  // finished and durable; or at once, when the lease is lost). Shard::*_partition.
+  void acquire_partition(Partition p, uint64_t epoch);
+  void release_partition(Partition p, uint64_t epoch, std::function<void()> done);
+  void lose_partition(Partition p, uint64_t epoch);
+  // What the shards hold now (cluster mode), ascending.
+  std::vector<std::pair<Partition, uint64_t>> owned_partitions() const;
+
   // Wakes every shard's loop (e.g. when the store's durable sequence advanced).
   void wake_all();
   uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }

@@ -166,6 +166,24 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
               [](M s) -> const Histogram& { return s.attempt_latency; });
   w.histogram("ringcast_delivery_latency_seconds", "From delivery creation to its 2xx.",
               [](M s) -> const Histogram& { return s.delivery_latency; });
+  w.header("ringcast_partitions_total", "counter",
+           "Cluster mode: partition leases taken, handed over and lost by this node's shards.");
+  w.sample(
+      "ringcast_partitions_total", "event=\"acquired\"",
+      static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.partitions_acquired; })));
+  w.sample(
+      "ringcast_partitions_total", "event=\"released\"",
+      static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.partitions_released; })));
+  w.sample("ringcast_partitions_total", "event=\"lost\"",
+           static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.partitions_lost; })));
+  w.counter("ringcast_sends_withheld_total",
+            "Cluster mode: sends not made because their partition was being handed over or its "
+            "lease was past its local deadline (no attempt spent).",
+            [](M s) -> const Counter& { return s.sends_withheld; });
+  w.counter("ringcast_intake_fenced_total",
+            "Cluster mode: accepted events answered 503 because the store fenced their write "
+            "(the partition had moved); the producer retries them.",
+            [](M s) -> const Counter& { return s.intake_fenced; });
   w.counter("ringcast_store_batches_total", "Write batches committed (one per loop turn).",
             [](M s) -> const Counter& { return s.store_batches; });
   w.counter("ringcast_store_errors_total",

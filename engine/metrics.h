@@ -53,6 +53,11 @@ struct ShardMetrics {
   Histogram delivery_latency;  // created → delivered
   // store
   Counter store_batches{0}, store_records{0}, store_errors{0};
+  // Cluster mode (ISSUE 16): partitions taken, handed over, lost; sends held back because
+  // their partition was being handed over or its lease was past its local deadline; intake
+  // answers withdrawn because the store fenced their write.
+  Counter partitions_acquired{0}, partitions_released{0}, partitions_lost{0};
+  Counter sends_withheld{0}, intake_fenced{0};
   Counter payload_cache_hits{0}, payload_cache_misses{0};  // event payloads for sends
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};

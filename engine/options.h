@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/policy.h"
 #include "core/scheduler.h"
 #include "core/store.h"
+#include "core/time.h"
 #include "core/transport.h"
 #include "core/url.h"
 
@@ -23,6 +25,20 @@ namespace ringcast::engine {
 
 // Builds one shard's transport on that shard's loop (called on the shard thread).
 using TransportFactory = std::function<std::unique_ptr<Transport>(net::Loop& loop)>;
+
+// Cluster mode (ISSUE 16, docs/cluster.md): the partitions a node owns change at run time
+// (cluster/lease.h). The shards start with none; EngineImpl::acquire_partition() and friends
+// hand them over. These hooks are called on the shard threads and must not block.
+struct PartitionLeases {
+  // True while this node holds p at `epoch` and `now` (CLOCK_MONOTONIC) is before the lease's
+  // local deadline: checked before every send (a paused node sends nothing it no longer owns).
+  std::function<bool(Partition, uint64_t epoch, MonoTime now)> valid;
+  // The epoch the store fences p's writes with (0: p is not owned here any more).
+  std::function<void(Partition, uint64_t epoch)> set_epoch;
+  // True once the store refused a write of p at `epoch` (FENCED): what that write accepted is
+  // not acknowledged.
+  std::function<bool(Partition, uint64_t epoch)> fenced;
+};
 
 struct EngineOptions {
   uint32_t shards = 1;
@@ -54,6 +70,8 @@ struct EngineOptions {
   std::function<void(const Delivery&)> on_delivery_done;
   // More Prometheus text appended to metrics_text() (e.g. the operator webhook's counters).
   std::function<std::string()> extra_metrics;
+  // Set: cluster mode (see PartitionLeases). Unset: the shards own every partition for good.
+  std::optional<PartitionLeases> leases;
 };
 
 }  // namespace ringcast::engine

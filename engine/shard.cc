@@ -30,6 +30,14 @@ Error shutting_down() {
   return make_error(Errc::kUnavailable, "the engine is shutting down", nullptr, "shutting_down");
 }
 
+// Cluster mode: another node owns the tenant's partition, or it is between owners.
+Error not_owner() {
+  return make_error(Errc::kUnavailable,
+                    "this node does not own the tenant's partition now: retry on another node, "
+                    "or here in a moment",
+                    nullptr, "not_owner");
+}
+
 // Event ids travel in webhook headers: printable ASCII, no spaces, bounded.
 bool valid_event_id(std::string_view id) {
   if (id.empty() || id.size() > 256) return false;
@@ -50,6 +58,7 @@ class Shard::SendSlot final : public SendOp {
   explicit SendSlot(Shard* shard) : shard_(shard) {}
   void on_complete() override { shard_->on_send_complete(this); }
   SendCommand cmd{};
+  uint64_t epoch = 0;                  // cluster mode: the partition's epoch when it was taken
   std::shared_ptr<const Event> event;  // owns request.body while the request is out
   void release() {                     // the request is done: let go of its event
     request.body = {};
@@ -82,6 +91,7 @@ Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
     : index_(index),
       options_(options),
       store_(store),
+      dynamic_(options.leases.has_value()),
       payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {
   poster_.shard = this;
 }
@@ -202,6 +212,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   for (;;) {
     Duration wait = milliseconds(100);
     if (!acks_.empty()) wait = options_.durable_poll;
+    for (const auto& [p, o] : owned_) {  // a hand-over waits for its results to be durable
+      if (o.releasing) wait = std::min(wait, options_.durable_poll);
+    }
     if (!draining_) {
       if (auto next = scheduler_->next_wakeup()) {
         Duration until = *next - loop_->wall_now();
@@ -246,7 +259,20 @@ void Shard::turn() {
   WallTime now = loop_->wall_now();
   commands_.clear();
   if (!draining_) scheduler_->poll(now, commands_, mutations_);
-  for (const SendCommand& cmd : commands_) prepare_send(cmd);
+  const MonoTime mono = loop_->now();
+  for (const SendCommand& cmd : commands_) {
+    if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
+      // Cluster mode: the partition is being handed over, or its lease is past its local
+      // deadline (a pause, Redis unreachable): not sent, no attempt spent (ISSUE 16).
+      TransportResult unsent;
+      unsent.deferred = DeferReason::kConnections;
+      unsent.not_before = now + milliseconds(200);
+      scheduler_->on_result(cmd, unsent, now, now, mutations_);
+      metrics_.sends_withheld.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    prepare_send(cmd);
+  }
   commit();
   for (SendSlot* slot : to_send_) {
     ++in_flight_;
@@ -255,7 +281,123 @@ void Shard::turn() {
   to_send_.clear();
   turn_loaded_.clear();
   flush_durable_acks();
+  if (dynamic_ && !owned_.empty()) progress_releases();
   refresh_gauges();
+}
+
+// ---- cluster mode: partitions change owners (ISSUE 16) --------------------------------------
+
+bool Shard::serves(std::string_view tenant) const {
+  if (!dynamic_) return true;
+  auto it = owned_.find(partition_of(tenant));
+  return it != owned_.end() && !it->second.releasing;
+}
+
+bool Shard::sendable(Partition p, MonoTime now) const {
+  auto it = owned_.find(p);
+  if (it == owned_.end() || it->second.releasing) return false;
+  return options_.leases->valid(p, it->second.epoch, now);
+}
+
+std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  std::vector<std::pair<Partition, uint64_t>> out;
+  for (const auto& [p, o] : owned_) out.emplace_back(p, o.epoch);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void Shard::acquire_partition(Partition p, uint64_t epoch) {
+  if (!dynamic_) return;
+  if (auto it = owned_.find(p); it != owned_.end()) {
+    if (it->second.epoch == epoch) return;
+    forget_partition(p);  // an older epoch of ours: what it had is reloaded below
+  }
+  options_.leases->set_epoch(p, epoch);
+  const WallTime now = loop_->wall_now();
+  Recovery visitor(*this, now);
+  auto stats = store_.recover(p, now, visitor);
+  if (!stats.ok()) {
+    // Not taken: the lease stays ours until it expires or is released; the lease manager
+    // does not know, so say it loudly. Nothing of p is sent or accepted here meanwhile.
+    std::fprintf(stderr, "ringcast: shard %u: partition %u (epoch %llu) did not load: %s\n", index_,
+                 static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
+                 stats.error().message);
+    scheduler_->drop_partition(p);
+    options_.leases->set_epoch(p, 0);
+    return;
+  }
+  if (!missing_policies_.empty()) {
+    for (const auto& [name, count] : missing_policies_) {
+      std::fprintf(stderr,
+                   "ringcast: shard %u: partition %u: %u stored endpoint(s) use policy \"%s\", "
+                   "which is not in the config: they are not served here\n",
+                   index_, static_cast<unsigned>(p), count, name.c_str());
+    }
+    missing_policies_.clear();
+  }
+  next_seq_[p] = stats->next_sequence;
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  OwnedPart& o = owned_[p];
+  o = OwnedPart{};
+  o.epoch = epoch;
+  metrics_.partitions_acquired.fetch_add(1, std::memory_order_relaxed);
+  loop_->wake();
+}
+
+void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()> done) {
+  auto it = owned_.find(p);
+  if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) {
+    if (done) done();  // nothing of it here (lost meanwhile, or never loaded)
+    return;
+  }
+  it->second.releasing = true;
+  it->second.done = std::move(done);
+  loop_->wake();
+}
+
+void Shard::lose_partition(Partition p, uint64_t epoch) {
+  auto it = owned_.find(p);
+  if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) return;
+  std::function<void()> done = std::move(it->second.done);
+  forget_partition(p);
+  metrics_.partitions_lost.fetch_add(1, std::memory_order_relaxed);
+  if (done) done();
+}
+
+// A releasing partition is done once nothing of it is on the wire and the batch that wrote
+// its last results is durable: the next owner, which takes the lease only after done(),
+// then reads everything this node did.
+void Shard::progress_releases() {
+  std::vector<Partition> finished;
+  for (auto& [p, o] : owned_) {
+    if (!o.releasing || o.in_flight > 0) continue;
+    if (!o.flushed) {
+      o.flushed = true;
+      o.release_seq = last_written_seq_;  // this turn's commit already ran
+    }
+    if (store_.durable_seq() >= o.release_seq) finished.push_back(p);
+  }
+  for (Partition p : finished) {
+    std::function<void()> done = std::move(owned_[p].done);
+    forget_partition(p);
+    metrics_.partitions_released.fetch_add(1, std::memory_order_relaxed);
+    if (done) done();
+  }
+}
+
+void Shard::forget_partition(Partition p) {
+  scheduler_->drop_partition(p);
+  next_seq_.erase(p);
+  for (auto it = known_tenants_.begin(); it != known_tenants_.end();) {
+    it = partition_of(it->first) == p ? known_tenants_.erase(it) : std::next(it);
+  }
+  for (auto it = unknown_since_.begin(); it != unknown_since_.end();) {
+    it = id_partition(it->first) == p ? unknown_since_.erase(it) : std::next(it);
+  }
+  options_.leases->set_epoch(p, 0);
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  owned_.erase(p);
 }
 
 void Shard::commit() {
@@ -349,6 +491,13 @@ void Shard::prepare_send(const SendCommand& cmd) {
     slot = slots_.back().get();
   }
   slot->cmd = cmd;
+  slot->epoch = 0;
+  if (dynamic_) {
+    if (auto it = owned_.find(id_partition(cmd.delivery)); it != owned_.end()) {
+      slot->epoch = it->second.epoch;
+      ++it->second.in_flight;
+    }
+  }
   slot->result = TransportResult{};
   slot->started_at = loop_->wall_now();
   SendRequest& req = slot->request;
@@ -451,6 +600,19 @@ const Event* Shard::turn_event(EventSeq seq) {
 
 void Shard::on_send_complete(SendSlot* slot) {
   --in_flight_;
+  if (dynamic_ && !discarding_) {
+    auto it = owned_.find(id_partition(slot->cmd.delivery));
+    if (it == owned_.end() || it->second.epoch != slot->epoch) {
+      // Its partition was lost (or lost and taken again) while it was out: the scheduler
+      // frees the orphaned lease without writing anything; the new owner retries it.
+      scheduler_->on_result(slot->cmd, slot->result, slot->started_at, loop_->wall_now(),
+                            mutations_);
+      slot->release();
+      free_slots_.push_back(slot);
+      return;
+    }
+    --it->second.in_flight;
+  }
   if (discarding_) {  // stopping: the transport cancels what is left; the leases stay open
     slot->release();
     free_slots_.push_back(slot);
@@ -542,6 +704,7 @@ void Shard::refresh_gauges() {
 
 Result<void> Shard::check_event_input(const EventInput& in) {
   if (draining_) return shutting_down();
+  if (!serves(in.tenant)) return not_owner();
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();
@@ -556,6 +719,7 @@ Result<void> Shard::check_event_input(const EventInput& in) {
 }
 
 Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>& stored) {
+  if (!serves(in.tenant)) return not_owner();  // lost or handed over during the lookup
   uint64_t hash = payload_hash(in.payload);
   auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
     if (rec.payload_hash != hash) {
@@ -619,6 +783,9 @@ void Shard::submit_batch(std::vector<EventInput> events,
     bool undurable = false;     // an event taken since the last durable point was accepted
     std::vector<size_t> valid;  // the part being looked up: indexes of well-formed events
     std::vector<Store::EventKeyRef> refs;
+    // Cluster mode: the epoch each accepted event's partition was held at (0: none), to
+    // withdraw the answer when the store fenced that write.
+    std::vector<std::pair<Partition, uint64_t>> epochs;
     std::function<void(std::vector<Result<SubmitResult>>)> done;
   };
   auto parts = std::make_shared<Parts>();
@@ -629,7 +796,22 @@ void Shard::submit_batch(std::vector<EventInput> events,
   // Takes the next part: one key lookup for its well-formed events (one MultiGet instead of a
   // lookup each; answered at once by a local store, on a later turn by a networked one), then
   // take_in for each. `self` is this lambda, for the next part.
-  auto take_parts = [this](const auto& self, std::shared_ptr<Parts> p) -> void {
+  // The answer, once what it reports is durable. Cluster mode: an event whose write the store
+  // fenced (the partition moved between intake and the write) is answered 503, never 202.
+  auto answer = [this](Parts& p) {
+    if (dynamic_ && !p.epochs.empty()) {
+      for (size_t i = 0; i < p.results.size(); ++i) {
+        const auto [part, epoch] = p.epochs[i];
+        if (epoch == 0 || !p.results[i].ok()) continue;
+        if (options_.leases->fenced(part, epoch)) {
+          metrics_.intake_fenced.fetch_add(1, std::memory_order_relaxed);
+          p.results[i] = not_owner();
+        }
+      }
+    }
+    p.done(std::move(p.results));
+  };
+  auto take_parts = [this, answer](const auto& self, std::shared_ptr<Parts> p) -> void {
     const size_t part_max = std::max<size_t>(1, options_.max_batch_events);
     const size_t first = p->next;
     const size_t last = std::min(p->events.size(), first + part_max);
@@ -646,7 +828,7 @@ void Shard::submit_batch(std::vector<EventInput> events,
     }
     // After this part: the next one (at once while draining, else once this one is durable),
     // or the answer.
-    auto after = [this, self, p] {
+    auto after = [this, self, p, answer] {
       if (p->next < p->events.size()) {
         if (draining_) return self(self, p);  // no part waits on a loop that is about to end
         // This part is committed at the end of the turn; the next one is taken once durable.
@@ -658,8 +840,8 @@ void Shard::submit_batch(std::vector<EventInput> events,
       // The last part. Earlier parts are durable already. Refusals only: final at once.
       // Otherwise the answer waits until this turn's commit is durable (a duplicate's original
       // may not be durable yet either).
-      if (!p->undurable) return p->done(std::move(p->results));
-      after_durable([p]() mutable { p->done(std::move(p->results)); });
+      if (!p->undurable) return answer(*p);
+      after_durable([p, answer]() mutable { answer(*p); });
     };
     if (p->valid.empty()) return after();
     const uint64_t gen = begin_lookup();
@@ -672,9 +854,15 @@ void Shard::submit_batch(std::vector<EventInput> events,
           }
           for (size_t k = 0; k < p->valid.size(); ++k) {
             const size_t i = p->valid[k];
+            const Partition part = partition_of(p->events[i].tenant);
             p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
                                         : Result<SubmitResult>(stored.error());
             p->undurable = p->undurable || p->results[i].ok();
+            if (dynamic_ && p->results[i].ok()) {
+              if (p->epochs.empty()) p->epochs.assign(p->events.size(), {Partition{0}, 0});
+              if (auto it = owned_.find(part); it != owned_.end())
+                p->epochs[i] = {part, it->second.epoch};
+            }
           }
           end_lookup(gen);
           after();

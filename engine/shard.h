@@ -12,6 +12,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -73,6 +74,22 @@ class Shard final : public IdAllocator {
   void reset_breaker(const std::string& tenant, Callback<BreakerView> done);
   void set_subscription(const std::string& tenant, bool active, Callback<bool> done);
 
+  // ---- cluster mode (EngineOptions::leases): partitions change owners at run time --------
+  // Takes p at `epoch`: the store fences p's writes with it, and p's state (endpoints,
+  // tenants, breakers, pending deliveries with their attempt counts) is loaded from the store.
+  // TODO(ISSUE 16): recover() is synchronous; on Redis it blocks this loop for the load.
+  void acquire_partition(Partition p, uint64_t epoch);
+  // Graceful hand-over: no new intake or sends for p; once its attempts on the wire have
+  // completed and their results are durable, p is forgotten and `done` runs (on this thread).
+  void release_partition(Partition p, uint64_t epoch, std::function<void()> done);
+  // The lease is gone (expired or fenced): p is forgotten at once; results of its attempts
+  // still on the wire are dropped (their writes would be fenced).
+  void lose_partition(Partition p, uint64_t epoch);
+  // Whether this shard takes calls for `tenant` now (always, outside cluster mode).
+  bool serves(std::string_view tenant) const;
+  // Partitions held now and their epochs (any thread: a snapshot under a lock).
+  std::vector<std::pair<Partition, uint64_t>> owned_partitions() const;
+
   // IdAllocator: (partition << 48) | next sequence of that partition.
   uint64_t next_id(Partition p) override;
 
@@ -125,6 +142,23 @@ class Shard final : public IdAllocator {
   std::atomic<bool> stop_requested_{false};
   bool draining_ = false;
   bool discarding_ = false;
+
+  // Cluster mode: the partitions this shard holds now (outside it: all of its partitions,
+  // for good, and owned_ stays empty).
+  struct OwnedPart {
+    uint64_t epoch = 0;
+    bool releasing = false;
+    uint32_t in_flight = 0;    // attempts of p on the wire (sent at this epoch)
+    bool flushed = false;      // releasing, nothing in flight: waiting for release_seq
+    uint64_t release_seq = 0;  // the last batch with p's results; done once it is durable
+    std::function<void()> done;
+  };
+  bool sendable(Partition p, MonoTime now) const;
+  void forget_partition(Partition p);
+  void progress_releases();
+  const bool dynamic_;
+  std::unordered_map<Partition, OwnedPart> owned_;
+  mutable std::mutex owned_mu_;  // guards owned_ for owned_partitions() (writes: this thread)
 
   // Per-partition id sequences of the partitions this shard owns.
   std::unordered_map<Partition, uint64_t> next_seq_;

@@ -89,15 +89,28 @@ void encode_event(const Event& e, std::string& out) {
   put_bytes(out, e.payload);
 }
 
+void encode_event_inline(const Event& e, std::string& out) {
+  out.reserve(out.size() + 48 + e.tenant.size() + e.id.size() + e.type.size() +
+              e.message_id.size() + e.payload.size());
+  put_u8(out, kEventInlineWithMessageId);
+  put_event_fields(e, out);
+  put_bytes(out, e.message_id);
+  put_bytes(out, e.payload);
+}
+
 Result<Event> decode_event(EventSeq seq, std::string_view v) {
   Reader r(v);
-  if (!version_ok(r)) return corrupt("event: bad version or empty value");
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kEventInlineWithMessageId))
+    return corrupt("event: bad version or empty value");
   Event e;
   get_event_fields(seq, r, e);
+  if (tag == kEventInlineWithMessageId) e.message_id = r.bytes();
   e.payload = r.bytes();
   if (!r.done()) return corrupt("event: truncated or trailing bytes");
   if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
-  e.message_id = legacy_message_id(e.created_at, seq);  // written before message ids existed
+  // Written before message ids existed (or by a writer that had none): derived from the seq.
+  if (e.message_id.empty()) e.message_id = legacy_message_id(e.created_at, seq);
   return e;
 }
 

@@ -291,6 +291,11 @@ inline constexpr uint8_t kEventInLog = 2;
 // version 2. The older forms are still read; their message id is legacy_message_id().
 inline constexpr uint8_t kEventInLogWithMessageId = 3;
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out);
+// The event with its payload inline and its message id: what the Redis store writes (the
+// receivers' webhook id must survive a move of the partition to another node, ISSUE 16).
+// decode_event reads it as well as version 1.
+inline constexpr uint8_t kEventInlineWithMessageId = 4;
+void encode_event_inline(const Event& e, std::string& out);
 struct StoredEvent {
   Event event;
   std::optional<PayloadRef> ref;

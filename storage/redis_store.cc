@@ -222,7 +222,7 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
     }
     PartBatch& b = part(p);
     v.clear();
-    encode_event(*ev, v);
+    encode_event_inline(*ev, v);
     b.op('H', "ev", be64s(e.seq), v);
     auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
     std::string rec = be64s(e.seq);

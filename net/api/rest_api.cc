@@ -80,8 +80,13 @@ uint16_t http_status_for(const Error& e) {
 }
 
 HttpResponse error_response(const Error& e) {
-  return HttpResponse::error(http_status_for(e), e.reason_or_code(), e.message ? e.message : "",
-                             e.field ? e.field : "");
+  HttpResponse r = HttpResponse::error(http_status_for(e), e.reason_or_code(),
+                                       e.message ? e.message : "", e.field ? e.field : "");
+  // Every 503 is worth retrying soon: shutting down (another node or the restart answers),
+  // not_owner (cluster mode: the partition is between owners or owned by another node), the
+  // store unreachable.
+  if (r.status == 503) r.headers.push_back({"Retry-After", "1"});
+  return r;
 }
 
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {

@@ -511,5 +511,56 @@ TEST(Config, IntakeRedisSources) {
   EXPECT_THAT(two, HasSubstr("intake.redis[1].name"));
 }
 
+// ISSUE 16: storage.backend = "redis" and [cluster].
+TEST(Config, RedisBackendAndClusterMode) {
+  Config d = load("");
+  EXPECT_EQ(d.storage.backend, "rocksdb");  // single-node mode stays the default
+  EXPECT_FALSE(d.cluster.enabled);
+  Config c = load(
+      "[storage]\nbackend = \"redis\"\n"
+      "[storage.redis]\nservers = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\ncluster = true\n"
+      "password = \"pw\"\nnamespace = \"rcx\"\nwait_replicas = 2\nwait_timeout = \"250ms\"\n"
+      "[cluster]\nenabled = true\nnode_id = \"n7\"\nlease_ttl = \"2s\"\n"
+      "safety_margin = \"200ms\"\n");
+  EXPECT_EQ(c.storage.backend, "redis");
+  EXPECT_EQ(c.storage.redis.servers.size(), 2u);
+  EXPECT_TRUE(c.storage.redis.cluster);
+  EXPECT_EQ(c.storage.redis.ns, "rcx");
+  EXPECT_EQ(c.storage.redis.wait_replicas, 2u);
+  EXPECT_EQ(c.storage.redis.wait_timeout, milliseconds(250));
+  EXPECT_TRUE(c.cluster.enabled);
+  EXPECT_EQ(c.cluster.node_id, "n7");
+  EXPECT_EQ(c.cluster.lease_ttl, seconds(2));
+  const std::string printed = c.to_toml();
+  EXPECT_THAT(printed, ::testing::Not(HasSubstr("\"pw\"")));
+  Config again = load(c.to_toml(false));
+  EXPECT_EQ(again.storage.redis.servers, c.storage.redis.servers);
+  EXPECT_EQ(again.cluster.node_id, "n7");
+  // From the environment, like every key.
+  Config e = load("", {{"RINGCAST_STORAGE_BACKEND", "redis"},
+                       {"RINGCAST_STORAGE_REDIS_SERVERS", "127.0.0.1:1,127.0.0.1:2"},
+                       {"RINGCAST_STORAGE_REDIS_CLUSTER", "true"},
+                       {"RINGCAST_CLUSTER_ENABLED", "true"}});
+  EXPECT_EQ(e.storage.redis.servers.size(), 2u);
+  EXPECT_TRUE(e.cluster.enabled);
+  // Bad combinations name the key.
+  EXPECT_THAT(error_of([] { (void)load("[storage]\nbackend = \"etcd\"\n"); }),
+              HasSubstr("storage.backend"));
+  EXPECT_THAT(error_of([] { (void)load("[cluster]\nenabled = true\n"); }),
+              HasSubstr("cluster.enabled"));
+  EXPECT_THAT(error_of([] {
+                (void)load(
+                    "[storage]\nbackend = \"redis\"\n[storage.redis]\nservers = [\"a:1\", "
+                    "\"b:2\"]\n");
+              }),
+              HasSubstr("storage.redis.servers"));
+  EXPECT_THAT(error_of([] {
+                (void)load(
+                    "[storage]\nbackend = \"redis\"\n[cluster]\nenabled = true\nlease_ttl = "
+                    "\"1s\"\nsafety_margin = \"400ms\"\n");
+              }),
+              HasSubstr("cluster.safety_margin"));
+}
+
 }  // namespace
 }  // namespace ringcast

@@ -94,6 +94,25 @@ TEST(StorageCodec, EventRoundTripAndCorruption) {
   EXPECT_EQ(r.error().code, Errc::kCorruption);
 }
 
+TEST(StorageCodec, InlineEventWithMessageIdRoundTrips) {
+  Event e = make_event("acme", "evt-1", 77, "{\"a\":1}");
+  e.payload_hash = payload_hash(e.payload);
+  e.message_id = "msg_01TESTMESSAGEID000000000";
+  std::string v;
+  encode_event_inline(e, v);
+  auto back = decode_event(e.seq, v);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(fields(*back), fields(e));
+  EXPECT_EQ(back->message_id, e.message_id);
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_event(e.seq, x)); });
+  // Version 1 (no message id) still reads, with the derived id.
+  std::string old;
+  encode_event(e, old);
+  auto legacy = decode_event(e.seq, old);
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_EQ(legacy->message_id, legacy_message_id(e.created_at, e.seq));
+}
+
 TEST(StorageCodec, LoggedEventHeadAndArchivedDeliveryRoundTrip) {
   Event e = make_event("acme", "evt-1", 77, "{\"a\":1}");
   e.payload_hash = payload_hash(e.payload);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "cluster/status_json.h"
 #include "core/ip_address.h"
 #include "engine/build.h"
 #include "engine/embedded.h"
@@ -120,29 +121,45 @@ int run_serve(const Config& cfg) {
 
   // The store and the engine on it: intake acknowledgements wait for the store's durable
   // sequence, whose hook wakes the shards.
-  storage::StoreOptions sopts = engine::store_options(cfg);
-  sopts.notification_outbox = notifier != nullptr;
-  const std::string data_dir = sopts.path;
+  const bool on_redis = cfg.storage.backend == "redis";
   std::string why;
-  auto opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
+  Result<std::unique_ptr<engine::Embedded>> opened = Error{};
+  std::string where;
+  if (on_redis) {
+    // ISSUE 16: Redis (or Redis Cluster) is the system of record; with [cluster] enabled,
+    // this node owns the partitions its leases give it.
+    engine::RedisModeOptions ro = engine::redis_mode_options(cfg);
+    if (ro.leases && ro.leases->node_id.empty())
+      ro.leases->node_id = intake::default_consumer_name(cfg.storage.data_dir);
+    where = "Redis " + cfg.storage.redis.servers.front();
+    if (ro.leases) where += " as cluster node " + ro.leases->node_id;
+    opened = engine::Embedded::open_redis(std::move(ro), std::move(eopts), &why);
+  } else {
+    storage::StoreOptions sopts = engine::store_options(cfg);
+    sopts.notification_outbox = notifier != nullptr;
+    where = sopts.path;
+    opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
+  }
   if (!opened.ok()) {
-    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s%s%s\n", data_dir.c_str(),
+    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s%s%s\n", where.c_str(),
                  opened.error().message, why.empty() ? "" : ": ", why.c_str());
     return 1;
   }
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
   engine::EngineImpl* eng = &core->engine();
-  open_store.store(&core->store(), std::memory_order_release);
-  if (const uint64_t torn = core->store().torn_events_dropped(); torn > 0)
-    std::fprintf(stderr,
-                 "ringcast: %" PRIu64
-                 " events whose payload did not reach the disk before a power loss (never "
-                 "acknowledged) were dropped at open\n",
-                 torn);
-  if (notifier) {
-    // What an earlier run stored but did not get to the operator webhook (a crash, a stop with
-    // the receiver down): sent now, with the same webhook-id.
-    for (const Notification& n : core->store().take_outbox()) notifier->enqueue(n);
+  open_store.store(core->rocks(), std::memory_order_release);
+  if (storage::RocksStore* rocks = core->rocks()) {
+    if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
+      std::fprintf(stderr,
+                   "ringcast: %" PRIu64
+                   " events whose payload did not reach the disk before a power loss (never "
+                   "acknowledged) were dropped at open\n",
+                   torn);
+    if (notifier) {
+      // What an earlier run stored but did not get to the operator webhook (a crash, a stop
+      // with the receiver down): sent now, with the same webhook-id.
+      for (const Notification& n : rocks->take_outbox()) notifier->enqueue(n);
+    }
   }
   // The engine stops before the notifier (the shards hand it notifications), the notifier
   // before the store closes (it marks the outbox).
@@ -163,6 +180,12 @@ int run_serve(const Config& cfg) {
     api_opts.intake_status = [&intake_views] {
       const auto* v = intake_views.load(std::memory_order_acquire);
       return intake::render_status_json(v ? *v : std::vector<const intake::RedisSource*>{});
+    };
+  }
+  if (cluster::LeaseManager* lm = core->leases()) {
+    // GET /v1/cluster, `ringcast cluster status` (ISSUE 16): this node's view of the leases.
+    api_opts.cluster_status = [lm, servers = cfg.storage.redis.servers] {
+      return cluster::render_cluster_status_json(lm->status(), lm->counters(), servers);
     };
   }
   for (const auto& r : cfg.intake.redis) {
@@ -190,19 +213,21 @@ int run_serve(const Config& cfg) {
   }
   std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
               to_string(cfg.server.listen_ip).c_str(), server.port(), eng->shard_count(),
-              cfg.storage.data_dir.c_str());
+              on_redis ? where.c_str() : cfg.storage.data_dir.c_str());
   std::fflush(stdout);
 
   // Retention: off the shards' hot path and off this thread, at start and every
   // storage.retention_interval.
-  storage::RocksStore* store = &core->store();
-  retention = std::make_unique<engine::RetentionThread>(
-      [store](const std::function<bool()>& stop) {
-        return store->run_retention(net::SystemClock().wall_now(), stop);
-      },
-      cfg.storage.retention_interval);
-  retention->start();
-  retention_metrics.store(retention.get(), std::memory_order_release);
+  // TODO(ISSUE 16): retention on Redis (storage.retention and a size cap) is not built yet.
+  if (storage::RocksStore* store = core->rocks()) {
+    retention = std::make_unique<engine::RetentionThread>(
+        [store](const std::function<bool()>& stop) {
+          return store->run_retention(net::SystemClock().wall_now(), stop);
+        },
+        cfg.storage.retention_interval);
+    retention->start();
+    retention_metrics.store(retention.get(), std::memory_order_release);
+  }
 
   int sig = 0;
   do {
@@ -210,7 +235,7 @@ int run_serve(const Config& cfg) {
   } while (sig != SIGTERM && sig != SIGINT);
   std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  retention->stop();  // a running pass ends at its next chunk; before the store closes
+  if (retention) retention->stop();        // a running pass ends at its next chunk; before close
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
   shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
