@@ -155,6 +155,10 @@ class Store {
     done(load_event(seq));
   }
 
+  // A networked store that cannot confirm its writes right now (Redis unreachable or failing
+  // over): the shards pause sends and answer intake 503 until it recovers. Local stores never.
+  virtual bool degraded() const { return false; }
+
   // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
   virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;
 };

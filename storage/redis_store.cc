@@ -337,6 +337,28 @@ struct RedisStore::Impl {
     size_t left;
   };
   std::deque<Inflight> inflight;  // loop thread only, in commit order
+  // Batches sent and not durable yet, in commit order (loop thread): what a replay sends.
+  struct Pending {
+    uint64_t seq = 0;
+    bool checked = false;
+    std::vector<PartBatch> parts;
+  };
+  std::deque<Pending> pending;
+  static constexpr Duration kReplayFirst = milliseconds(100);
+  static constexpr Duration kReplayMax = seconds(1);
+  uint64_t gen = 0;  // answers of an earlier generation are ignored (a replay began since)
+  bool replay_armed = false;
+  bool logged_degraded = false;
+  bool closing = false;
+  uint64_t replay_upto = 0;  // degraded until durable reaches this (the last batch replayed)
+  Duration backoff = kReplayFirst;
+  std::atomic<bool> degraded{false};  // unconfirmed writes are being sent again
+  std::atomic<uint64_t> replays{0}, wait_short{0};
+  struct ReplayTimer final : net::Timer {
+    Impl* impl = nullptr;
+    void on_timer() override { impl->replay_now(); }
+    void arm_after_on(net::Loop& l, Duration d) { l.arm_after(this, d); }
+  } replay_timer;
 
   std::string prefix(Partition p) const { return "{" + opt.ns + ":" + std::to_string(p) + "}:"; }
 
@@ -416,6 +438,16 @@ struct RedisStore::Impl {
     return fenced_set.count({p, epoch}) > 0;
   }
 
+  // Transient: the write may or may not have been applied and sending it again is safe (a
+  // timeout, a lost connection, a node failing over, too few replicas). Not transient: the
+  // script refused it (CONFLICT) or could not run.
+  static bool transient(const Result<Reply>& r) {
+    if (!r.ok()) return true;
+    if (!r->is_error()) return false;
+    return !(r->error_is("CONFLICT") || r->error_is("ERR") || r->error_is("NOSCRIPT") ||
+             r->error_is("WRONGTYPE"));
+  }
+
   void advance() {
     uint64_t to = 0;
     while (!inflight.empty() && inflight.front().left == 0) {
@@ -423,27 +455,75 @@ struct RedisStore::Impl {
       inflight.pop_front();
     }
     if (to == 0) return;
+    while (!pending.empty() && pending.front().seq <= to) pending.pop_front();
+    if (!replay_armed && to >= replay_upto) {  // everything sent again is confirmed
+      backoff = kReplayFirst;
+      degraded.store(false, std::memory_order_release);
+    }
     std::lock_guard lk(mu);
     if (error) return;  // fatal: durable_seq stops
     durable->store(to, std::memory_order_release);
     cv.notify_all();
   }
 
+  // A batch could not be confirmed: every batch not durable yet is sent again, in commit order,
+  // after a backoff (100 ms doubling to 1 s) — re-applying a batch is idempotent (whole-record
+  // puts, the key check compares the event's seq, seq only grows) and re-applying the later
+  // ones after it restores their newer states. Answers to the earlier sends are ignored.
+  void replay_later(const Error& why) {
+    if (closing) return;
+    degraded.store(true, std::memory_order_release);
+    replays.fetch_add(1, std::memory_order_relaxed);
+    if (replay_armed) return;
+    replay_armed = true;
+    ++gen;
+    inflight.clear();
+    if (!logged_degraded) {
+      logged_degraded = true;
+      std::fprintf(stderr,
+                   "ringcast: redis store: a write was not confirmed (%s); sending the "
+                   "unconfirmed batches again until Redis answers\n",
+                   why.message);
+    }
+    replay_timer.arm_after_on(*loop, backoff);
+    backoff = std::min<Duration>(backoff * 2, kReplayMax);
+  }
+
+  void replay_now() {
+    replay_armed = false;
+    replay_upto = pending.empty() ? 0 : pending.back().seq;
+    for (const Pending& b : pending) transmit(b);
+    advance();
+  }
+
   void send_batch(uint64_t seq, std::vector<PartBatch> all, bool checked) {
-    const bool wait = opt.wait_replicas > 0;
     // With fencing on, a partition held at no epoch is refused here, without a round trip: no
     // lease can hold epoch 0. Its part of the batch is done (nothing of it is written).
-    std::vector<PartBatch> parts;
-    parts.reserve(all.size());
-    for (PartBatch& b : all) {
-      if (fencing && b.epoch == 0) {
-        record_fenced(b.p, 0);
+    Pending b;
+    b.seq = seq;
+    b.checked = checked;
+    b.parts.reserve(all.size());
+    for (PartBatch& part : all) {
+      if (fencing && part.epoch == 0) {
+        record_fenced(part.p, 0);
       } else {
-        parts.push_back(std::move(b));
+        b.parts.push_back(std::move(part));
       }
     }
-    inflight.push_back({seq, parts.size()});
-    auto done_one = [this, seq] {
+    pending.push_back(std::move(b));
+    if (replay_armed) return;  // sent with the others when the replay runs
+    transmit(pending.back());
+    advance();
+  }
+
+  // Sends one batch's scripts (and WAITs); its answers count only for this generation.
+  void transmit(const Pending& b) {
+    const uint64_t seq = b.seq;
+    const uint64_t g = gen;
+    const bool wait = opt.wait_replicas > 0;
+    inflight.push_back({seq, b.parts.size()});
+    auto done_one = [this, seq, g] {
+      if (g != gen) return;
       for (auto& f : inflight) {
         if (f.seq == seq) {
           --f.left;
@@ -452,40 +532,42 @@ struct RedisStore::Impl {
       }
       advance();
     };
+    auto on_error = [this, g](const Result<Reply>& r) {
+      if (g != gen) return;
+      auto c = check(r);
+      if (transient(r))
+        return replay_later(c ? make_error(Errc::kUnavailable, "redis") : c.error());
+      fail(c.error());
+    };
     const std::string n = std::to_string(opt.wait_replicas);
     const std::string ms =
         std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
-    for (PartBatch& b : parts) {
-      const std::string pre = prefix(b.p);
-      const std::string own = cluster::own_key(opt.ns, b.p);
+    for (const PartBatch& part : b.parts) {
+      const std::string pre = prefix(part.p);
+      const std::string own = cluster::own_key(opt.ns, part.p);
       const std::string seq_key = pre + "seq";
-      std::vector<std::string> argv;
-      argv.reserve(5 + b.ops.size());
-      argv.push_back(opt.node_id);
-      argv.push_back(std::to_string(b.epoch));
-      argv.push_back(pre);
-      argv.push_back(std::to_string(b.max_seq));
-      argv.push_back(checked ? "1" : "0");
-      for (auto& o : b.ops) argv.push_back(std::move(o));
+      const std::string epoch = std::to_string(part.epoch);
+      const std::string top = std::to_string(part.max_seq);
       // EVAL, not EVALSHA: a NOSCRIPT fallback would send the script again after commands
       // pipelined behind it (a lookup right after this write, the next batch's script), and
       // those would run first — reads must see the writes issued before them. The cost is the
       // script's text on every call (left for later: load it on every node at connect).
       // Without fencing the body runs alone and ignores KEYS[1], ARGV[1] and ARGV[2].
-      std::vector<std::string_view> cmd{"EVAL", apply_source, "2", own, seq_key};
-      cmd.insert(cmd.end(), argv.begin(), argv.end());
+      std::vector<std::string_view> cmd{"EVAL",      apply_source, "2", own, seq_key,
+                                        opt.node_id, epoch,        pre, top, b.checked ? "1" : "0"};
+      cmd.reserve(cmd.size() + part.ops.size());
+      for (const std::string& o : part.ops) cmd.push_back(o);
       redis::CommandOptions co;
       co.key_index = 3;  // the lease key: the partition's slot, as every key of the script
       client->command(
           std::span<const std::string_view>(cmd),
-          [this, done_one, p = b.p, epoch = b.epoch](Result<Reply> r) {
+          [this, done_one, on_error, p = part.p, ep = part.epoch](Result<Reply> r) {
             // FENCED: nothing of p was written; the rest of the batch goes on (not fatal).
             if (fencing && r.ok() && cluster::is_fenced(*r)) {
-              record_fenced(p, epoch);
+              record_fenced(p, ep);
               return done_one();
             }
-            auto c = check(r);
-            if (!c) return fail(c.error());
+            if (!r.ok() || r->is_error()) return on_error(r);
             done_one();
           },
           co);
@@ -493,18 +575,18 @@ struct RedisStore::Impl {
     // WAIT counts the replicas that have every write its connection carried before it: one per
     // primary, after all of the batch's scripts.
     std::vector<std::string> waited;
-    for (const PartBatch& b : parts) {
+    for (const PartBatch& part : b.parts) {
       if (!wait) break;
-      const std::string seq_key = prefix(b.p) + "seq";
+      const std::string seq_key = prefix(part.p) + "seq";
       redis::Client* target = client.get();
       std::string node = "standalone";
       if (cluster) {
         node = cluster->node_for_slot(redis::key_slot(seq_key));
         target = node.empty() ? nullptr : cluster->connection(node);
       }
-      if (!target) {
-        fail(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
-        break;
+      if (!target) {  // the slot map is being refreshed (a failover): later
+        replay_later(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
+        return;
       }
       if (std::find(waited.begin(), waited.end(), node) != waited.end()) continue;
       waited.push_back(node);
@@ -517,18 +599,20 @@ struct RedisStore::Impl {
       o.key_index = redis::kNoKey;
       target->command(
           {"WAIT", n, ms},
-          [this, done_one, need](Result<Reply> r) {
-            auto c = check(r);
-            if (!c) return fail(c.error());
-            if (!(*c)->is_integer() || (*c)->integer_value() < need)
-              return fail(make_error(Errc::kUnavailable,
-                                     "redis: fewer replicas acknowledged than required", nullptr,
-                                     "redis_wait"));
+          [this, done_one, on_error, need, g](Result<Reply> r) {
+            if (!r.ok() || r->is_error()) return on_error(r);
+            if (!r->is_integer() || r->integer_value() < need) {
+              if (g != gen) return;
+              // Fewer replicas than required have it (one is down or catching up): not
+              // durable yet; sent again until enough acknowledge.
+              wait_short.fetch_add(1, std::memory_order_relaxed);
+              return replay_later(
+                  make_error(Errc::kUnavailable, "fewer replicas acknowledged than required"));
+            }
             done_one();
           },
           o);
     }
-    advance();
   }
 
   // ---- any thread but the loop's ----
@@ -636,6 +720,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
   impl->fencing = !impl->opt.node_id.empty();
   impl->apply_source = impl->fencing ? cluster::fenced_source(kApplyBody) : std::string(kApplyBody);
   impl->durable = &s->durable_;
+  impl->replay_timer.impl = impl;
   auto ready = std::make_shared<std::promise<Result<void>>>();
   auto fut = ready->get_future();
   s->thread_ = std::thread([impl, ready] {
@@ -645,7 +730,9 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     ready->set_value(r);
     if (!started) return;
     impl->loop->run();
+    impl->closing = true;  // what fails below is not sent again
     impl->client.reset();  // fails what is still held: async callers get an error
+    impl->loop->disarm(&impl->replay_timer);
     impl->cluster = nullptr;
     // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
     // may still be inside Loop::wake() when run() returns here.
@@ -680,6 +767,14 @@ void RedisStore::set_partition_epoch(Partition p, uint64_t epoch) {
 
 bool RedisStore::fenced(Partition p, uint64_t epoch) const {
   return impl_->was_fenced(p, epoch);
+}
+
+bool RedisStore::degraded() const {
+  return impl_->degraded.load(std::memory_order_acquire);
+}
+
+uint64_t RedisStore::replays() const {
+  return impl_->replays.load(std::memory_order_relaxed);
 }
 
 uint64_t RedisStore::fenced_writes() const {

@@ -41,10 +41,16 @@
 //     on_fenced(p, e) per pair) before durable_seq() can pass its batch, with release ordering:
 //     who sees that durable_seq() and then asks fenced(p, e) gets true. It is not fatal: the
 //     batch's other partitions are written and the store goes on;
-//   - every other failure of a batch (CONFLICT, a timeout, a lost connection, too few
-//     replicas) is fatal for the store: durable_seq() stops for good, failed() reports the
-//     first error and every later write() returns it (crash-only: the shard aborts on a write
-//     error);
+//   - a batch that cannot be confirmed (a timeout, a lost connection, CLUSTERDOWN/TRYAGAIN/
+//     READONLY during a failover, too few replicas in WAIT) is not lost: degraded() turns true
+//     and every batch not durable yet is sent again, in commit order, after a backoff (100 ms
+//     doubling to 1 s) until all are confirmed. Safe because applying a batch again is
+//     idempotent (whole-record puts; the key check compares the event's seq; seq only grows)
+//     and the later batches, applied again after it, restore their newer states. durable_seq()
+//     waits meanwhile, so nothing is acknowledged that Redis has not confirmed;
+//   - a batch the script refuses (CONFLICT, a script error) is fatal for the store:
+//     durable_seq() stops for good, failed() reports the first error and every later write()
+//     returns it (crash-only: the shard aborts on a write error);
 //   - a read issued after write() returned sees that write: reads are queued behind it on the
 //     loop thread and travel on the same per-node connection, which Redis answers in order;
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
@@ -104,6 +110,11 @@ class RedisStore final : public Store {
   bool wait_durable(uint64_t seq, Duration timeout);
   // The error that stopped the store, if one did.
   std::optional<Error> failed() const;
+  // Store::degraded(): some write could not be confirmed (a timeout, a lost connection, a
+  // failover, too few replicas in WAIT) and the unconfirmed batches are being sent again, in
+  // commit order, until Redis confirms them; durable_seq() waits meanwhile.
+  bool degraded() const override;
+  uint64_t replays() const;  // how often that happened
 
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view event_id) override;
