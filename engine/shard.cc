@@ -215,6 +215,7 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
     for (const auto& [p, o] : owned_) {  // a hand-over waits for its results to be durable
       if (o.releasing) wait = std::min(wait, options_.durable_poll);
     }
+    if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
     if (!draining_) {
       if (auto next = scheduler_->next_wakeup()) {
         Duration until = *next - loop_->wall_now();
@@ -258,7 +259,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
 void Shard::turn() {
   WallTime now = loop_->wall_now();
   commands_.clear();
-  if (!draining_) scheduler_->poll(now, commands_, mutations_);
+  // A networked store that cannot confirm its writes (Redis unreachable, failing over): no
+  // new attempts until it can (what is due stays due; SPEC R12.2 wants the lease durable).
+  if (!draining_ && !store_.degraded()) scheduler_->poll(now, commands_, mutations_);
   const MonoTime mono = loop_->now();
   for (const SendCommand& cmd : commands_) {
     if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
@@ -282,6 +285,7 @@ void Shard::turn() {
   turn_loaded_.clear();
   flush_durable_acks();
   if (dynamic_ && !owned_.empty()) progress_releases();
+  if (dynamic_) retry_failed_loads();
   refresh_gauges();
 }
 
@@ -309,6 +313,7 @@ std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
 
 void Shard::acquire_partition(Partition p, uint64_t epoch) {
   if (!dynamic_) return;
+  std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p; });
   if (auto it = owned_.find(p); it != owned_.end()) {
     if (it->second.epoch == epoch) return;
     forget_partition(p);  // an older epoch of ours: what it had is reloaded below
@@ -318,13 +323,18 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
   Recovery visitor(*this, now);
   auto stats = store_.recover(p, now, visitor);
   if (!stats.ok()) {
-    // Not taken: the lease stays ours until it expires or is released; the lease manager
-    // does not know, so say it loudly. Nothing of p is sent or accepted here meanwhile.
-    std::fprintf(stderr, "ringcast: shard %u: partition %u (epoch %llu) did not load: %s\n", index_,
-                 static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
+    // Not taken yet (Redis failing over, say): tried again every 200 ms while the lease holds.
+    // Nothing of p is sent or accepted here meanwhile (intake answers not_owner).
+    std::fprintf(stderr,
+                 "ringcast: shard %u: partition %u (epoch %llu) did not load: %s; trying again\n",
+                 index_, static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
                  stats.error().message);
     scheduler_->drop_partition(p);
+    for (auto it = known_tenants_.begin(); it != known_tenants_.end();) {
+      it = partition_of(it->first) == p ? known_tenants_.erase(it) : std::next(it);
+    }
     options_.leases->set_epoch(p, 0);
+    retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
   }
   if (!missing_policies_.empty()) {
@@ -345,7 +355,31 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
   loop_->wake();
 }
 
+void Shard::retry_failed_loads() {
+  if (retry_loads_.empty()) return;
+  const MonoTime now = loop_->now();
+  std::vector<RetryLoad> due;
+  for (auto it = retry_loads_.begin(); it != retry_loads_.end();) {
+    if (it->at <= now) {
+      due.push_back(*it);
+      it = retry_loads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const RetryLoad& r : due) {
+    // Until the lease is lost (lose_partition drops the entry): a lease past its local
+    // deadline for a moment (Redis failing over) may be renewed at the same epoch.
+    if (options_.leases->valid(r.p, r.epoch, now)) {
+      acquire_partition(r.p, r.epoch);
+    } else {
+      retry_loads_.push_back({r.p, r.epoch, now + milliseconds(200)});
+    }
+  }
+}
+
 void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()> done) {
+  std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) {
     if (done) done();  // nothing of it here (lost meanwhile, or never loaded)
@@ -357,6 +391,7 @@ void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()>
 }
 
 void Shard::lose_partition(Partition p, uint64_t epoch) {
+  std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) return;
   std::function<void()> done = std::move(it->second.done);
@@ -705,6 +740,12 @@ void Shard::refresh_gauges() {
 Result<void> Shard::check_event_input(const EventInput& in) {
   if (draining_) return shutting_down();
   if (!serves(in.tenant)) return not_owner();
+  if (store_.degraded()) {
+    return make_error(Errc::kUnavailable,
+                      "the store cannot confirm writes right now (Redis unreachable or failing "
+                      "over): retry in a moment",
+                      nullptr, "store_unavailable");
+  }
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();

@@ -154,6 +154,13 @@ class Shard final : public IdAllocator {
     std::function<void()> done;
   };
   bool sendable(Partition p, MonoTime now) const;
+  void retry_failed_loads();
+  struct RetryLoad {
+    Partition p;
+    uint64_t epoch;
+    MonoTime at;
+  };
+  std::vector<RetryLoad> retry_loads_;  // acquired, but recover() failed: tried again
   void forget_partition(Partition p);
   void progress_releases();
   const bool dynamic_;
