@@ -12,12 +12,6 @@ namespace ringcast::engine {
 namespace {
 constexpr size_t kRecentDeliveries = 25;  // SPEC R10.2
 
-Error not_owner() {  // as the shard's (engine/shard.cc)
-  return make_error(Errc::kUnavailable,
-                    "this node does not own the tenant's partition now: retry on another node, "
-                    "or here in a moment",
-                    nullptr, "not_owner");
-}
 }  // namespace
 
 void EngineImpl::acquire_partition(Partition p, uint64_t epoch) {
@@ -114,7 +108,7 @@ void EngineImpl::stop() {
           make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down")); \
     }                                                                                             \
     shard.post([t_ = std::string(tenant), done, fn_ = call](Shard& s) mutable {                   \
-      if (!s.serves(t_)) return done(not_owner());                                                \
+      if (!s.serves(t_)) return done(not_owner_error());                                          \
       fn_(s);                                                                                     \
     });                                                                                           \
   } while (0)

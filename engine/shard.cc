@@ -30,14 +30,6 @@ Error shutting_down() {
   return make_error(Errc::kUnavailable, "the engine is shutting down", nullptr, "shutting_down");
 }
 
-// Cluster mode: another node owns the tenant's partition, or it is between owners.
-Error not_owner() {
-  return make_error(Errc::kUnavailable,
-                    "this node does not own the tenant's partition now: retry on another node, "
-                    "or here in a moment",
-                    nullptr, "not_owner");
-}
-
 // Event ids travel in webhook headers: printable ASCII, no spaces, bounded.
 bool valid_event_id(std::string_view id) {
   if (id.empty() || id.size() > 256) return false;
@@ -212,9 +204,7 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   for (;;) {
     Duration wait = milliseconds(100);
     if (!acks_.empty()) wait = options_.durable_poll;
-    for (const auto& [p, o] : owned_) {  // a hand-over waits for its results to be durable
-      if (o.releasing) wait = std::min(wait, options_.durable_poll);
-    }
+    if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
     if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
     if (!draining_) {
       if (auto next = scheduler_->next_wakeup()) {
@@ -291,6 +281,13 @@ void Shard::turn() {
 
 // ---- cluster mode: partitions change owners (ISSUE 16) --------------------------------------
 
+Error not_owner_error() {
+  return make_error(Errc::kUnavailable,
+                    "this node does not own the tenant's partition now: retry on another node, "
+                    "or here in a moment",
+                    nullptr, "not_owner");
+}
+
 bool Shard::serves(std::string_view tenant) const {
   if (!dynamic_) return true;
   auto it = owned_.find(partition_of(tenant));
@@ -330,9 +327,7 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
                  index_, static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
                  stats.error().message);
     scheduler_->drop_partition(p);
-    for (auto it = known_tenants_.begin(); it != known_tenants_.end();) {
-      it = partition_of(it->first) == p ? known_tenants_.erase(it) : std::next(it);
-    }
+    forget_tenants_of(p);
     options_.leases->set_epoch(p, 0);
     retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
@@ -385,6 +380,7 @@ void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()>
     if (done) done();  // nothing of it here (lost meanwhile, or never loaded)
     return;
   }
+  if (!it->second.releasing) ++releasing_;
   it->second.releasing = true;
   it->second.done = std::move(done);
   loop_->wake();
@@ -421,17 +417,22 @@ void Shard::progress_releases() {
   }
 }
 
-void Shard::forget_partition(Partition p) {
-  scheduler_->drop_partition(p);
-  next_seq_.erase(p);
+void Shard::forget_tenants_of(Partition p) {
   for (auto it = known_tenants_.begin(); it != known_tenants_.end();) {
     it = partition_of(it->first) == p ? known_tenants_.erase(it) : std::next(it);
   }
+}
+
+void Shard::forget_partition(Partition p) {
+  scheduler_->drop_partition(p);
+  next_seq_.erase(p);
+  forget_tenants_of(p);
   for (auto it = unknown_since_.begin(); it != unknown_since_.end();) {
     it = id_partition(it->first) == p ? unknown_since_.erase(it) : std::next(it);
   }
   options_.leases->set_epoch(p, 0);
   std::lock_guard<std::mutex> lock(owned_mu_);
+  if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
   owned_.erase(p);
 }
 
@@ -739,7 +740,7 @@ void Shard::refresh_gauges() {
 
 Result<void> Shard::check_event_input(const EventInput& in) {
   if (draining_) return shutting_down();
-  if (!serves(in.tenant)) return not_owner();
+  if (!serves(in.tenant)) return not_owner_error();
   if (store_.degraded()) {
     return make_error(Errc::kUnavailable,
                       "the store cannot confirm writes right now (Redis unreachable or failing "
@@ -760,7 +761,7 @@ Result<void> Shard::check_event_input(const EventInput& in) {
 }
 
 Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>& stored) {
-  if (!serves(in.tenant)) return not_owner();  // lost or handed over during the lookup
+  if (!serves(in.tenant)) return not_owner_error();  // lost or handed over during the lookup
   uint64_t hash = payload_hash(in.payload);
   auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
     if (rec.payload_hash != hash) {
@@ -846,7 +847,7 @@ void Shard::submit_batch(std::vector<EventInput> events,
         if (epoch == 0 || !p.results[i].ok()) continue;
         if (options_.leases->fenced(part, epoch)) {
           metrics_.intake_fenced.fetch_add(1, std::memory_order_relaxed);
-          p.results[i] = not_owner();
+          p.results[i] = not_owner_error();
         }
       }
     }

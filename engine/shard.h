@@ -29,6 +29,9 @@
 
 namespace ringcast::engine {
 
+// Cluster mode: the tenant's partition is owned by another node, or between owners (503).
+Error not_owner_error();
+
 // SPEC R11.2: every unexpired secret signs during a rotation; at most this many at once.
 inline constexpr size_t kMaxSigningSecrets = 10;
 
@@ -162,9 +165,11 @@ class Shard final : public IdAllocator {
   };
   std::vector<RetryLoad> retry_loads_;  // acquired, but recover() failed: tried again
   void forget_partition(Partition p);
+  void forget_tenants_of(Partition p);  // known_tenants_ of p
   void progress_releases();
   const bool dynamic_;
   std::unordered_map<Partition, OwnedPart> owned_;
+  uint32_t releasing_ = 0;       // entries of owned_ being handed over
   mutable std::mutex owned_mu_;  // guards owned_ for owned_partitions() (writes: this thread)
 
   // Per-partition id sequences of the partitions this shard owns.
