@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -41,13 +43,15 @@ class Recorder {
   // hold_releases: on_release keeps done() for the test to call (take_dones); otherwise it is
   // called at once.
   explicit Recorder(bool hold_releases = false) : hold_(hold_releases) {}
+  // From now on (or no longer), on_release keeps done() for the test.
+  void hold_releases(bool hold) { hold_.store(hold); }
 
   LeaseCallbacks callbacks() {
     LeaseCallbacks cb;
     cb.on_acquire = [this](Partition p, uint64_t e) { add(Event::Kind::kAcquire, p, e); };
     cb.on_release = [this](Partition p, uint64_t e, std::function<void()> done) {
       add(Event::Kind::kRelease, p, e);
-      if (!hold_) return done();
+      if (!hold_.load()) return done();
       std::lock_guard lock(mu_);
       dones_.push_back(std::move(done));
     };
@@ -86,7 +90,7 @@ class Recorder {
     std::lock_guard lock(mu_);
     events_.push_back(e);
   }
-  bool hold_;
+  std::atomic<bool> hold_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
   std::vector<std::function<void()>> dones_;
@@ -137,12 +141,17 @@ bool wait_until(Pred done, std::chrono::milliseconds limit) {
   return done();
 }
 
-// Every node owns exactly what rendezvous over all their ids gives it (so together: a
-// disjoint cover of all partitions).
+// Every node sees exactly these nodes as members and owns exactly what rendezvous over all
+// their ids gives it (so together: a disjoint cover of all partitions). The views count too:
+// a node that has not seen the others yet can hold its fair share for a moment by chance
+// (the others were refused what they wanted), and the cover is not settled then.
 inline bool converged(const std::vector<const Node*>& nodes) {
   std::vector<std::string> ids;
   for (const auto* n : nodes) ids.push_back(n->id);
+  std::vector<std::string> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
   for (const auto* n : nodes) {
+    if (!n->m || n->m->status().members != sorted) return false;
     const auto want = owned_by(n->id, ids);
     const auto have = n->owned();
     if (have.size() != want.size()) return false;
