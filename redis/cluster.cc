@@ -516,6 +516,11 @@ std::string ClusterClient::node_for_slot(uint16_t slot) const {
   return idx < 0 ? std::string() : impl_->nodes[static_cast<size_t>(idx)]->address;
 }
 
+uint64_t ClusterClient::reroutes() const {
+  const ClusterStats& s = impl_->st;
+  return s.moved + s.ask + s.tryagain + s.clusterdown + s.waited_for_route;
+}
+
 const ClusterStats& ClusterClient::stats() const {
   impl_->st.nodes = static_cast<uint32_t>(impl_->nodes.size());
   impl_->st.pending = impl_->live_count;

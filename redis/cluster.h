@@ -71,6 +71,11 @@ class ClusterClient final : public Client {
   // The node ("host:port") the map currently sends `slot` to; "" when none.
   std::string node_for_slot(uint16_t slot) const;
   const ClusterStats& stats() const;
+  // How many times a command was sent again, or held, instead of running where the map sent it
+  // first (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a wait for a route). A caller that pipelines a
+  // command to a node's connection right behind a routed one (WAIT after a write) can tell by
+  // this not moving that the routed one ran there, on that connection, before it.
+  uint64_t reroutes() const;
   // The connection to "host:port" if the client has one (for tests and metrics).
   Connection* connection(const std::string& address);
   net::Loop& loop() override;

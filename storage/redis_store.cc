@@ -349,6 +349,7 @@ struct RedisStore::Impl {
   uint64_t gen = 0;  // answers of an earlier generation are ignored (a replay began since)
   bool replay_armed = false;
   bool logged_degraded = false;
+  MonoTime degraded_since;
   bool closing = false;
   uint64_t replay_upto = 0;  // degraded until durable reaches this (the last batch replayed)
   Duration backoff = kReplayFirst;
@@ -456,9 +457,16 @@ struct RedisStore::Impl {
     }
     if (to == 0) return;
     while (!pending.empty() && pending.front().seq <= to) pending.pop_front();
-    if (!replay_armed && to >= replay_upto) {  // everything sent again is confirmed
+    if (!replay_armed && to >= replay_upto && degraded.load(std::memory_order_relaxed)) {
+      // Everything sent again is confirmed.
       backoff = kReplayFirst;
       degraded.store(false, std::memory_order_release);
+      logged_degraded = false;
+      std::fprintf(stderr,
+                   "ringcast: redis store: writes are confirmed again (after %.0f ms, %llu "
+                   "replays in all)\n",
+                   std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count(),
+                   static_cast<unsigned long long>(replays.load(std::memory_order_relaxed)));
     }
     std::lock_guard lk(mu);
     if (error) return;  // fatal: durable_seq stops
@@ -478,8 +486,9 @@ struct RedisStore::Impl {
     replay_armed = true;
     ++gen;
     inflight.clear();
-    if (!logged_degraded) {
+    if (!logged_degraded) {  // once per degraded spell
       logged_degraded = true;
+      degraded_since = loop->now();
       std::fprintf(stderr,
                    "ringcast: redis store: a write was not confirmed (%s); sending the "
                    "unconfirmed batches again until Redis answers\n",
@@ -539,6 +548,9 @@ struct RedisStore::Impl {
         return replay_later(c ? make_error(Errc::kUnavailable, "redis") : c.error());
       fail(c.error());
     };
+    // Taken before the scripts go out: if any command is redirected (or held) from here to a
+    // WAIT's answer, a script may have run on another node, or after that WAIT.
+    const uint64_t routes = cluster ? cluster->reroutes() : 0;
     const std::string n = std::to_string(opt.wait_replicas);
     const std::string ms =
         std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
@@ -599,10 +611,25 @@ struct RedisStore::Impl {
       o.key_index = redis::kNoKey;
       target->command(
           {"WAIT", n, ms},
-          [this, done_one, on_error, need, g](Result<Reply> r) {
-            if (!r.ok() || r->is_error()) return on_error(r);
+          [this, done_one, need, g, routes](Result<Reply> r) {
+            if (g != gen) return;
+            // Any WAIT error is transient: the data is fine, only its copies are not counted
+            // (a node that became a replica in a failover answers "ERR WAIT cannot be used
+            // with replica instances").
+            if (!r.ok() || r->is_error()) {
+              auto c = check(r);
+              return replay_later(c ? make_error(Errc::kUnavailable, "redis: WAIT failed")
+                                    : c.error());
+            }
+            if (cluster && cluster->reroutes() != routes) {
+              // A WAIT counts the replicas of what its own connection carried before it; a
+              // script redirected (MOVED/ASK after a failover or a slot move) or retried
+              // (TRYAGAIN, CLUSTERDOWN) ran elsewhere or later, so this count says nothing
+              // about it. Sent again once the map is right.
+              return replay_later(make_error(
+                  Errc::kUnavailable, "redis: a write was redirected; its WAIT does not cover it"));
+            }
             if (!r->is_integer() || r->integer_value() < need) {
-              if (g != gen) return;
               // Fewer replicas than required have it (one is down or catching up): not
               // durable yet; sent again until enough acknowledge.
               wait_short.fetch_add(1, std::memory_order_relaxed);

@@ -42,7 +42,8 @@
 //     who sees that durable_seq() and then asks fenced(p, e) gets true. It is not fatal: the
 //     batch's other partitions are written and the store goes on;
 //   - a batch that cannot be confirmed (a timeout, a lost connection, CLUSTERDOWN/TRYAGAIN/
-//     READONLY during a failover, too few replicas in WAIT) is not lost: degraded() turns true
+//     READONLY during a failover, too few replicas in WAIT, a WAIT answered by a node that is a
+//     replica now, a script redirected after its WAIT was sent) is not lost: degraded() turns true
 //     and every batch not durable yet is sent again, in commit order, after a backoff (100 ms
 //     doubling to 1 s) until all are confirmed. Safe because applying a batch again is
 //     idempotent (whole-record puts; the key check compares the event's seq; seq only grows)
