@@ -315,6 +315,12 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
     if (it->second.epoch == epoch) return;
     forget_partition(p);  // an older epoch of ours: what it had is reloaded below
   }
+  if (store_.degraded()) {
+    // Its writes could not be confirmed now (the load turns back leases and waits for that):
+    // try when the store is back rather than block this loop for the load's whole timeout.
+    retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
+    return;
+  }
   options_.leases->set_epoch(p, epoch);
   const WallTime now = loop_->wall_now();
   Recovery visitor(*this, now);
