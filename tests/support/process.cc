@@ -77,6 +77,11 @@ std::string ExitStatus::str() const {
 
 Process Process::start(std::vector<std::string> argv_in, ProcessOptions options) {
   if (argv_in.empty()) throw std::runtime_error("Process::start: empty argv");
+  if (::gettid() != ::getpid()) {
+    throw std::logic_error(
+        "Process::start: call it from the main thread (the child's PR_SET_PDEATHSIG would kill "
+        "it when this thread ends)");
+  }
   std::vector<std::string> argv = argv_in;
   std::vector<std::string> env = merged_env(options.env);
   std::vector<char*> c_argv = c_array(argv);

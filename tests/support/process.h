@@ -2,6 +2,9 @@
 // env and output files, readiness waits, signals, bounded reaping. Invariant: a Process that is
 // destroyed while its child still runs kills it with SIGKILL and reaps it; the child also gets
 // SIGKILL if the test process dies (PR_SET_PDEATHSIG), so no test leaves a process behind.
+// PR_SET_PDEATHSIG fires when the *thread* that forked exits, so start() refuses (throws
+// std::logic_error) anywhere but the main thread: a server restarted from a helper thread
+// died silently when that thread ended (it once passed for a product bug).
 #pragma once
 
 #include <sys/types.h>
