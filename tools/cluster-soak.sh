@@ -7,7 +7,7 @@
 #   tools/cluster-soak.sh [BUILD_DIR]      (default build; NODE_KILLS=100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${1:-build}"
+build="${1:-build-release}"
 if [[ ! -x "$build/tests/ringcast_e2e_tests" ]]; then
   echo "cluster-soak: build first (bash tools/test.sh, or cmake --build $build)" >&2
   exit 1
