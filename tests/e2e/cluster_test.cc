@@ -527,13 +527,17 @@ TEST(E2eCluster, Soak) {
       ASSERT_GE(primary, 0);
       rig.redis->node(static_cast<size_t>(primary)).kill();
       const auto p0 = SteadyClock::now();
-      send(per_round);
+      // The producer in a thread, the restart here (a process started from a helper thread
+      // dies with it): with wait_replicas = 1 nothing is acknowledged until the promoted
+      // primary has its replica back, so the send waits for the restart.
+      std::thread producer([&] { send(per_round); });
       if (!rig.redis->wait_failover(static_cast<size_t>(primary), 30s)) {
         ADD_FAILURE() << "round " << round << ": Redis did not fail over";
       }
       redis_failovers.push_back(ms_since(p0));
       ++primary_kills;
       rig.redis->node(static_cast<size_t>(primary)).restart();  // back as a replica
+      producer.join();
       wait_until([&] { return rig.converged(); }, 20s, 50ms);
     }
     std::printf("[ soak ] round %d: node %zu killed, partitions owned again after %.0f ms\n", round,
