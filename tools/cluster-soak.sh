@@ -4,7 +4,7 @@
 # restart of a random node under load, a SIGKILL of a Redis primary every tenth round. Prints
 # events acknowledged / delivered / lost / duplicated and the failover times. Bounded: every
 # wait in the test has a deadline; everything runs in temp dirs and is stopped at the end.
-#   tools/cluster-soak.sh [BUILD_DIR]      (default build; NODE_KILLS=100)
+#   tools/cluster-soak.sh [BUILD_DIR]      (default build-release; NODE_KILLS=100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-release}"
