@@ -366,13 +366,20 @@ void expect_all_delivered(Rig& rig, const std::vector<std::string>& tenants,
       << "more duplicates than attempts on the wire could explain";
 }
 
+// The start of each CI test: the nodes converged, then make_tenants(rig, "ct"); empty (after
+// a failure) when either does not happen.
+std::vector<std::string> converged_tenants(Rig& rig) {
+  if (!wait_until([&] { return rig.converged(); }, scaled(20s), 50ms)) {
+    ADD_FAILURE() << "the nodes did not converge\n" << rig.nodes[0]->output();
+    return {};
+  }
+  return make_tenants(rig, "ct");
+}
+
 TEST(E2eCluster, NodeKillRestartPauseAndTermLoseNothingAcknowledged) {
   if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
   Rig rig(3);
-  ASSERT_TRUE(wait_until([&] { return rig.converged(); }, scaled(20s), 50ms))
-      << rig.nodes[0]->output();
-
-  const std::vector<std::string> tenants = make_tenants(rig, "ct");
+  const std::vector<std::string> tenants = converged_tenants(rig);
   ASSERT_FALSE(tenants.empty());
   const int per_phase = kSanitized ? 600 : 2500;
   Producer phase{rig, tenants};
@@ -569,10 +576,7 @@ TEST(E2eCluster, Soak) {
 TEST(E2eCluster, RedisPrimaryKillUnderLoadLosesNothingAcknowledged) {
   if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
   Rig rig(3);
-  ASSERT_TRUE(wait_until([&] { return rig.converged(); }, scaled(20s), 50ms))
-      << rig.nodes[0]->output();
-
-  const std::vector<std::string> tenants = make_tenants(rig, "ct");
+  const std::vector<std::string> tenants = converged_tenants(rig);
   ASSERT_FALSE(tenants.empty());
   const int per_phase = kSanitized ? 600 : 2500;
   Producer phase{rig, tenants};
