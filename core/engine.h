@@ -24,7 +24,7 @@ struct EndpointSpec {
   std::vector<std::string> event_types;  // empty: every type
   std::string policy = "smengo";         // "smengo" | "xhub" | a named policy from config
   SignatureProfile signature = SignatureProfile::kStandard;
-  std::optional<std::string> secret;     // generated when absent
+  std::optional<std::string> secret;  // generated when absent
   RateLimit rate_limit;
   uint32_t max_in_flight = 0;
 };
@@ -52,11 +52,14 @@ struct SubmitResult {
   Kind kind = Kind::kAccepted;
   EventSeq event = 0;
   uint32_t deliveries = 0;
+  // Cluster mode: taken by a node that does not own the tenant's partition, durable in the
+  // partition's inbox (core/inbox.h); its owner fans it out, so `deliveries` is not known (0).
+  bool queued = false;
 };
 
 struct BreakerView {
   BreakerSnapshot snapshot;
-  uint32_t window_total = 0;   // deliveries in the sliding window
+  uint32_t window_total = 0;  // deliveries in the sliding window
   uint32_t window_failed = 0;
 };
 
@@ -95,8 +98,8 @@ class Engine {
   virtual Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant) = 0;
   virtual Result<DeliveryPage> list_deliveries(std::string_view tenant,
                                                std::optional<EndpointId> endpoint,
-                                               std::optional<DeliveryStatus> status,
-                                               size_t limit, std::string_view cursor) = 0;
+                                               std::optional<DeliveryStatus> status, size_t limit,
+                                               std::string_view cursor) = 0;
   virtual Result<std::optional<Event>> get_event(std::string_view tenant,
                                                  std::string_view event_id) = 0;
   virtual Result<std::vector<Notification>> notifications(std::string_view tenant) = 0;

@@ -106,6 +106,9 @@ class Store {
   // The same for many keys at once (a bulk intake batch): one answer per key, in order.
   struct EventKeyRef {
     std::string_view tenant, event_id;
+    // The event comes out of its partition's inbox (core/inbox.h): a store that keeps inboxes
+    // does not answer it with its own queued key. Others: every queued key counts as taken.
+    bool from_inbox = false;
   };
   virtual Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
       const std::vector<EventKeyRef>& keys) {

@@ -83,6 +83,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.shards = cfg.engine.shards ? cfg.engine.shards
                                : std::clamp(std::thread::hardware_concurrency(), 1u, 256u);
   e.payload_cache_bytes = static_cast<size_t>(cfg.engine.payload_cache_bytes);
+  e.inbox_poll = cfg.cluster.inbox_poll;  // used in cluster mode only (Embedded::open_redis)
   e.scheduler.fairness_cap = cfg.engine.fairness_cap;
   e.scheduler.default_max_in_flight = cfg.engine.max_in_flight;
   e.scheduler.subscription_postpone = cfg.engine.subscription_postpone;

@@ -101,6 +101,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("cluster.heartbeat_interval", kDuration, cluster.heartbeat_interval),
       RC_KEY("cluster.member_ttl", kDuration, cluster.member_ttl),
       RC_KEY("cluster.safety_margin", kDuration, cluster.safety_margin),
+      RC_KEY("cluster.inbox_poll", kDuration, cluster.inbox_poll),
 
       RC_KEY("engine.shards", kU32, engine.shards, 0, 256),
       RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
@@ -1039,6 +1040,7 @@ void Config::validate() const {
     positive("cluster.lease_ttl", cluster.lease_ttl);
     positive("cluster.heartbeat_interval", cluster.heartbeat_interval);
     positive("cluster.member_ttl", cluster.member_ttl);
+    positive("cluster.inbox_poll", cluster.inbox_poll);
     if (cluster.safety_margin * 3 >= cluster.lease_ttl)
       fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
   }

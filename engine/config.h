@@ -201,6 +201,9 @@ struct ClusterConfig {
   Duration heartbeat_interval = seconds(1);
   Duration member_ttl = seconds(3);
   Duration safety_margin = milliseconds(300);
+  // How often a shard looks into the inboxes of the partitions it owns (events other nodes
+  // queued for them, core/inbox.h): the most a queued event waits before its fan-out.
+  Duration inbox_poll = milliseconds(100);
 };
 
 struct Config {

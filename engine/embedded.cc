@@ -33,6 +33,18 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
   if (options.leases) {
     options.store.node_id = options.leases->node_id;  // the store fences with the leases
     options.leases->ns = options.store.ns;            // same hash tags: one slot per partition
+    storage::RedisInboxOptions io;
+    io.servers = options.store.servers;
+    io.cluster = options.store.cluster;
+    io.password = options.store.password;
+    io.ns = options.store.ns;
+    io.command_timeout = options.store.command_timeout;
+    io.wait_replicas = options.store.wait_replicas;
+    io.wait_timeout = options.store.wait_timeout;
+    auto inbox = storage::RedisInbox::open(std::move(io));
+    if (!inbox.ok()) return inbox.error();
+    e->inbox_ = std::move(*inbox);
+    engine.inbox = e->inbox_.get();
   }
   auto opened = storage::RedisStore::open(std::move(options.store));
   if (!opened.ok()) return opened.error();
@@ -81,8 +93,10 @@ void Embedded::stop() {
   live_.store(nullptr, std::memory_order_release);
   if (engine_) {
     engine_->stop();
+    inbox_.reset();  // what it still owes the shards is posted to their (stopped) loops
     engine_.reset();
   }
+  inbox_.reset();
   leases_.reset();
 }
 

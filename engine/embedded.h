@@ -15,6 +15,7 @@
 #include "core/result.h"
 #include "engine/engine_impl.h"
 #include "engine/options.h"
+#include "storage/redis_inbox.h"
 #include "storage/redis_store.h"
 #include "storage/rocks_store.h"
 
@@ -51,6 +52,7 @@ class Embedded {
   storage::RocksStore* rocks() { return rocks_; }            // null on Redis
   storage::RedisStore* redis() { return redis_; }            // null on RocksDB
   cluster::LeaseManager* leases() { return leases_.get(); }  // cluster mode only
+  storage::RedisInbox* inbox() { return inbox_.get(); }      // cluster mode only
 
   // Graceful stop of the engine (SIGTERM semantics: no new work, in-flight attempts finish or
   // stay leased, the last batch flushed; in cluster mode the partitions are handed over
@@ -69,6 +71,10 @@ class Embedded {
   std::unique_ptr<EngineImpl> engine_;
   std::atomic<cluster::LeaseManager*> lease_view_{nullptr};  // the shards' valid() checks
   std::unique_ptr<cluster::LeaseManager> leases_;
+  // Cluster mode: intake for partitions this node does not own (core/inbox.h). Closed after
+  // the engine stopped (its answers are posted to the shards' loops, which live until the
+  // engine is destroyed) and before the engine is destroyed.
+  std::unique_ptr<storage::RedisInbox> inbox_;
   Duration release_grace_ = seconds(10);
 };
 

@@ -164,10 +164,16 @@ void EngineImpl::rotate_secret(std::string tenant, EndpointId id, std::optional<
 }
 
 void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
-  std::string tenant = event.tenant;
-  RINGCAST_ROUTE(tenant, ([event = std::move(event), done](Shard& s) mutable {
-                   s.submit(std::move(event), std::move(done));
-                 }));
+  // Not RINGCAST_ROUTE: the shard decides about a partition it does not serve (cluster mode:
+  // the event goes to the partition's inbox, core/inbox.h, or is answered not_owner).
+  Shard& shard = shard_for(event.tenant);
+  if (!shard.running()) {
+    return done(
+        make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down"));
+  }
+  shard.post([event = std::move(event), done](Shard& s) mutable {
+    s.submit(std::move(event), std::move(done));
+  });
 }
 
 void EngineImpl::submit_batch(std::vector<EventInput> events,

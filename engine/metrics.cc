@@ -184,6 +184,17 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
             "Cluster mode: accepted events answered 503 because the store fenced their write "
             "(the partition had moved); the producer retries them.",
             [](M s) -> const Counter& { return s.intake_fenced; });
+  w.counter("ringcast_inbox_queued_total",
+            "Cluster mode: events taken by this node for a partition it does not own, queued "
+            "durably in that partition's inbox for its owner.",
+            [](M s) -> const Counter& { return s.inbox_queued; });
+  w.counter("ringcast_inbox_drained_total",
+            "Cluster mode: queued events this node took in as their partition's owner.",
+            [](M s) -> const Counter& { return s.inbox_drained; });
+  w.counter("ringcast_inbox_dropped_total",
+            "Cluster mode: queued events dropped when drained (their id was accepted with another "
+            "payload meanwhile, or their tenant is gone); each is logged.",
+            [](M s) -> const Counter& { return s.inbox_dropped; });
   w.counter("ringcast_store_batches_total", "Write batches committed (one per loop turn).",
             [](M s) -> const Counter& { return s.store_batches; });
   w.counter("ringcast_store_errors_total",

@@ -58,6 +58,10 @@ struct ShardMetrics {
   // answers withdrawn because the store fenced their write.
   Counter partitions_acquired{0}, partitions_released{0}, partitions_lost{0};
   Counter sends_withheld{0}, intake_fenced{0};
+  // Intake on a non-owner (core/inbox.h): events queued for their partition's owner; queued
+  // events this node drained as owner; drained entries dropped (their id was taken by another
+  // payload meanwhile, or the tenant is gone), each logged.
+  Counter inbox_queued{0}, inbox_drained{0}, inbox_dropped{0};
   Counter payload_cache_hits{0}, payload_cache_misses{0};  // event payloads for sends
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};

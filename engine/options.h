@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/inbox.h"
 #include "core/ip_address.h"
 #include "core/policy.h"
 #include "core/scheduler.h"
@@ -72,6 +73,11 @@ struct EngineOptions {
   std::function<std::string()> extra_metrics;
   // Set: cluster mode (see PartitionLeases). Unset: the shards own every partition for good.
   std::optional<PartitionLeases> leases;
+  // Cluster mode: where events for a partition this node does not own go (core/inbox.h), and
+  // how often a shard looks into the inboxes of the partitions it owns. Unset: such events are
+  // answered 503 not_owner.
+  Inbox* inbox = nullptr;
+  Duration inbox_poll = milliseconds(100);
 };
 
 }  // namespace ringcast::engine

@@ -206,6 +206,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
     if (!acks_.empty()) wait = options_.durable_poll;
     if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
     if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
+    if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
+      wait = std::min<Duration>(wait,
+                                std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
     if (!draining_) {
       if (auto next = scheduler_->next_wakeup()) {
         Duration until = *next - loop_->wall_now();
@@ -221,8 +224,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
       drain_deadline = loop_->now() + options_.stop_grace;
     }
     turn();
-    if (draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty()) ||
-                      loop_->now() >= drain_deadline))
+    if (draining_ &&
+        ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() && inbox_ops_ == 0) ||
+         loop_->now() >= drain_deadline))
       break;
   }
 
@@ -276,7 +280,103 @@ void Shard::turn() {
   flush_durable_acks();
   if (dynamic_ && !owned_.empty()) progress_releases();
   if (dynamic_) retry_failed_loads();
+  if (options_.inbox != nullptr && !draining_ && !inbox_polling_ && !owned_.empty() &&
+      loop_->now() >= next_inbox_poll_)
+    poll_inboxes();
   refresh_gauges();
+}
+
+// ---- cluster mode: the inboxes of the partitions held here (core/inbox.h) -------------------
+
+void Shard::poll_inboxes() {
+  next_inbox_poll_ = loop_->now() + options_.inbox_poll;
+  if (store_.degraded()) return;  // what is drained could not be written now
+  std::vector<std::pair<Partition, std::string>> after;
+  std::vector<uint64_t> epochs;
+  for (const auto& [p, o] : owned_) {
+    if (o.releasing || o.inbox_busy) continue;
+    after.emplace_back(p, o.inbox_cursor);
+    epochs.push_back(o.epoch);
+  }
+  if (after.empty()) return;
+  inbox_polling_ = true;
+  ++inbox_ops_;
+  const size_t max_each = std::clamp<size_t>(options_.max_batch_events, 1, 1000);
+  options_.inbox->read(
+      std::move(after), max_each, poster_,
+      [this, epochs = std::move(epochs), max_each](Result<std::vector<InboxRead>> r) {
+        --inbox_ops_;
+        inbox_polling_ = false;
+        if (!r.ok() || draining_) return;  // polled again at the next interval
+        for (size_t i = 0; i < r->size() && i < epochs.size(); ++i) {
+          InboxRead& read = (*r)[i];
+          if (read.entries.empty()) continue;
+          const bool full = read.entries.size() >= max_each;
+          drain_inbox(read.p, epochs[i], std::move(read.entries), full);
+        }
+      });
+}
+
+void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> entries, bool full) {
+  auto it = owned_.find(p);
+  if (it == owned_.end() || it->second.epoch != epoch || it->second.releasing) return;
+  it->second.inbox_busy = true;
+  std::vector<EventInput> events;
+  std::vector<std::string> ids;
+  events.reserve(entries.size());
+  ids.reserve(entries.size());
+  for (InboxEntry& e : entries) {
+    ids.push_back(std::move(e.id));
+    events.push_back(std::move(e.event));
+  }
+  std::vector<std::string> fields;
+  fields.reserve(events.size());
+  for (const EventInput& e : events) {
+    std::string f = e.tenant;
+    f.push_back('\0');
+    f += e.id;
+    fields.push_back(std::move(f));
+  }
+  const std::string from = it->second.inbox_cursor;
+  // Answered once what the events became is durable (and not fenced: a fenced write is
+  // answered not_owner). Entries whose answer is final leave the inbox; the first one that
+  // could not be taken in now (the store, the lease) and those after it stay for the next poll.
+  submit_events(
+      std::move(events), true,
+      [this, p, epoch, full, from, ids = std::move(ids),
+       fields = std::move(fields)](std::vector<Result<SubmitResult>> rs) mutable {
+        std::vector<std::string> ack_ids, ack_fields;
+        std::string cursor = from;
+        bool stopped = false;
+        for (size_t k = 0; k < rs.size() && k < ids.size(); ++k) {
+          const Result<SubmitResult>& r = rs[k];
+          if (!r.ok()) {
+            const Error& e = r.error();
+            const bool final = e.code == Errc::kConflict || e.code == Errc::kNotFound ||
+                               e.code == Errc::kInvalidArgument;
+            if (!final) {
+              stopped = true;
+              break;
+            }
+            metrics_.inbox_dropped.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(
+                stderr, "ringcast: shard %u: partition %u: queued event dropped (%s): %s\n", index_,
+                static_cast<unsigned>(p), e.reason_or_code(), e.message ? e.message : "");
+          } else {
+            metrics_.inbox_drained.fetch_add(1, std::memory_order_relaxed);
+          }
+          ack_ids.push_back(std::move(ids[k]));
+          ack_fields.push_back(std::move(fields[k]));
+          cursor = ack_ids.back();
+        }
+        if (!ack_ids.empty()) options_.inbox->ack(p, std::move(ack_ids), std::move(ack_fields));
+        auto it = owned_.find(p);
+        if (it == owned_.end() || it->second.epoch != epoch) return;
+        it->second.inbox_busy = false;
+        it->second.inbox_cursor = std::move(cursor);
+        // More waiting: poll again at once (a full read), else at the next interval.
+        if (full && !stopped) next_inbox_poll_ = loop_->now();
+      });
 }
 
 // ---- cluster mode: partitions change owners (ISSUE 16) --------------------------------------
@@ -352,6 +452,7 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
   OwnedPart& o = owned_[p];
   o = OwnedPart{};
   o.epoch = epoch;
+  next_inbox_poll_ = loop_->now();  // what was queued for p while nobody held it
   metrics_.partitions_acquired.fetch_add(1, std::memory_order_relaxed);
   loop_->wake();
 }
@@ -744,9 +845,21 @@ void Shard::refresh_gauges() {
 
 // ---- intake ----------------------------------------------------------------------------------
 
-Result<void> Shard::check_event_input(const EventInput& in) {
+Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
   if (draining_) return shutting_down();
-  if (!serves(in.tenant)) return not_owner_error();
+  if (!serves(in.tenant)) {
+    if (to_inbox == nullptr || options_.inbox == nullptr) return not_owner_error();
+    // Another node owns the partition, or nobody does right now: the event goes to the
+    // partition's inbox (its script checks the tenant and the id's uniqueness).
+    if (!valid_event_id(in.id)) {
+      metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+      return make_error(Errc::kInvalidArgument,
+                        "event id must be 1-256 printable ASCII characters without spaces", "id",
+                        "invalid_event_id");
+    }
+    *to_inbox = true;
+    return ok();
+  }
   if (store_.degraded()) {
     return make_error(Errc::kUnavailable,
                       "the store cannot confirm writes right now (Redis unreachable or failing "
@@ -776,7 +889,8 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
                         "id", "conflict");
     }
     metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
-    return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries};
+    // seq 0: the key is queued in the partition's inbox (Store::EventKeyRef), not taken in yet.
+    return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries, rec.seq == 0};
   };
   std::string key = in.tenant;
   key.push_back('\0');
@@ -818,6 +932,11 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
 
 void Shard::submit_batch(std::vector<EventInput> events,
                          std::function<void(std::vector<Result<SubmitResult>>)> done) {
+  submit_events(std::move(events), false, std::move(done));
+}
+
+void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
+                          std::function<void(std::vector<Result<SubmitResult>>)> done) {
   // A turn takes at most max_batch_events of a batch (STYLE 5: bounded work per turn, and one
   // bounded WriteBatch per turn). A larger batch goes in parts: the next part is taken once the
   // part before it is durable (the ack of a part takes the next one, so the parts of a 100k-line
@@ -831,6 +950,10 @@ void Shard::submit_batch(std::vector<EventInput> events,
     bool undurable = false;     // an event taken since the last durable point was accepted
     std::vector<size_t> valid;  // the part being looked up: indexes of well-formed events
     std::vector<Store::EventKeyRef> refs;
+    bool from_inbox = false;       // drained from inboxes: never queued again
+    std::vector<size_t> to_inbox;  // the part's events for partitions not served here
+    std::vector<InboxPush> pushes;
+    uint32_t ops_left = 0;  // the part's lookup and inbox push outstanding
     // Cluster mode: the epoch each accepted event's partition was held at (0: none), to
     // withdraw the answer when the store fenced that write.
     std::vector<std::pair<Partition, uint64_t>> epochs;
@@ -840,6 +963,7 @@ void Shard::submit_batch(std::vector<EventInput> events,
   parts->results.assign(events.size(), Result<SubmitResult>(SubmitResult{}));
   parts->events = std::move(events);
   parts->done = std::move(done);
+  parts->from_inbox = from_inbox;
 
   // Takes the next part: one key lookup for its well-formed events (one MultiGet instead of a
   // lookup each; answered at once by a local store, on a later turn by a networked one), then
@@ -866,13 +990,21 @@ void Shard::submit_batch(std::vector<EventInput> events,
     p->next = last;
     p->valid.clear();
     p->refs.clear();
+    p->to_inbox.clear();
+    p->pushes.clear();
     for (size_t i = first; i < last; ++i) {
-      if (auto c = check_event_input(p->events[i]); !c.ok()) {
+      bool queue = false;
+      if (auto c = check_event_input(p->events[i], p->from_inbox ? nullptr : &queue); !c.ok()) {
         p->results[i] = c.error();
         continue;
       }
+      if (queue) {
+        p->to_inbox.push_back(i);
+        p->pushes.push_back({&p->events[i], payload_hash(p->events[i].payload)});
+        continue;
+      }
       p->valid.push_back(i);
-      p->refs.push_back({p->events[i].tenant, p->events[i].id});
+      p->refs.push_back({p->events[i].tenant, p->events[i].id, p->from_inbox});
     }
     // After this part: the next one (at once while draining, else once this one is durable),
     // or the answer.
@@ -891,7 +1023,50 @@ void Shard::submit_batch(std::vector<EventInput> events,
       if (!p->undurable) return answer(*p);
       after_durable([p, answer]() mutable { answer(*p); });
     };
-    if (p->valid.empty()) return after();
+    if (p->valid.empty() && p->to_inbox.empty()) return after();
+    p->ops_left = (p->valid.empty() ? 0 : 1) + (p->to_inbox.empty() ? 0 : 1);
+    if (!p->to_inbox.empty()) {
+      // Cluster mode: events of partitions another node owns (or none does now) are queued in
+      // their partitions' inboxes; each answer is final once the inbox confirmed it.
+      ++inbox_ops_;
+      options_.inbox->push(
+          std::move(p->pushes), poster_,
+          [this, p, after](std::vector<Result<InboxAnswer>> answers) {
+            --inbox_ops_;
+            for (size_t k = 0; k < p->to_inbox.size(); ++k) {
+              const size_t i = p->to_inbox[k];
+              const uint64_t hash = payload_hash(p->events[i].payload);
+              if (k >= answers.size() || !answers[k].ok()) {
+                p->results[i] = k < answers.size() ? answers[k].error()
+                                                   : make_error(Errc::kInternal, "no answer");
+                continue;
+              }
+              const InboxAnswer& a = *answers[k];
+              using K = InboxAnswer::Kind;
+              if (a.kind == K::kUnknownTenant) {
+                metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+                p->results[i] = unknown_tenant();
+              } else if (a.kind != K::kQueued && a.payload_hash != hash) {
+                metrics_.events_conflict.fetch_add(1, std::memory_order_relaxed);
+                p->results[i] = make_error(
+                    Errc::kConflict, "an event with this id was accepted with another payload",
+                    "id", "conflict");
+              } else if (a.kind == K::kQueued) {
+                metrics_.inbox_queued.fetch_add(1, std::memory_order_relaxed);
+                p->results[i] = SubmitResult{SubmitResult::Kind::kAccepted, 0, 0, true};
+              } else if (a.kind == K::kAlreadyQueued) {
+                metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+                p->results[i] = SubmitResult{SubmitResult::Kind::kDuplicate, 0, 0, true};
+              } else {
+                metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+                p->results[i] =
+                    SubmitResult{SubmitResult::Kind::kDuplicate, a.stored.seq, a.stored.deliveries};
+              }
+            }
+            if (--p->ops_left == 0) after();
+          });
+    }
+    if (p->valid.empty()) return;
     const uint64_t gen = begin_lookup();
     store_.find_event_keys_async(
         p->refs, poster_,
@@ -913,7 +1088,7 @@ void Shard::submit_batch(std::vector<EventInput> events,
             }
           }
           end_lookup(gen);
-          after();
+          if (--p->ops_left == 0) after();
         });
   };
   take_parts(take_parts, std::move(parts));

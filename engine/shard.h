@@ -113,7 +113,18 @@ class Shard final : public IdAllocator {
   void flush_durable_acks();
   // Runs `fire` once everything written so far is durable (after this turn's commit).
   void after_durable(std::function<void()> fire);
-  Result<void> check_event_input(const EventInput& in);
+  // `to_inbox` (null: never): set when the event is well-formed but its partition is not
+  // served here and goes to its inbox instead (cluster mode, EngineOptions::inbox).
+  Result<void> check_event_input(const EventInput& in, bool* to_inbox);
+  // submit_batch; `from_inbox`: the events were drained from their partitions' inboxes (they
+  // never go back to one, and their own queued keys do not count as taken).
+  void submit_events(std::vector<EventInput> events, bool from_inbox,
+                     std::function<void(std::vector<Result<SubmitResult>>)> done);
+  // Cluster mode's inboxes (core/inbox.h): poll those of the partitions held here, and take
+  // a partition's queued events in through the normal intake; entries are removed once what
+  // they became is durable.
+  void poll_inboxes();
+  void drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> entries, bool full);
   // Takes one checked event in (fan-out into this turn's mutations), or answers it as a
   // duplicate or conflict of this turn's events or of `stored`, the store's record for its key.
   Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>& stored);
@@ -155,7 +166,12 @@ class Shard final : public IdAllocator {
     bool flushed = false;      // releasing, nothing in flight: waiting for release_seq
     uint64_t release_seq = 0;  // the last batch with p's results; done once it is durable
     std::function<void()> done;
+    std::string inbox_cursor;  // the last inbox entry taken in (empty: from the start)
+    bool inbox_busy = false;   // a drain of p's inbox is in progress
   };
+  bool inbox_polling_ = false;  // one inbox poll at a time per shard
+  MonoTime next_inbox_poll_;
+  uint32_t inbox_ops_ = 0;  // inbox pushes and reads outstanding (a stop waits for them)
   bool sendable(Partition p, MonoTime now) const;
   void retry_failed_loads();
   struct RetryLoad {

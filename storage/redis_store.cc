@@ -142,28 +142,41 @@ Result<std::vector<std::pair<std::string, std::string>>> pairs_of(const Reply& r
   return out;
 }
 
-// What the key lookups of find_event_keys send: one HMGET per partition.
+// What the key lookups of find_event_keys send: one HMGET of T key per partition and, with
+// fencing on (cluster mode), one of T ik (the keys queued in the partition's inbox,
+// storage/redis_inbox.h) for the keys not drained from that inbox.
 struct KeyLookup {
   std::vector<Cmd> cmds;
   std::vector<std::vector<size_t>> positions;  // per command: the index of each field's key
+  std::vector<bool> queued;                    // per command: an HMGET of T ik
   size_t n = 0;
 };
 
 Result<std::vector<std::optional<EventKeyRecord>>> parse_key_lookup(const KeyLookup& l,
                                                                     const Replies& rs) {
   std::vector<std::optional<EventKeyRecord>> out(l.n);
-  for (size_t c = 0; c < l.cmds.size(); ++c) {
-    auto r = check(rs[c]);
-    if (!r) return r.error();
-    const Reply& a = **r;
-    if (!a.is_array() || a.size() != l.positions[c].size()) return bad_reply();
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].is_nil()) continue;
-      const std::string& v = a[i].str();
-      if (v.size() < 8) return make_error(Errc::kCorruption, "event key: short value");
-      auto rec = decode_event_key(std::string_view(v).substr(8));
-      if (!rec) return rec.error();
-      out[l.positions[c][i]] = *rec;
+  // Accepted keys first; a queued one answers only where no accepted one does, as a record
+  // of seq 0 (Shard::take_in: "queued").
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t c = 0; c < l.cmds.size(); ++c) {
+      if (l.queued[c] != (pass == 1)) continue;
+      auto r = check(rs[c]);
+      if (!r) return r.error();
+      const Reply& a = **r;
+      if (!a.is_array() || a.size() != l.positions[c].size()) return bad_reply();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].is_nil()) continue;
+        const std::string& v = a[i].str();
+        if (v.size() < 8) return make_error(Errc::kCorruption, "event key: short value");
+        std::optional<EventKeyRecord>& slot = out[l.positions[c][i]];
+        if (pass == 1) {
+          if (!slot) slot = EventKeyRecord{0, get_be64(v.data()), 0};
+          continue;
+        }
+        auto rec = decode_event_key(std::string_view(v).substr(8));
+        if (!rec) return rec.error();
+        slot = *rec;
+      }
     }
   }
   return out;
@@ -677,16 +690,26 @@ struct RedisStore::Impl {
   KeyLookup key_lookup(const std::vector<EventKeyRef>& keys) {
     KeyLookup l;
     l.n = keys.size();
-    std::map<Partition, size_t> at;
+    std::map<Partition, size_t> at, queued_at;
     for (size_t i = 0; i < keys.size(); ++i) {
       const Partition p = partition_of(keys[i].tenant);
       auto [it, fresh] = at.emplace(p, l.cmds.size());
       if (fresh) {
         l.cmds.push_back({"HMGET", prefix(p) + "key"});
         l.positions.emplace_back();
+        l.queued.push_back(false);
       }
       l.cmds[it->second].push_back(key_field(keys[i].tenant, keys[i].event_id));
       l.positions[it->second].push_back(i);
+      if (!fencing || keys[i].from_inbox) continue;
+      auto [q, qfresh] = queued_at.emplace(p, l.cmds.size());
+      if (qfresh) {
+        l.cmds.push_back({"HMGET", prefix(p) + "ik"});
+        l.positions.emplace_back();
+        l.queued.push_back(true);
+      }
+      l.cmds[q->second].push_back(key_field(keys[i].tenant, keys[i].event_id));
+      l.positions[q->second].push_back(i);
     }
     return l;
   }

@@ -795,7 +795,11 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
 }
 
 void write_submit_body(Writer& w, std::string_view event_id, const SubmitResult& s) {
-  w.begin_object().field("event_id", event_id).field("deliveries", s.deliveries).end_object();
+  w.begin_object().field("event_id", event_id).field("deliveries", s.deliveries);
+  // Cluster mode: taken by a node that does not own the tenant's partition; its owner fans it
+  // out (deliveries not known here).
+  if (s.queued) w.field("queued", true);
+  w.end_object();
 }
 
 void submit_event(Call& c, const std::string& tenant) {
@@ -841,6 +845,7 @@ HttpResponse bulk_response(std::vector<LineResult>& lines) {
       bool dup = s.kind == SubmitResult::Kind::kDuplicate;
       (dup ? duplicates : accepted)++;
       items.field("status", dup ? 200 : 202).field("deliveries", s.deliveries);
+      if (s.queued) items.field("queued", true);
     } else {
       Error e = l.result ? l.result->error()
                          : make_error(Errc::kInternal, "the engine gave no result for this line");
