@@ -85,6 +85,24 @@ struct RecoveryStats {
   uint64_t next_sequence = 1;  // the partition's next free id sequence
 };
 
+// A partition's state, collected: what recover() hands its visitor, in the same order
+// (Store::recover_async).
+struct RecoveredPartition {
+  RecoveryStats stats;
+  std::vector<Endpoint> endpoints;
+  std::vector<Tenant> tenants;
+  std::vector<Delivery> deliveries;  // every non-terminal one; leases already turned back
+};
+
+// A RecoveryVisitor that keeps what it is given.
+class CollectingVisitor final : public RecoveryVisitor {
+ public:
+  void on_endpoint(const Endpoint& e) override { out.endpoints.push_back(e); }
+  void on_tenant(const Tenant& t) override { out.tenants.push_back(t); }
+  void on_delivery(const Delivery& d) override { out.deliveries.push_back(d); }
+  RecoveredPartition out;
+};
+
 // Where a store's asynchronous answer runs: the calling shard's loop (engine/shard.h).
 class Poster {
  public:
@@ -163,7 +181,22 @@ class Store {
   virtual bool degraded() const { return false; }
 
   // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
+  // Blocks the caller for the whole load: for start-up, never for a running shard's loop.
   virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;
+
+  // The same for a running shard taking a partition over (cluster mode): `done` gets the
+  // partition's state, collected, on `on`'s thread exactly once, and the caller's thread is not
+  // blocked meanwhile by a networked store (it loads on a thread of its own); a local store
+  // answers before returning (the default). Nothing is visited on failure.
+  using RecoverDone = std::function<void(Result<RecoveredPartition>)>;
+  virtual void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) {
+    (void)on;
+    CollectingVisitor c;
+    auto st = recover(p, now, c);
+    if (!st.ok()) return done(st.error());
+    c.out.stats = *st;
+    done(std::move(c.out));
+  }
 };
 
 }  // namespace ringcast

@@ -93,6 +93,7 @@ void Embedded::stop() {
   live_.store(nullptr, std::memory_order_release);
   if (engine_) {
     engine_->stop();
+    if (redis_) redis_->cancel_recovers();  // no partition load answers a destroyed shard
     inbox_.reset();  // what it still owes the shards is posted to their (stopped) loops
     engine_.reset();
   }

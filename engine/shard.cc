@@ -224,9 +224,9 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
       drain_deadline = loop_->now() + options_.stop_grace;
     }
     turn();
-    if (draining_ &&
-        ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() && inbox_ops_ == 0) ||
-         loop_->now() >= drain_deadline))
+    if (draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() &&
+                       inbox_ops_ == 0 && loading_.empty()) ||
+                      loop_->now() >= drain_deadline))
       break;
   }
 
@@ -421,23 +421,38 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
     retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
   }
+  if (auto it = loading_.find(p); it != loading_.end() && it->second == epoch) return;
   options_.leases->set_epoch(p, epoch);
-  const WallTime now = loop_->wall_now();
-  Recovery visitor(*this, now);
-  auto stats = store_.recover(p, now, visitor);
-  if (!stats.ok()) {
+  // The load runs off this thread (a networked store loads on a thread of its own): the shard
+  // goes on serving its other partitions; p's events go to its inbox meanwhile. An answer for
+  // an epoch this shard no longer takes p at (lost, handed over, taken again) is dropped.
+  loading_[p] = epoch;
+  store_.recover_async(p, loop_->wall_now(), poster_,
+                       [this, p, epoch](Result<RecoveredPartition> r) {
+                         auto it = loading_.find(p);
+                         if (it == loading_.end() || it->second != epoch) return;
+                         loading_.erase(it);
+                         finish_acquire(p, epoch, std::move(r));
+                       });
+}
+
+void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartition> loaded) {
+  if (!loaded.ok()) {
     // Not taken yet (Redis failing over, say): tried again every 200 ms while the lease holds.
-    // Nothing of p is sent or accepted here meanwhile (intake answers not_owner).
+    // Nothing of p is sent here meanwhile; its intake goes to its inbox (or not_owner).
     std::fprintf(stderr,
                  "ringcast: shard %u: partition %u (epoch %llu) did not load: %s; trying again\n",
                  index_, static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
-                 stats.error().message);
-    scheduler_->drop_partition(p);
-    forget_tenants_of(p);
+                 loaded.error().message);
     options_.leases->set_epoch(p, 0);
     retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
   }
+  Recovery visitor(*this, loop_->wall_now());
+  for (const Endpoint& e : loaded->endpoints) visitor.on_endpoint(e);
+  for (const Tenant& t : loaded->tenants) visitor.on_tenant(t);
+  for (const Delivery& d : loaded->deliveries) visitor.on_delivery(d);
+  const RecoveryStats* stats = &loaded->stats;
   if (!missing_policies_.empty()) {
     for (const auto& [name, count] : missing_policies_) {
       std::fprintf(stderr,
@@ -482,6 +497,10 @@ void Shard::retry_failed_loads() {
 
 void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()> done) {
   std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
+  if (auto it = loading_.find(p); it != loading_.end() && it->second <= epoch) {
+    loading_.erase(it);  // still loading: nothing of it here yet (its answer is dropped)
+    options_.leases->set_epoch(p, 0);
+  }
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) {
     if (done) done();  // nothing of it here (lost meanwhile, or never loaded)
@@ -495,6 +514,10 @@ void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()>
 
 void Shard::lose_partition(Partition p, uint64_t epoch) {
   std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
+  if (auto it = loading_.find(p); it != loading_.end() && it->second <= epoch) {
+    loading_.erase(it);
+    options_.leases->set_epoch(p, 0);
+  }
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) return;
   std::function<void()> done = std::move(it->second.done);

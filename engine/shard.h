@@ -79,8 +79,8 @@ class Shard final : public IdAllocator {
 
   // ---- cluster mode (EngineOptions::leases): partitions change owners at run time --------
   // Takes p at `epoch`: the store fences p's writes with it, and p's state (endpoints,
-  // tenants, breakers, pending deliveries with their attempt counts) is loaded from the store.
-  // TODO(ISSUE 16): recover() is synchronous; on Redis it blocks this loop for the load.
+  // tenants, breakers, pending deliveries with their attempt counts) is loaded from the store
+  // (Store::recover_async: off this thread on Redis); p is served once it is loaded.
   void acquire_partition(Partition p, uint64_t epoch);
   // Graceful hand-over: no new intake or sends for p; once its attempts on the wire have
   // completed and their results are durable, p is forgotten and `done` runs (on this thread).
@@ -179,7 +179,9 @@ class Shard final : public IdAllocator {
     uint64_t epoch;
     MonoTime at;
   };
-  std::vector<RetryLoad> retry_loads_;  // acquired, but recover() failed: tried again
+  std::vector<RetryLoad> retry_loads_;               // acquired, but recover() failed: tried again
+  std::unordered_map<Partition, uint64_t> loading_;  // acquired, being loaded: the epoch
+  void finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartition> loaded);
   void forget_partition(Partition p);
   void forget_tenants_of(Partition p);  // known_tenants_ of p
   void progress_releases();

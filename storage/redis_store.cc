@@ -803,7 +803,84 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
   return s;
 }
 
+// recover_async's thread: one load at a time, in order (a shard takes several partitions at
+// once after a node died; loading them one after another keeps Redis and the loop fair).
+struct RedisStore::Loader {
+  struct Job {
+    Partition p;
+    WallTime now;
+    Poster* on;
+    RecoverDone done;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> jobs;
+  bool stop = false;
+  bool cancelled = false;  // answers are not posted any more
+  std::thread thread;
+
+  void run(RedisStore& store) {
+    ::pthread_setname_np(::pthread_self(), "rc-redis-load");
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lk(mu);
+        cv.wait(lk, [&] { return stop || !jobs.empty(); });
+        if (stop) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+        if (cancelled) continue;
+      }
+      CollectingVisitor c;
+      auto st = store.recover(job.p, job.now, c);
+      Result<RecoveredPartition> r = st.ok() ? Result<RecoveredPartition>(std::move(c.out))
+                                             : Result<RecoveredPartition>(st.error());
+      if (r.ok()) r->stats = *st;
+      std::lock_guard lk(mu);  // cancel_recovers() waits for a post in progress
+      if (cancelled) continue;
+      job.on->post(
+          [done = std::move(job.done), r = std::move(r)]() mutable { done(std::move(r)); });
+    }
+  }
+};
+
+void RedisStore::recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) {
+  {
+    std::lock_guard lk(loader_mu_);
+    if (!loader_) {
+      loader_ = std::make_unique<Loader>();
+      loader_->thread = std::thread([this] { loader_->run(*this); });
+    }
+  }
+  std::lock_guard lk(loader_->mu);
+  if (loader_->cancelled) return;
+  loader_->jobs.push_back({p, now, &on, std::move(done)});
+  loader_->cv.notify_one();
+}
+
+void RedisStore::cancel_recovers() {
+  std::lock_guard lk(loader_mu_);
+  if (!loader_) return;
+  std::lock_guard jl(loader_->mu);
+  loader_->cancelled = true;
+  loader_->jobs.clear();
+}
+
 RedisStore::~RedisStore() {
+  {
+    // The loader first: a load in progress needs the loop to finish (bounded by its timeouts).
+    std::lock_guard lk(loader_mu_);
+    if (loader_) {
+      {
+        std::lock_guard jl(loader_->mu);
+        loader_->stop = true;
+        loader_->cancelled = true;
+      }
+      loader_->cv.notify_all();
+      loader_->thread.join();
+      loader_.reset();
+    }
+  }
   if (!thread_.joinable()) return;
   impl_->post([impl = impl_.get()] { impl->loop->stop(); });
   thread_.join();

@@ -135,6 +135,14 @@ class RedisStore final : public Store {
                              EventKeysDone done) override;
   void load_event_async(EventSeq seq, Poster& on, EventDone done) override;
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+  // Store::recover_async: recover() runs on a loader thread of the store's (started on first
+  // use; one load at a time, in the order asked) and its result is posted through `on`. The
+  // caller's thread never waits on Redis.
+  void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) override;
+  // After this returns no recover_async answer is posted any more (the shards are going away:
+  // Embedded stops the engine, cancels, then destroys it); a load still running ends on its
+  // own, bounded by the command timeouts, and is joined by the destructor.
+  void cancel_recovers();
 
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);
@@ -154,6 +162,9 @@ class RedisStore final : public Store {
 
  private:
   RedisStore() = default;
+  struct Loader;
+  std::unique_ptr<Loader> loader_;  // recover_async's thread and queue
+  std::mutex loader_mu_;            // creates loader_ once
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
   std::atomic<uint64_t> durable_{0};
