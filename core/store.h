@@ -180,6 +180,11 @@ class Store {
   // over): the shards pause sends and answer intake 503 until it recovers. Local stores never.
   virtual bool degraded() const { return false; }
 
+  // A store that is about to run out of space (Redis near its maxmemory, ISSUE 16): intake
+  // answers 503 store_full until it is not, while deliveries and attempts keep being written
+  // (they finish work and retention frees space). Any thread, cheap. Local stores never.
+  virtual bool full() const { return false; }
+
   // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
   // Blocks the caller for the whole load: for start-up, never for a running shard's loop.
   virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;

@@ -27,6 +27,9 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
   o.store.wait_replicas = r.wait_replicas;
   o.store.wait_timeout = r.wait_timeout;
   o.store.command_timeout = r.command_timeout;
+  o.store.retention = cfg.storage.retention;  // SPEC R10.1
+  o.store.high_water = r.high_water;
+  o.store.max_memory_bytes = r.max_memory_bytes;
   o.release_grace = cfg.server.shutdown_grace;
   if (cfg.cluster.enabled) {
     cluster::LeaseOptions l;

@@ -95,6 +95,9 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.redis.wait_replicas", kU32, storage.redis.wait_replicas, 0, 16),
       RC_KEY("storage.redis.wait_timeout", kDuration, storage.redis.wait_timeout),
       RC_KEY("storage.redis.command_timeout", kDuration, storage.redis.command_timeout),
+      RC_KEY("storage.redis.high_water", kDouble, storage.redis.high_water, 0.1, 1.0),
+      RC_KEY("storage.redis.max_memory_bytes", kBytes, storage.redis.max_memory_bytes, 0,
+             1024.0 * 1024 * 1024 * 1024 * 1024),
       RC_KEY("cluster.enabled", kBool, cluster.enabled),
       RC_KEY("cluster.node_id", kString, cluster.node_id),
       RC_KEY("cluster.lease_ttl", kDuration, cluster.lease_ttl),
@@ -1033,6 +1036,8 @@ void Config::validate() const {
       fail("", "storage.redis.namespace", "must be non-empty, without { or }");
     positive("storage.redis.wait_timeout", storage.redis.wait_timeout);
     positive("storage.redis.command_timeout", storage.redis.command_timeout);
+    if (storage.redis.max_memory_bytes != 0 && storage.redis.max_memory_bytes < (uint64_t{1} << 20))
+      fail("", "storage.redis.max_memory_bytes", "must be 0 (the servers' maxmemory) or >= 1MiB");
   }
   if (cluster.enabled) {
     if (storage.backend != "redis")

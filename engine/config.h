@@ -55,6 +55,11 @@ struct RedisStorageConfig {
   uint32_t wait_replicas = 1;
   Duration wait_timeout = milliseconds(100);
   Duration command_timeout = seconds(2);
+  // Memory back-pressure (ISSUE 16): intake answers 503 store_full once a primary's
+  // used_memory reaches high_water x its limit (maxmemory, or max_memory_bytes when the
+  // server's is 0; the smaller when both are set), until it is 5 points below again.
+  double high_water = 0.85;
+  uint64_t max_memory_bytes = 0;  // 0: the servers' maxmemory only
 };
 
 struct StorageConfig {

@@ -62,6 +62,7 @@ struct ShardMetrics {
   // events this node drained as owner; drained entries dropped (their id was taken by another
   // payload meanwhile, or the tenant is gone), each logged.
   Counter inbox_queued{0}, inbox_drained{0}, inbox_dropped{0};
+  Counter intake_store_full{0};  // intake answered 503 store_full (Store::full(): Redis memory)
   Counter payload_cache_hits{0}, payload_cache_misses{0};  // event payloads for sends
   // gauges
   Gauge pending{0}, ready{0}, in_flight{0}, held_by_breaker{0}, breakers_open{0};
@@ -86,5 +87,14 @@ std::string render_notifier_metrics(const NotifierMetrics& m);
 // on disk and in memory (storage::RocksStore::sizes()).
 std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,
                                  uint64_t payload_log, uint64_t lease_log);
+
+// The Redis store's memory view (storage::RedisMemory, ISSUE 16): the fullest primary's
+// used_memory, its limit and high-water mark, whether intake is refused, the INFO polls.
+struct RedisMemoryView {
+  uint64_t used_bytes = 0, limit_bytes = 0, mark_bytes = 0;
+  bool full = false;
+  uint64_t poll_errors = 0, full_spells = 0, retention_fenced = 0;
+};
+std::string render_redis_memory_metrics(const RedisMemoryView& m);
 
 }  // namespace ringcast::engine

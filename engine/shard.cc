@@ -889,6 +889,12 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
                       "over): retry in a moment",
                       nullptr, "store_unavailable");
   }
+  if (store_.full()) {  // ISSUE 16: Redis near maxmemory; deliveries and attempts still write
+    metrics_.intake_store_full.fetch_add(1, std::memory_order_relaxed);
+    return make_error(Errc::kUnavailable,
+                      "the store is near its memory limit (Redis maxmemory): retry in a moment",
+                      nullptr, "store_full");
+  }
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();

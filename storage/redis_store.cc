@@ -40,6 +40,9 @@ using Replies = std::vector<Result<Reply>>;
 //   D  hash field -                        HDEL
 //   Z  zset member -                       ZADD 0
 //   R  zset member -                       ZREM
+//   S  zset member score                   ZADD score (the retention indexes T done/eo/nto)
+//   V  hash field value                    T ed: HSET, or append the delivery ids (be64 each,
+//                                          after the be16-length header) it lacks
 // Every check (the fence, then the keys) runs before the first write, so a FENCED or CONFLICT
 // answer leaves the partition untouched.
 constexpr std::string_view kApplyBody = R"lua(
@@ -68,6 +71,28 @@ for i = 6, n, 4 do
     redis.call('ZADD', k, 0, f)
   elseif op == 'R' then
     redis.call('ZREM', k, f)
+  elseif op == 'S' then
+    redis.call('ZADD', k, ARGV[i + 3], f)
+  elseif op == 'V' then
+    local cur = redis.call('HGET', k, f)
+    local v = ARGV[i + 3]
+    if not cur then
+      redis.call('HSET', k, f, v)
+    else
+      local ch = 3 + string.byte(cur, 1) * 256 + string.byte(cur, 2)
+      local add = {}
+      for j = 3 + string.byte(v, 1) * 256 + string.byte(v, 2), #v, 8 do
+        local id, seen = string.sub(v, j, j + 7), false
+        for q = ch, #cur, 8 do
+          if string.sub(cur, q, q + 7) == id then
+            seen = true
+            break
+          end
+        end
+        if not seen then add[#add + 1] = id end
+      end
+      if #add > 0 then redis.call('HSET', k, f, cur .. table.concat(add)) end
+    end
   end
 end
 local top = tonumber(ARGV[4])
@@ -75,6 +100,80 @@ if top > 0 and top > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[4])
 end
 return 1
+)lua";
+
+// The body of a retention chunk of one partition (RedisStore::run_retention), with the write
+// script's calling convention (KEYS[1] = T own for the fence, KEYS[2] = T seq, ARGV[1..2] read by
+// the prelude only); ARGV[3] = T, ARGV[4] = the cutoff (ms), then ops of four:
+//   D  be64(id)  ti:<th>  ei:<th>:<ep>    a terminal delivery whose T done stamp is still below
+//                                        the cutoff: its record, attempts, index members ("" when
+//                                        its tenant is unknown) and T done member go
+//   E  be64(seq) -  -                    an event: it goes (T ev, its T key entry when that still
+//                                        names it, T ed, T eo) unless a delivery T ed lists is
+//                                        still in T dl; it leaves T eo either way (its deliveries
+//                                        bring it back when the last of them goes)
+//   N  be64(th)+be64(seq)  lo  hi        a notification: its T nto member, and the T nt:<th>
+//                                        members in [lo, hi) (be64(~seq) + record)
+// Deliveries come before the events they name in one call, so an event whose last delivery goes
+// in the same chunk goes too. Answers {deliveries, attempts, events, notifications}.
+constexpr std::string_view kRetentionBody = R"lua(
+local pre = ARGV[3]
+local cutoff = tonumber(ARGV[4])
+local nd, na, ne, nn = 0, 0, 0, 0
+local function hex(s)
+  local t = {}
+  for i = 1, #s do t[i] = string.format('%02x', string.byte(s, i)) end
+  return table.concat(t)
+end
+local function inv(s)
+  local t = {}
+  for i = 1, #s do t[i] = string.char(255 - string.byte(s, i)) end
+  return table.concat(t)
+end
+for i = 5, #ARGV, 4 do
+  local op, a, b, c = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  if op == 'D' then
+    local sc = redis.call('ZSCORE', pre .. 'done', a)
+    if sc and tonumber(sc) < cutoff then
+      redis.call('ZREM', pre .. 'done', a)
+      redis.call('ZREM', pre .. 'act', a)
+      nd = nd + redis.call('HDEL', pre .. 'dl', a)
+      local at = pre .. 'at:' .. hex(a)
+      na = na + redis.call('HLEN', at)
+      redis.call('DEL', at)
+      if b ~= '' then
+        redis.call('ZREM', pre .. b, inv(a))
+        redis.call('ZREM', pre .. c, inv(a))
+      end
+    end
+  elseif op == 'E' then
+    local ed = redis.call('HGET', pre .. 'ed', a)
+    local live, kf = false, ''
+    if ed then
+      local h = 3 + string.byte(ed, 1) * 256 + string.byte(ed, 2)
+      kf = string.sub(ed, 3, h - 1)
+      for j = h, #ed, 8 do
+        if redis.call('HEXISTS', pre .. 'dl', string.sub(ed, j, j + 7)) == 1 then
+          live = true
+          break
+        end
+      end
+    end
+    redis.call('ZREM', pre .. 'eo', a)
+    if not live then
+      ne = ne + redis.call('HDEL', pre .. 'ev', a)
+      if kf ~= '' then
+        local cur = redis.call('HGET', pre .. 'key', kf)
+        if cur and string.sub(cur, 1, 8) == a then redis.call('HDEL', pre .. 'key', kf) end
+      end
+      redis.call('HDEL', pre .. 'ed', a)
+    end
+  elseif op == 'N' then
+    redis.call('ZREM', pre .. 'nto', a)
+    nn = nn + redis.call('ZREMRANGEBYLEX', pre .. 'nt:' .. hex(string.sub(a, 1, 8)), b, c)
+  end
+end
+return {nd, na, ne, nn}
 )lua";
 
 constexpr size_t kFetchChunk = 64;
@@ -208,7 +307,10 @@ struct PartBatch {
 };
 
 // A batch, split by partition (in partition order); the epochs are left to the caller.
-Result<std::vector<PartBatch>> split(const Mutations& m) {
+// `stamp_ms` (the store's wall clock at write()) scores the retention indexes; a replay sends
+// the same ops, so the stamps stay those of the first send.
+Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
+  const std::string stamp = std::to_string(stamp_ms);
   std::map<Partition, PartBatch> parts;
   auto part = [&](Partition p) -> PartBatch& {
     PartBatch& b = parts[p];
@@ -221,6 +323,15 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
     if (dp.is_new) fanout.push_back(dp.delivery.event);
   }
   std::sort(fanout.begin(), fanout.end());
+  // (event, delivery) of each new delivery: T ed lists an event's deliveries (retention).
+  std::vector<std::pair<EventSeq, DeliveryId>> fan_ids;
+  for (const auto& dp : m.deliveries) {
+    if (dp.is_new) fan_ids.emplace_back(dp.delivery.event, dp.delivery.id);
+  }
+  std::sort(fan_ids.begin(), fan_ids.end());
+  std::vector<EventSeq> batch_events;
+  for (const Event& e : m.events) batch_events.push_back(e.seq);
+  std::sort(batch_events.begin(), batch_events.end());
   for (const Event& e : m.events) {
     const Partition p = partition_of(e.tenant);
     if (id_partition(e.seq) != p)
@@ -242,6 +353,19 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
     encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, rec);
     b.op('E', "key", key_field(e.tenant, e.id), std::move(rec));
     b.saw(e.seq);
+    {  // retention: T ed (its idempotency key and deliveries); T eo when it has none
+      const std::string kf = key_field(e.tenant, e.id);
+      std::string ed = be16s(static_cast<uint16_t>(std::min<size_t>(kf.size(), 0xffff)));
+      ed.append(kf, 0, std::min<size_t>(kf.size(), 0xffff));
+      auto lo_it =
+          std::lower_bound(fan_ids.begin(), fan_ids.end(), std::make_pair(e.seq, DeliveryId{0}));
+      size_t n = 0;
+      for (auto it = lo_it; it != fan_ids.end() && it->first == e.seq; ++it, ++n) {
+        put_be64(ed, it->second);
+      }
+      b.op('V', "ed", be64s(e.seq), std::move(ed));
+      if (n == 0) b.op('S', "eo", be64s(e.seq), stamp);
+    }
   }
   for (const DeliveryPut& dp : m.deliveries) {
     const Delivery& d = dp.delivery;
@@ -267,6 +391,7 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
     const std::string id8 = be64s(d.id);
     b.op('H', "dl", id8, v);
     b.op(is_terminal(d.status) ? 'R' : 'Z', "act", id8);
+    if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
       if (th == 0) {
@@ -276,6 +401,13 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
       }
       b.op('Z', tenant_index(th), be64s(~d.id));
       b.op('Z', endpoint_index(th, d.endpoint), be64s(~d.id));
+      if (!std::binary_search(batch_events.begin(), batch_events.end(), d.event)) {
+        // Its event was written earlier (not done by the engine today): T ed gets the id
+        // appended (a header naming no key: retention then keeps that event's key entry).
+        std::string ed = be16s(0);
+        put_be64(ed, d.id);
+        b.op('V', "ed", be64s(d.event), std::move(ed));
+      }
     }
     b.saw(d.id);
   }
@@ -309,6 +441,7 @@ Result<std::vector<PartBatch>> split(const Mutations& m) {
     std::string member = be64s(~n.seq);
     encode_notification(n, member);
     b.op('Z', notifications_key(th), std::move(member));
+    b.op('S', "nto", be64s(th) + be64s(n.seq), stamp);  // retention
     b.saw(n.seq);
   }
   std::vector<PartBatch> list;
@@ -376,6 +509,179 @@ struct RedisStore::Impl {
 
   std::string prefix(Partition p) const { return "{" + opt.ns + ":" + std::to_string(p) + "}:"; }
 
+  // ---- retention and memory (any thread unless noted) ----
+  std::string retention_source;  // kRetentionBody, behind the fence when fencing
+  std::mutex retention_mu;       // one run_retention at a time
+  std::atomic<uint64_t> retention_fenced{0};
+  std::atomic<int64_t> last_stamp{0};
+  // The retention stamp: the clock's wall time in ms, monotone within the process (a wall clock
+  // stepping back does not reorder T done).
+  int64_t stamp_ms() {
+    int64_t now = 0;
+    if (opt.clock != nullptr) {
+      now = opt.clock->wall_now().ms();
+    } else {
+      now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+    }
+    int64_t prev = last_stamp.load(std::memory_order_relaxed);
+    while (now > prev && !last_stamp.compare_exchange_weak(prev, now)) {
+    }
+    return std::max(now, prev);
+  }
+
+  struct NodeMemory {
+    uint64_t used = 0, maxmemory = 0;
+    std::string policy;
+  };
+  std::map<std::string, NodeMemory> node_memory;  // loop thread: the last answer of each primary
+  mutable std::mutex mem_mu;
+  RedisMemory mem;                      // under mem_mu: the last round's view
+  std::string evicting_node, evicting;  // under mem_mu: a primary that evicts, and its policy
+  bool no_limit = false;                // under mem_mu: some primary has no limit at all
+  std::atomic<bool> full{false};
+  bool mem_periodic = false;  // loop thread
+  struct MemTimer final : net::Timer {
+    Impl* impl = nullptr;
+    void on_timer() override { impl->poll_round({}); }
+  } mem_timer;
+
+  // The primaries that hold a partition of this namespace (standalone: the one server).
+  std::vector<std::pair<std::string, redis::Client*>> primaries() {
+    std::vector<std::pair<std::string, redis::Client*>> out;
+    if (!cluster) {
+      out.emplace_back(opt.servers[0], client.get());
+      return out;
+    }
+    std::set<std::string> seen;
+    for (uint32_t p = 0; p < kPartitions; ++p) {
+      const std::string node = cluster->node_for_slot(redis::key_slot(prefix(p) + "seq"));
+      if (node.empty() || !seen.insert(node).second) continue;
+      if (redis::Client* c = cluster->connection(node)) out.emplace_back(node, c);
+    }
+    return out;
+  }
+
+  static uint64_t info_field(const std::string& info, std::string_view name, std::string* text) {
+    size_t at = 0;
+    while ((at = info.find(name, at)) != std::string::npos) {
+      const bool line_start = at == 0 || info[at - 1] == '\n';
+      const size_t colon = at + name.size();
+      if (line_start && colon < info.size() && info[colon] == ':') {
+        size_t end = info.find_first_of("\r\n", colon + 1);
+        if (end == std::string::npos) end = info.size();
+        std::string v = info.substr(colon + 1, end - colon - 1);
+        if (text) *text = v;
+        return std::strtoull(v.c_str(), nullptr, 10);
+      }
+      at = colon;
+    }
+    return 0;
+  }
+
+  struct MemRound {
+    size_t left = 0, answered = 0;
+    std::vector<std::string> names;
+    std::function<void(Result<void>)> done;
+  };
+  // Loop thread: INFO memory on every primary, then the high-water decision; `done` (may be
+  // empty) gets an error when no primary answered. Re-arms itself when periodic.
+  void poll_round(std::function<void(Result<void>)> done) {
+    auto nodes = primaries();
+    auto round = std::make_shared<MemRound>();
+    round->left = nodes.size();
+    round->done = std::move(done);
+    for (auto& [name, c] : nodes) round->names.push_back(name);
+    if (nodes.empty()) return conclude(*round);
+    redis::CommandOptions o;
+    o.key_index = redis::kNoKey;
+    for (auto& [name, c] : nodes) {
+      c->command(
+          {"INFO", "memory"},
+          [this, round, name = name](Result<Reply> r) {
+            if (r.ok() && r->is_string()) {
+              NodeMemory& m = node_memory[name];
+              m.used = info_field(r->str(), "used_memory", nullptr);
+              m.maxmemory = info_field(r->str(), "maxmemory", nullptr);
+              info_field(r->str(), "maxmemory_policy", &m.policy);
+              ++round->answered;
+            }
+            if (--round->left == 0) conclude(*round);
+          },
+          o);
+    }
+  }
+
+  void conclude(MemRound& round) {
+    // Forget primaries that hold nothing of ours any more (a slot migration, a failover).
+    for (auto it = node_memory.begin(); it != node_memory.end();) {
+      const bool listed =
+          std::find(round.names.begin(), round.names.end(), it->first) != round.names.end();
+      it = listed ? std::next(it) : node_memory.erase(it);
+    }
+    const bool failed = round.answered == 0;
+    RedisMemory view;
+    double worst = -1;
+    bool over = false, all_under = true, unlimited = false;
+    std::string evict_node, evict_policy;
+    for (const auto& [name, m] : node_memory) {
+      if (!m.policy.empty() && m.policy != "noeviction" && evict_node.empty()) {
+        evict_node = name;
+        evict_policy = m.policy;
+      }
+      uint64_t limit = m.maxmemory;
+      if (opt.max_memory_bytes > 0)
+        limit = limit > 0 ? std::min(limit, opt.max_memory_bytes) : opt.max_memory_bytes;
+      if (limit == 0) {
+        unlimited = true;
+        continue;
+      }
+      const double ratio = static_cast<double>(m.used) / static_cast<double>(limit);
+      if (ratio >= opt.high_water) over = true;
+      if (ratio >= opt.high_water - RedisStore::kMemoryHysteresis) all_under = false;
+      if (ratio > worst) {
+        worst = ratio;
+        view.used_bytes = m.used;
+        view.limit_bytes = limit;
+        view.mark_bytes = static_cast<uint64_t>(opt.high_water * static_cast<double>(limit));
+      }
+    }
+    const bool was = full.load(std::memory_order_relaxed);
+    bool now_full = was;
+    if (opt.high_water > 0) {
+      if (!was && over) now_full = true;
+      if (was && all_under) now_full = false;
+    }
+    {
+      std::lock_guard lk(mem_mu);
+      view.polls = mem.polls + 1;
+      view.poll_errors = mem.poll_errors + (failed ? 1 : 0);
+      view.full_spells = mem.full_spells + (now_full && !was ? 1 : 0);
+      view.full = now_full;
+      mem = view;
+      evicting_node = evict_node;
+      evicting = evict_policy;
+      no_limit = unlimited;
+    }
+    if (now_full != was) {
+      full.store(now_full, std::memory_order_release);
+      std::fprintf(stderr,
+                   now_full ? "ringcast: redis store: memory at %llu of %llu bytes, over the "
+                              "high-water mark: intake answers 503 store_full\n"
+                            : "ringcast: redis store: memory at %llu of %llu bytes, below the "
+                              "mark again: intake resumes\n",
+                   static_cast<unsigned long long>(view.used_bytes),
+                   static_cast<unsigned long long>(view.limit_bytes));
+    }
+    if (round.done) {
+      round.done(failed ? Result<void>(make_error(Errc::kUnavailable,
+                                                  "redis: no primary answered INFO memory"))
+                        : ok());
+    }
+    if (mem_periodic && !closing) loop->arm_after(&mem_timer, opt.memory_poll);
+  }
+
   Result<void> init() {
     auto l = net::Loop::create({});
     if (!l) return l.error();
@@ -405,7 +711,8 @@ struct RedisStore::Impl {
   // ---- loop thread ----
 
   // Sends every command (pipelined, in order), then calls `then` with every answer.
-  void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then) {
+  void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then,
+                const redis::CommandOptions& co = {}) {
     if (cmds.empty()) return then({});
     struct Gather {
       Replies out;
@@ -418,10 +725,13 @@ struct RedisStore::Impl {
     g->then = std::move(then);
     for (size_t i = 0; i < cmds.size(); ++i) {
       std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
-      client->command(std::span<const std::string_view>(args), [g, i](Result<Reply> r) {
-        g->out[i] = std::move(r);
-        if (--g->left == 0) g->then(std::move(g->out));
-      });
+      client->command(
+          std::span<const std::string_view>(args),
+          [g, i](Result<Reply> r) {
+            g->out[i] = std::move(r);
+            if (--g->left == 0) g->then(std::move(g->out));
+          },
+          co);
     }
   }
 
@@ -671,12 +981,13 @@ struct RedisStore::Impl {
     return seq;
   }
 
-  Replies run(std::vector<Cmd> cmds) {
+  Replies run(std::vector<Cmd> cmds, const redis::CommandOptions& co = {}) {
     // Shared: the loop thread may still be inside set_value() when this thread wakes.
     auto pr = std::make_shared<std::promise<Replies>>();
     auto fut = pr->get_future();
-    post([this, pr, cmds = std::move(cmds)]() mutable {
-      send_all(std::move(cmds), [pr](Replies r) { pr->set_value(std::move(r)); });
+    post([this, pr, co, cmds = std::move(cmds)]() mutable {
+      send_all(
+          std::move(cmds), [pr](Replies r) { pr->set_value(std::move(r)); }, co);
     });
     return fut.get();
   }
@@ -769,8 +1080,11 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
   impl->opt = std::move(options);
   impl->fencing = !impl->opt.node_id.empty();
   impl->apply_source = impl->fencing ? cluster::fenced_source(kApplyBody) : std::string(kApplyBody);
+  impl->retention_source =
+      impl->fencing ? cluster::fenced_source(kRetentionBody) : std::string(kRetentionBody);
   impl->durable = &s->durable_;
   impl->replay_timer.impl = impl;
+  impl->mem_timer.impl = impl;
   auto ready = std::make_shared<std::promise<Result<void>>>();
   auto fut = ready->get_future();
   s->thread_ = std::thread([impl, ready] {
@@ -783,6 +1097,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     impl->closing = true;  // what fails below is not sent again
     impl->client.reset();  // fails what is still held: async callers get an error
     impl->loop->disarm(&impl->replay_timer);
+    impl->loop->disarm(&impl->mem_timer);
     impl->cluster = nullptr;
     // The loop itself stays until ~RedisStore has joined this thread: the destructor's post()
     // may still be inside Loop::wake() when run() returns here.
@@ -799,6 +1114,49 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     if (c) break;
     if (attempt >= 20) return c.error();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Memory: what every primary allows (a system of record must not evict), then the periodic
+  // high-water poll (ISSUE 16).
+  const bool periodic = impl->opt.high_water > 0 && impl->opt.memory_poll > Duration::zero();
+  if (impl->opt.check_memory_policy || periodic) {
+    Result<void> polled = ok();
+    for (int attempt = 0;; ++attempt) {
+      polled = s->poll_memory();
+      bool known = polled.ok();
+      if (known && impl->cluster != nullptr) {  // the slot map may still be loading
+        auto pr = std::make_shared<std::promise<bool>>();
+        auto fut = pr->get_future();
+        impl->post([impl, pr] { pr->set_value(impl->cluster->map_complete()); });
+        known = fut.get();
+      }
+      if (known || attempt >= 20) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (impl->opt.check_memory_policy) {
+      if (!polled) return polled.error();
+      std::lock_guard lk(impl->mem_mu);
+      if (!impl->evicting_node.empty()) {
+        std::fprintf(stderr, "ringcast: Redis at %s has maxmemory-policy %s\n",
+                     impl->evicting_node.c_str(), impl->evicting.c_str());
+        return make_error(Errc::kInvalidArgument,
+                          "a Redis primary may evict keys: a system of record must never evict "
+                          "(accepted events would be lost); set maxmemory-policy noeviction",
+                          "maxmemory-policy", "redis_evicts");
+      }
+      if (impl->no_limit) {
+        std::fprintf(stderr,
+                     "ringcast: WARNING: a Redis primary has maxmemory 0 and "
+                     "storage.redis.max_memory_bytes is not set: no memory back-pressure, Redis "
+                     "grows until the host runs out (set maxmemory, or "
+                     "storage.redis.max_memory_bytes)\n");
+      }
+    }
+  }
+  if (periodic) {
+    impl->post([impl] {
+      impl->mem_periodic = true;
+      impl->loop->arm_after(&impl->mem_timer, impl->opt.memory_poll);
+    });
   }
   return s;
 }
@@ -866,6 +1224,28 @@ void RedisStore::cancel_recovers() {
   loader_->jobs.clear();
 }
 
+Result<void> RedisStore::poll_memory() {
+  auto pr = std::make_shared<std::promise<Result<void>>>();
+  auto fut = pr->get_future();
+  impl_->post([impl = impl_.get(), pr] {
+    impl->poll_round([pr](Result<void> r) { pr->set_value(std::move(r)); });
+  });
+  return fut.get();
+}
+
+bool RedisStore::full() const {
+  return impl_->full.load(std::memory_order_acquire);
+}
+
+RedisMemory RedisStore::memory() const {
+  std::lock_guard lk(impl_->mem_mu);
+  return impl_->mem;
+}
+
+uint64_t RedisStore::retention_fenced() const {
+  return impl_->retention_fenced.load(std::memory_order_relaxed);
+}
+
 RedisStore::~RedisStore() {
   {
     // The loader first: a load in progress needs the loop to finish (bounded by its timeouts).
@@ -927,7 +1307,7 @@ Result<uint64_t> RedisStore::write(const Mutations& m) {
     if (impl_->error) return *impl_->error;
     if (m.empty()) return impl_->next_commit;
   }
-  auto list = split(m);
+  auto list = split(m, impl_->stamp_ms());
   if (!list) return list.error();
   // The epoch of each partition is the one set when write() is called: the one the caller's
   // fenced(p, epoch) check must name.
@@ -1235,7 +1615,7 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           m.attempts.push_back(std::move(a));
           m.deliveries.push_back(DeliveryPut{d, 0, false});
         }
-        auto list = split(m);
+        auto list = split(m, impl_->stamp_ms());
         if (!list) return list.error();
         for (PartBatch& b : *list) b.epoch = epoch;  // all of p
         auto w = impl_->submit(std::move(*list), m.event_keys_checked);
@@ -1260,6 +1640,146 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       max_seq = std::max<uint64_t>(max_seq, std::strtoull((*c)->str().c_str(), nullptr, 10));
   }
   st.next_sequence = max_seq + 1;
+  return st;
+}
+
+// ---- retention ----------------------------------------------------------------------------------
+
+Result<RetentionStats> RedisStore::run_retention(WallTime now, const std::vector<OwnedEpoch>& owned,
+                                                 const std::function<bool()>& stop) {
+  Impl& im = *impl_;
+  std::lock_guard guard(im.retention_mu);
+  RetentionStats st;
+  const int64_t cutoff = (now - im.opt.retention).ms();
+  if (cutoff <= 0) return st;
+  const std::string below = "(" + std::to_string(cutoff);
+  const std::string cut = std::to_string(cutoff);
+  const size_t chunk = std::max<size_t>(1, im.opt.retention_chunk);
+  redis::CommandOptions eval_opts;
+  eval_opts.key_index = 3;  // the lease key: the partition's slot
+
+  for (const OwnedEpoch& o : owned) {
+    const Partition p = o.partition;
+    if (p >= kPartitions || (im.fencing && o.epoch == 0)) continue;
+    const std::string pre = im.prefix(p);
+    const std::string own = cluster::own_key(im.opt.ns, p);
+    const std::string epoch = std::to_string(o.epoch);
+    bool fenced = false;
+    // Terminal deliveries first (their events may go with them), then events written without a
+    // delivery, then notifications.
+    for (const char* index : {"done", "eo", "nto"}) {
+      if (fenced) break;
+      const std::string_view kind(index);
+      for (;;) {
+        auto r = im.run1(
+            {"ZRANGEBYSCORE", pre + index, "-inf", below, "LIMIT", "0", std::to_string(chunk)});
+        auto c = check(r);
+        if (!c) return c.error();
+        if (!(*c)->is_array()) return bad_reply();
+        std::vector<std::string> members;
+        for (const Reply& m : (*c)->elements()) members.push_back(m.str());
+        if (members.empty()) break;
+        // Asked once per chunk with work, before it is deleted: the next pass finds the rest.
+        if (stop && stop()) {
+          st.stopped = true;
+          return st;
+        }
+        std::vector<std::string> ops;
+        auto op = [&ops](char code, std::string a, std::string b = {}, std::string c = {}) {
+          ops.emplace_back(1, code);
+          ops.push_back(std::move(a));
+          ops.push_back(std::move(b));
+          ops.push_back(std::move(c));
+        };
+        if (kind == "done") {
+          std::vector<DeliveryId> ids;
+          for (const std::string& m : members) {
+            if (m.size() != 8) return make_error(Errc::kCorruption, "done index: bad member");
+            ids.push_back(get_be64(m.data()));
+          }
+          auto ds = im.fetch(ids);
+          if (!ds) return ds.error();
+          // The tenant of each event (its T ed header) names the index members.
+          std::vector<EventSeq> evs;
+          for (const auto& d : *ds) {
+            if (d) evs.push_back(d->event);
+          }
+          std::sort(evs.begin(), evs.end());
+          evs.erase(std::unique(evs.begin(), evs.end()), evs.end());
+          std::map<EventSeq, uint64_t> tenant_of;  // event -> tenant hash
+          if (!evs.empty()) {
+            Cmd hm{"HMGET", pre + "ed"};
+            for (EventSeq e : evs) hm.push_back(be64s(e));
+            const Result<Reply> eds = im.run1(std::move(hm));
+            auto er = check(eds);
+            if (!er) return er.error();
+            if (!(*er)->is_array() || (*er)->size() != evs.size()) return bad_reply();
+            for (size_t i = 0; i < evs.size(); ++i) {
+              const Reply& v = (**er)[i];
+              std::string tenant;
+              if (!v.is_nil() && v.str().size() >= 2) {
+                const size_t n = get_be16(v.str().data());
+                if (v.str().size() >= 2 + n && n > 0) {
+                  const std::string kf = v.str().substr(2, n);
+                  tenant = kf.substr(0, kf.find('\0'));
+                }
+              }
+              if (tenant.empty()) {  // no key in T ed: the event itself says
+                auto ev = load_event(evs[i]);
+                if (!ev) return ev.error();
+                if (*ev) tenant = (*ev)->tenant;
+              }
+              if (!tenant.empty()) tenant_of[evs[i]] = tenant_hash(tenant);
+            }
+          }
+          for (size_t i = 0; i < ids.size(); ++i) {
+            const auto& d = (*ds)[i];
+            auto th = d ? tenant_of.find(d->event) : tenant_of.end();
+            if (th == tenant_of.end()) {
+              op('D', members[i]);  // no record or no tenant: only what the id names goes
+            } else {
+              op('D', members[i], tenant_index(th->second),
+                 endpoint_index(th->second, d->endpoint));
+            }
+          }
+          for (EventSeq e : evs) op('E', be64s(e));
+        } else if (kind == "eo") {
+          for (const std::string& m : members) {
+            if (m.size() != 8) return make_error(Errc::kCorruption, "event index: bad member");
+            op('E', m);
+          }
+        } else {
+          for (const std::string& m : members) {
+            if (m.size() != 16)
+              return make_error(Errc::kCorruption, "notification index: bad member");
+            const uint64_t inv = ~get_be64(m.data() + 8);
+            op('N', m, "[" + be64s(inv), inv == UINT64_MAX ? "+" : "(" + be64s(inv + 1));
+          }
+        }
+        Cmd cmd{"EVAL", im.retention_source, "2", own, pre + "seq", im.opt.node_id, epoch, pre,
+                cut};
+        for (std::string& x : ops) cmd.push_back(std::move(x));
+        std::vector<Cmd> one;
+        one.push_back(std::move(cmd));
+        Replies rs = im.run(std::move(one), eval_opts);
+        if (im.fencing && rs[0].ok() && cluster::is_fenced(*rs[0])) {
+          im.retention_fenced.fetch_add(1, std::memory_order_relaxed);
+          fenced = true;  // the partition moved: its new owner deletes
+          break;
+        }
+        auto ec = check(rs[0]);
+        if (!ec) return ec.error();
+        const Reply& a = **ec;
+        if (!a.is_array() || a.size() != 4) return bad_reply();
+        st.deliveries += static_cast<uint64_t>(a[0].integer_value());
+        st.attempts += static_cast<uint64_t>(a[1].integer_value());
+        st.events += static_cast<uint64_t>(a[2].integer_value());
+        st.notifications += static_cast<uint64_t>(a[3].integer_value());
+        st.expiry_entries += members.size();
+        if (members.size() < chunk) break;
+      }
+    }
+  }
   return st;
 }
 

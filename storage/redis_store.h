@@ -18,6 +18,13 @@
 //   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
 //   T own                   hash    {node, epoch}: the partition's lease. Written by the lease
 //                                   manager (cluster/lease.h), only read here (the fence)
+// Retention (SPEC R10.1, run_retention; docs/cluster.md "Retention"):
+//   T done                  zset    be64(id) of every terminal delivery, score = the store's wall
+//                                   clock (ms) when the write that ended it was made
+//   T ed                    hash    be64(event seq) -> be16(n) + tenant "\0" event id (n bytes)
+//                                   + be64(delivery id) of each of its deliveries
+//   T eo                    zset    be64(seq) of each event written without a delivery, score ms
+//   T nto                   zset    be64(tenant hash) + be64(seq) per notification, score ms
 // Writes. write() groups a batch by partition, notes the epoch each partition is held at
 // (set_partition_epoch, read in write()), and hands the batch to the store's loop thread (FIFO
 // through net::Loop::post); the thread sends one EVAL of the apply script per partition (not
@@ -73,6 +80,7 @@
 #include "core/result.h"
 #include "core/store.h"
 #include "core/time.h"
+#include "storage/retention_stats.h"
 
 namespace ringcast::storage {
 
@@ -94,6 +102,35 @@ struct RedisStoreOptions {
   // at that epoch is first refused; before durable_seq() passes that batch. Must not block and
   // must not call the store's synchronous reads (they wait on this thread).
   std::function<void(Partition, uint64_t epoch)> on_fenced;
+
+  // ---- retention (SPEC R10.1) and memory (ISSUE 16) ----
+  Duration retention = days(30);  // run_retention() deletes what ended before now - this
+  // Stamps the retention indexes (T done, T eo, T nto) at write(). Null: the system wall clock.
+  // Tests inject a ManualClock; only wall_now() is used, on the writer's thread.
+  Clock* clock = nullptr;
+  size_t retention_chunk = 500;  // records per retention script (one partition each)
+  // Memory back-pressure: INFO memory is polled on every primary holding a partition every
+  // memory_poll; full() turns true once some primary's used_memory reaches high_water x its
+  // limit, and false again once every primary is below (high_water - kMemoryHysteresis) x limit.
+  // The limit is the server's maxmemory, or max_memory_bytes when that is 0 (the smaller of
+  // the two when both are set). 0 = never polled (memory_poll zero also turns it off).
+  double high_water = 0.85;
+  uint64_t max_memory_bytes = 0;
+  Duration memory_poll = seconds(1);
+  // open() refuses a server whose maxmemory-policy is not noeviction (an evicting system of
+  // record silently loses accepted events) and warns on stderr when no limit is known (maxmemory
+  // 0 and max_memory_bytes 0: no back-pressure, Redis grows until the host runs out). Off for
+  // tests that do not care.
+  bool check_memory_policy = true;
+};
+
+// The memory view of the last poll (RedisStore::memory()).
+struct RedisMemory {
+  uint64_t used_bytes = 0;   // the fullest primary's used_memory (relative to its limit)
+  uint64_t limit_bytes = 0;  // its limit (0: none known)
+  uint64_t mark_bytes = 0;   // high_water x limit_bytes
+  bool full = false;
+  uint64_t polls = 0, poll_errors = 0, full_spells = 0;  // full_spells: times full() turned true
 };
 
 class RedisStore final : public Store {
@@ -116,6 +153,13 @@ class RedisStore final : public Store {
   // commit order, until Redis confirms them; durable_seq() waits meanwhile.
   bool degraded() const override;
   uint64_t replays() const;  // how often that happened
+  // Store::full(): some primary's memory reached the high-water mark (RedisStoreOptions::
+  // high_water), with hysteresis. Intake answers 503 store_full; deliveries, attempts and
+  // retention keep writing (they finish work and free space).
+  bool full() const override;
+  RedisMemory memory() const;
+  // Polls INFO memory now (it also happens every memory_poll on the loop thread); for tests.
+  Result<void> poll_memory();
 
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view event_id) override;
@@ -156,7 +200,27 @@ class RedisStore final : public Store {
   // How many partition writes (one per partition of a batch) were refused so far.
   uint64_t fenced_writes() const;
 
+  // Deletes what ended before now - retention (SPEC R10.1) in the partitions given with the
+  // epoch this node holds each at (fencing on: every script of p starts with the fence at that
+  // epoch, so a partition that moved deletes nothing; fencing off: the epoch is ignored).
+  // What goes: terminal deliveries whose T done stamp is older (with their T at:<id> attempts
+  // and T ti:/T ei: members), events no delivery is left of and those written without one that
+  // are older (T ev, T key, T ed, T eo), notifications older (T nt:, T nto). Cost is
+  // proportional to what expires (the time-ordered T done / T eo / T nto, no scan). One script
+  // per chunk (retention_chunk records) of one partition; `stop` is asked before each chunk
+  // with work, and a pass it ends reports stopped (the next pass goes on from there). Runs on
+  // the calling thread, which blocks on the store's loop (never call it on a shard's thread).
+  struct OwnedEpoch {
+    Partition partition = 0;
+    uint64_t epoch = 0;
+  };
+  Result<RetentionStats> run_retention(WallTime now, const std::vector<OwnedEpoch>& owned,
+                                       const std::function<bool()>& stop = {});
+  // How many retention scripts the fence refused (the partition had moved).
+  uint64_t retention_fenced() const;
+
   static constexpr size_t kListScanMax = 10'000;
+  static constexpr double kMemoryHysteresis = 0.05;
 
   struct Impl;
 

@@ -16,6 +16,7 @@
 
 #include "core/store.h"
 #include "core/time.h"
+#include "storage/retention_stats.h"
 #include "storage/schema.h"
 
 namespace rocksdb {
@@ -62,14 +63,6 @@ struct StoreOptions {
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
-};
-
-struct RetentionStats {
-  uint64_t deliveries = 0, attempts = 0, events = 0, notifications = 0;
-  uint64_t payloads_moved = 0;    // payloads of long-lived events copied to the active segment
-  uint64_t payload_segments = 0;  // payload log segments removed
-  uint64_t expiry_entries = 0;    // index entries processed
-  bool stopped = false;           // `stop` was seen: the rest waits for the next pass
 };
 
 // Sizes of the on-disk state (bench and operators).

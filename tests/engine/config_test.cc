@@ -562,5 +562,42 @@ TEST(Config, RedisBackendAndClusterMode) {
               HasSubstr("cluster.safety_margin"));
 }
 
+// ISSUE 16: the Redis store's memory high-water mark and size cap.
+TEST(Config, RedisMemoryHighWaterAndSizeCap) {
+  Config d = load("");
+  EXPECT_DOUBLE_EQ(d.storage.redis.high_water, 0.85);
+  EXPECT_EQ(d.storage.redis.max_memory_bytes, 0u);
+  Config c = load(
+      "[storage]\nbackend = \"redis\"\nretention = \"7d\"\n"
+      "[storage.redis]\nhigh_water = 0.7\nmax_memory_bytes = \"512MiB\"\n");
+  EXPECT_DOUBLE_EQ(c.storage.redis.high_water, 0.7);
+  EXPECT_EQ(c.storage.redis.max_memory_bytes, uint64_t{512} << 20);
+  EXPECT_EQ(c.storage.retention, days(7));
+  Config again = load(c.to_toml(false));  // the effective TOML loads again, the same
+  EXPECT_DOUBLE_EQ(again.storage.redis.high_water, 0.7);
+  EXPECT_EQ(again.storage.redis.max_memory_bytes, uint64_t{512} << 20);
+  Config e = load("", {{"RINGCAST_STORAGE_REDIS_HIGH_WATER", "0.9"},
+                       {"RINGCAST_STORAGE_REDIS_MAX_MEMORY_BYTES", "2GiB"}});
+  EXPECT_DOUBLE_EQ(e.storage.redis.high_water, 0.9);
+  EXPECT_EQ(e.storage.redis.max_memory_bytes, uint64_t{2} << 30);
+  // Out of range, or a cap too small to hold anything: the key is named.
+  for (const char* bad : {"high_water = 0.05\n", "high_water = 1.5\n", "high_water = \"x\"\n"}) {
+    EXPECT_THAT(
+        error_of([&] {
+          (void)load(std::string("[storage]\nbackend = \"redis\"\n[storage.redis]\n") + bad);
+        }),
+        HasSubstr("storage.redis.high_water"))
+        << bad;
+  }
+  EXPECT_THAT(error_of([] {
+                (void)load(
+                    "[storage]\nbackend = \"redis\"\n[storage.redis]\nmax_memory_bytes = "
+                    "\"64KiB\"\n");
+              }),
+              HasSubstr("storage.redis.max_memory_bytes"));
+  EXPECT_THAT(error_of([] { (void)load("[storage.redis]\nmax_memory_bytes = -1\n"); }),
+              HasSubstr("storage.redis.max_memory_bytes"));
+}
+
 }  // namespace
 }  // namespace ringcast

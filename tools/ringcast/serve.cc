@@ -101,16 +101,24 @@ int run_serve(const Config& cfg) {
   // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
   std::unique_ptr<engine::RetentionThread> retention;
   std::atomic<engine::RetentionThread*> retention_metrics{nullptr};
+  std::atomic<storage::RedisStore*> open_redis{nullptr};  // its memory view, for /metrics
   // The bus intake sources (ISSUE 15), published once they run (for /metrics and /v1/intake).
   std::vector<std::unique_ptr<intake::RedisSource>> sources;
   std::vector<const intake::RedisSource*> source_views;
   std::atomic<const std::vector<const intake::RedisSource*>*> intake_views{nullptr};
-  eopts.extra_metrics = [&open_store, &retention_metrics, &intake_views, n = notifier.get()] {
+  eopts.extra_metrics = [&open_store, &open_redis, &retention_metrics, &intake_views,
+                         n = notifier.get()] {
     std::string out = n ? engine::render_notifier_metrics(n->metrics()) : std::string();
     if (const auto* v = intake_views.load(std::memory_order_acquire))
       out += intake::render_metrics(*v);
     if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
       out += r->metrics_text();
+    if (storage::RedisStore* r = open_redis.load(std::memory_order_acquire)) {
+      const storage::RedisMemory m = r->memory();
+      out += engine::render_redis_memory_metrics({m.used_bytes, m.limit_bytes, m.mark_bytes, m.full,
+                                                  m.poll_errors, m.full_spells,
+                                                  r->retention_fenced()});
+    }
     if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
       const storage::StoreSizes z = s->sizes();
       out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
@@ -148,6 +156,7 @@ int run_serve(const Config& cfg) {
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
   engine::EngineImpl* eng = &core->engine();
   open_store.store(core->rocks(), std::memory_order_release);
+  open_redis.store(core->redis(), std::memory_order_release);
   if (storage::RocksStore* rocks = core->rocks()) {
     if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
       std::fprintf(stderr,
@@ -171,6 +180,7 @@ int run_serve(const Config& cfg) {
     core->stop();
     if (notifier) notifier->stop();
     open_store.store(nullptr, std::memory_order_release);
+    open_redis.store(nullptr, std::memory_order_release);
     core->close();
   };
 
@@ -218,7 +228,26 @@ int run_serve(const Config& cfg) {
 
   // Retention: off the shards' hot path and off this thread, at start and every
   // storage.retention_interval.
-  // TODO(ISSUE 16): retention on Redis (storage.retention and a size cap) is not built yet.
+  // On Redis (ISSUE 16) the pass covers the partitions this node owns, each fenced at its
+  // epoch (cluster mode: the leases; alone on Redis: all of them, unfenced).
+  if (storage::RedisStore* store = core->redis()) {
+    cluster::LeaseManager* lm = core->leases();
+    retention = std::make_unique<engine::RetentionThread>(
+        [store, lm](const std::function<bool()>& stop) {
+          std::vector<storage::RedisStore::OwnedEpoch> owned;
+          if (lm != nullptr) {
+            for (const cluster::OwnedPartition& o : lm->owned())
+              owned.push_back({o.partition, o.epoch});
+          } else {
+            for (uint32_t p = 0; p < kPartitions; ++p)
+              owned.push_back({static_cast<Partition>(p), 0});
+          }
+          return store->run_retention(net::SystemClock().wall_now(), owned, stop);
+        },
+        cfg.storage.retention_interval);
+    retention->start();
+    retention_metrics.store(retention.get(), std::memory_order_release);
+  }
   if (storage::RocksStore* store = core->rocks()) {
     retention = std::make_unique<engine::RetentionThread>(
         [store](const std::function<bool()>& stop) {
