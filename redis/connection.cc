@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <random>
@@ -22,6 +23,9 @@ namespace {
 constexpr int kDestroyTurns = 2000;          // x 1 ms: how long ~Connection waits for the kernel
 constexpr size_t kKeepBytesCapacity = 4096;  // a pooled command keeps at most this buffer
 
+// ProcessTotals, summed over every connection of the process.
+std::atomic<uint64_t> g_commands_sent{0}, g_send_batches{0}, g_bytes_sent{0}, g_bytes_received{0};
+
 Error err(Errc code, const char* message, const char* reason, int sys_errno = 0) {
   Error e = make_error(code, message, nullptr, reason);
   e.sys_errno = sys_errno;
@@ -29,6 +33,15 @@ Error err(Errc code, const char* message, const char* reason, int sys_errno = 0)
 }
 
 }  // namespace
+
+ProcessTotals process_totals() {
+  ProcessTotals t;
+  t.commands_sent = g_commands_sent.load(std::memory_order_relaxed);
+  t.send_batches = g_send_batches.load(std::memory_order_relaxed);
+  t.bytes_sent = g_bytes_sent.load(std::memory_order_relaxed);
+  t.bytes_received = g_bytes_received.load(std::memory_order_relaxed);
+  return t;
+}
 
 const char* conn_state_name(ConnState s) {
   switch (s) {
@@ -271,6 +284,7 @@ struct Connection::Impl {
     std::string& out = sock->out;
     out.clear();
     sock->out_off = 0;
+    uint64_t n = 0;
     while (queued.head != nullptr &&
            (out.empty() || out.size() + queued.head->bytes.size() <= opt.max_send_batch_bytes)) {
       Pending* p = queued.pop_front();
@@ -282,8 +296,11 @@ struct Connection::Impl {
       }
       p->where = Pending::Where::kSent;
       sent.push_back(p);
+      ++n;
     }
     st.send_batches++;
+    g_commands_sent.fetch_add(n, std::memory_order_relaxed);
+    g_send_batches.fetch_add(1, std::memory_order_relaxed);
     submit_send();
   }
   void submit_send() {
@@ -303,6 +320,7 @@ struct Connection::Impl {
       return;
     }
     st.bytes_sent += static_cast<uint64_t>(res);
+    g_bytes_sent.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
     s->out_off += static_cast<size_t>(res);
     if (s->out_off < s->out.size()) {
       submit_send();
@@ -333,6 +351,7 @@ struct Connection::Impl {
       return;
     }
     st.bytes_received += static_cast<uint64_t>(res);
+    g_bytes_received.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
     if (auto f = reader.feed(s->rbuf.get(), static_cast<size_t>(res)); !f) {
       drop(f.error());
       return;

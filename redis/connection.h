@@ -85,6 +85,18 @@ struct ConnectionStats {
   uint32_t awaiting = 0;         // sent, reply not yet read
 };
 
+// Totals over every Connection of this process (all loops, all threads), for /metrics: what a
+// node costs Redis per delivery (bench/e2e_cluster.sh). Relaxed atomics, one update per flush
+// and per receive completion; the AUTH/SELECT handshake counts only in the bytes.
+struct ProcessTotals {
+  uint64_t commands_sent = 0;  // commands written to a socket (a command re-sent after a
+                               // redirect or a reconnect counts again)
+  uint64_t send_batches = 0;   // flushes: one pipelined write of queued commands = one round trip
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+ProcessTotals process_totals();
+
 class Connection final : public Client {
  public:
   // Starts connecting at once. kInvalidArgument for a host that is not a numeric address.

@@ -95,6 +95,27 @@ TEST_F(ConnectionTest, PipelinesAThousandCommandsInOneSendInOrder) {
   EXPECT_EQ(server_->cmd({"GET", "counter"}).str, std::to_string(kN));
 }
 
+// The process-wide totals (/metrics: ringcast_redis_commands_total, _round_trips_total) count
+// every connection: two connections, one pipelined batch each.
+TEST_F(ConnectionTest, ProcessTotalsCountCommandsAndPipelinedWritesOfEveryConnection) {
+  start_server();
+  auto a = connect();
+  auto b = connect();
+  ASSERT_TRUE(call(*a, {"PING"}).ok());
+  ASSERT_TRUE(call(*b, {"PING"}).ok());
+  const ProcessTotals before = process_totals();
+  int done = 0;
+  for (int i = 0; i < 10; ++i) a->command({"INCR", "ta"}, [&](Result<Reply>) { done++; });
+  for (int i = 0; i < 5; ++i) b->command({"INCR", "tb"}, [&](Result<Reply>) { done++; });
+  ASSERT_TRUE(run_until(*loop_, [&] { return done == 15; }));
+  const ProcessTotals after = process_totals();
+  EXPECT_EQ(after.commands_sent - before.commands_sent, 15u);
+  EXPECT_EQ(after.send_batches - before.send_batches, 2u);
+  // 10 x ":n\r\n" and 5 more, each at least 4 bytes; the commands at least 20 bytes each.
+  EXPECT_GE(after.bytes_received - before.bytes_received, 60u);
+  EXPECT_GE(after.bytes_sent - before.bytes_sent, 300u);
+}
+
 TEST_F(ConnectionTest, RefusesBeyondMaxPendingWithoutSending) {
   start_server();
   ConnectionOptions o;

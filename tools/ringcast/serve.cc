@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "cluster/status_json.h"
 #include "core/ip_address.h"
@@ -17,6 +18,7 @@
 #include "engine/retention.h"
 #include "intake/redis_source.h"
 #include "net/system_clock.h"
+#include "redis/connection.h"
 
 namespace ringcast {
 
@@ -124,6 +126,17 @@ int run_serve(const Config& cfg) {
       out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
                                           z.payload_log_bytes, z.lease_log_bytes);
     }
+    // Every Redis connection of the process (store, leases, bus intake): commands written and
+    // pipelined writes (round trips), for bench/e2e_cluster.sh's per-delivery Redis cost.
+    const redis::ProcessTotals rt = redis::process_totals();
+    out += "# TYPE ringcast_redis_commands_total counter\nringcast_redis_commands_total " +
+           std::to_string(rt.commands_sent) +
+           "\n# TYPE ringcast_redis_round_trips_total counter\nringcast_redis_round_trips_total " +
+           std::to_string(rt.send_batches) +
+           "\n# TYPE ringcast_redis_bytes_total "
+           "counter\nringcast_redis_bytes_total{direction=\"sent\"} " +
+           std::to_string(rt.bytes_sent) + "\nringcast_redis_bytes_total{direction=\"received\"} " +
+           std::to_string(rt.bytes_received) + "\n";
     return out;
   };
 
