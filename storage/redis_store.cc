@@ -45,6 +45,11 @@ using Replies = std::vector<Result<Reply>>;
 //                                          after the be16-length header) it lacks
 // Every check (the fence, then the keys) runs before the first write, so a FENCED or CONFLICT
 // answer leaves the partition untouched.
+// Writes are gathered per key and sent as one multi-field HSET / HDEL and one multi-member
+// ZADD / ZREM per key (Redis's per-command cost — the call, the AOF and replication feeds —
+// was most of a delivery's cost when each record was a command of its own: bench/
+// e2e_cluster.sh). The batch order still decides: a later put of a field drops an earlier
+// delete of it and the reverse, and an op that reads a key (E, V) sees everything before it.
 constexpr std::string_view kApplyBody = R"lua(
 local pre = ARGV[3]
 local checked = ARGV[5] == '1'
@@ -59,21 +64,68 @@ if not checked then
     end
   end
 end
+-- Per key: fields to set (field -> value) and to delete (field -> true); the same for members.
+local hset, hdel, zadd, zrem, keys = {}, {}, {}, {}, {}
+local function pending(t, k)
+  local v = t[k]
+  if not v then
+    v = {}
+    t[k] = v
+    keys[k] = true
+  end
+  return v
+end
+local function send(cmd, k, args)
+  for j = 1, #args, 7000 do
+    redis.call(cmd, k, unpack(args, j, math.min(#args, j + 6999)))
+  end
+end
+local function flush(k)
+  local a
+  if hset[k] then
+    a = {}
+    for f, v in pairs(hset[k]) do a[#a + 1] = f; a[#a + 1] = v end
+    if #a > 0 then send('HSET', k, a) end
+    hset[k] = nil
+  end
+  if hdel[k] then
+    a = {}
+    for f in pairs(hdel[k]) do a[#a + 1] = f end
+    if #a > 0 then send('HDEL', k, a) end
+    hdel[k] = nil
+  end
+  if zadd[k] then
+    a = {}
+    for m, s in pairs(zadd[k]) do a[#a + 1] = s; a[#a + 1] = m end
+    if #a > 0 then send('ZADD', k, a) end
+    zadd[k] = nil
+  end
+  if zrem[k] then
+    a = {}
+    for m in pairs(zrem[k]) do a[#a + 1] = m end
+    if #a > 0 then send('ZREM', k, a) end
+    zrem[k] = nil
+  end
+end
 for i = 6, n, 4 do
   local op, k, f = ARGV[i], pre .. ARGV[i + 1], ARGV[i + 2]
   if op == 'H' then
-    redis.call('HSET', k, f, ARGV[i + 3])
-  elseif op == 'E' then
-    if checked or redis.call('HEXISTS', k, f) == 0 then redis.call('HSET', k, f, ARGV[i + 3]) end
+    pending(hset, k)[f] = ARGV[i + 3]
+    if hdel[k] then hdel[k][f] = nil end
   elseif op == 'D' then
-    redis.call('HDEL', k, f)
-  elseif op == 'Z' then
-    redis.call('ZADD', k, 0, f)
+    pending(hdel, k)[f] = true
+    if hset[k] then hset[k][f] = nil end
+  elseif op == 'Z' or op == 'S' then
+    pending(zadd, k)[f] = op == 'Z' and '0' or ARGV[i + 3]
+    if zrem[k] then zrem[k][f] = nil end
   elseif op == 'R' then
-    redis.call('ZREM', k, f)
-  elseif op == 'S' then
-    redis.call('ZADD', k, ARGV[i + 3], f)
+    pending(zrem, k)[f] = true
+    if zadd[k] then zadd[k][f] = nil end
+  elseif op == 'E' then
+    flush(k)
+    if checked or redis.call('HEXISTS', k, f) == 0 then redis.call('HSET', k, f, ARGV[i + 3]) end
   elseif op == 'V' then
+    flush(k)
     local cur = redis.call('HGET', k, f)
     local v = ARGV[i + 3]
     if not cur then
@@ -95,6 +147,7 @@ for i = 6, n, 4 do
     end
   end
 end
+for k in pairs(keys) do flush(k) end
 local top = tonumber(ARGV[4])
 if top > 0 and top > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[4])
@@ -809,6 +862,7 @@ struct RedisStore::Impl {
     replay_armed = true;
     ++gen;
     inflight.clear();
+    node_waits.clear();
     if (!logged_degraded) {  // once per degraded spell
       logged_degraded = true;
       degraded_since = loop->now();
@@ -821,10 +875,74 @@ struct RedisStore::Impl {
     backoff = std::min<Duration>(backoff * 2, kReplayMax);
   }
 
+  // Sends every unconfirmed batch again, in commit order. With wait_replicas > 0 the batches go
+  // without their own WAITs, and one WAIT per primary after all of them covers the lot: a WAIT
+  // blocks its connection until it is answered, so one per batch (each up to wait_timeout
+  // while the replicas catch up) held the replay up for batches × wait_timeout, past the
+  // command timeout under a burst, and the replay was replayed again and again without end.
+  // The group WAIT may take up to half a command timeout: it returns as soon as the replicas
+  // have everything.
   void replay_now() {
     replay_armed = false;
     replay_upto = pending.empty() ? 0 : pending.back().seq;
-    for (const Pending& b : pending) transmit(b);
+    if (opt.wait_replicas == 0 || pending.empty()) {
+      for (const Pending& b : pending) transmit(b);
+      return advance();
+    }
+    const uint64_t g = gen;
+    const uint64_t routes = cluster ? cluster->reroutes() : 0;
+    std::vector<std::string> nodes;
+    for (const Pending& b : pending) {
+      transmit(b, /*wait=*/false);
+      for (const PartBatch& part : b.parts) {
+        std::string node = "standalone";
+        if (cluster) node = cluster->node_for_slot(redis::key_slot(prefix(part.p) + "seq"));
+        if (node.empty())  // the slot map is being refreshed (a failover): later
+          return replay_later(
+              make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
+        if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+      }
+    }
+    // Every replayed batch waits for the group's WAITs too (its gate).
+    for (auto& f : inflight) ++f.left;
+    const uint64_t last = pending.back().seq;
+    auto open_gates = [this, g, last] {
+      if (g != gen) return;
+      for (auto& f : inflight) {
+        if (f.seq <= last && f.left > 0) --f.left;
+      }
+      advance();
+    };
+    auto left = std::make_shared<size_t>(nodes.size());
+    const Duration wait_for = std::max<Duration>(opt.wait_timeout, opt.command_timeout / 2);
+    const std::string n = std::to_string(opt.wait_replicas);
+    const std::string ms = std::to_string(std::max<int64_t>(1, wait_for.count() / 1'000'000));
+    for (const std::string& node : nodes) {
+      redis::Client* target = cluster ? cluster->connection(node) : client.get();
+      if (target == nullptr)
+        return replay_later(make_error(Errc::kUnavailable, "redis: no connection to a primary"));
+      redis::CommandOptions o;
+      o.timeout = opt.command_timeout + wait_for;
+      o.key_index = redis::kNoKey;
+      const int64_t need = opt.wait_replicas;
+      target->command(
+          {"WAIT", n, ms},
+          [this, g, routes, need, left, open_gates](Result<Reply> r) {
+            if (g != gen) return;
+            if (!r.ok() || r->is_error())
+              return replay_later(make_error(Errc::kUnavailable, "redis: WAIT failed"));
+            if (cluster && cluster->reroutes() != routes)
+              return replay_later(make_error(
+                  Errc::kUnavailable, "redis: a write was redirected; its WAIT does not cover it"));
+            if (!r->is_integer() || r->integer_value() < need) {
+              wait_short.fetch_add(1, std::memory_order_relaxed);
+              return replay_later(
+                  make_error(Errc::kUnavailable, "fewer replicas acknowledged than required"));
+            }
+            if (--*left == 0) open_gates();
+          },
+          o);
+    }
     advance();
   }
 
@@ -848,11 +966,12 @@ struct RedisStore::Impl {
     advance();
   }
 
-  // Sends one batch's scripts (and WAITs); its answers count only for this generation.
-  void transmit(const Pending& b) {
+  // Sends one batch's scripts and (with_wait, when wait_replicas > 0) has it covered by a WAIT
+  // per primary; its answers count only for this generation.
+  void transmit(const Pending& b, bool with_wait = true) {
     const uint64_t seq = b.seq;
     const uint64_t g = gen;
-    const bool wait = opt.wait_replicas > 0;
+    const bool wait = with_wait && opt.wait_replicas > 0;
     inflight.push_back({seq, b.parts.size()});
     auto done_one = [this, seq, g] {
       if (g != gen) return;
@@ -874,9 +993,6 @@ struct RedisStore::Impl {
     // Taken before the scripts go out: if any command is redirected (or held) from here to a
     // WAIT's answer, a script may have run on another node, or after that WAIT.
     const uint64_t routes = cluster ? cluster->reroutes() : 0;
-    const std::string n = std::to_string(opt.wait_replicas);
-    const std::string ms =
-        std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
     for (const PartBatch& part : b.parts) {
       const std::string pre = prefix(part.p);
       const std::string own = cluster::own_key(opt.ns, part.p);
@@ -928,41 +1044,87 @@ struct RedisStore::Impl {
       for (auto& f : inflight) {
         if (f.seq == seq) ++f.left;
       }
-      const int64_t need = opt.wait_replicas;
-      redis::CommandOptions o;
-      o.timeout = opt.command_timeout + opt.wait_timeout;
-      o.key_index = redis::kNoKey;
-      target->command(
-          {"WAIT", n, ms},
-          [this, done_one, need, g, routes](Result<Reply> r) {
-            if (g != gen) return;
-            // Any WAIT error is transient: the data is fine, only its copies are not counted
-            // (a node that became a replica in a failover answers "ERR WAIT cannot be used
-            // with replica instances").
-            if (!r.ok() || r->is_error()) {
-              auto c = check(r);
-              return replay_later(c ? make_error(Errc::kUnavailable, "redis: WAIT failed")
-                                    : c.error());
-            }
-            if (cluster && cluster->reroutes() != routes) {
-              // A WAIT counts the replicas of what its own connection carried before it; a
-              // script redirected (MOVED/ASK after a failover or a slot move) or retried
-              // (TRYAGAIN, CLUSTERDOWN) ran elsewhere or later, so this count says nothing
-              // about it. Sent again once the map is right.
-              return replay_later(make_error(
-                  Errc::kUnavailable, "redis: a write was redirected; its WAIT does not cover it"));
-            }
-            if (!r->is_integer() || r->integer_value() < need) {
-              // Fewer replicas than required have it (one is down or catching up): not
-              // durable yet; sent again until enough acknowledge.
-              wait_short.fetch_add(1, std::memory_order_relaxed);
-              return replay_later(
-                  make_error(Errc::kUnavailable, "fewer replicas acknowledged than required"));
-            }
-            done_one();
-          },
-          o);
+      // At most one WAIT per primary is out: a WAIT blocks its connection until answered, so
+      // one per batch, while the replicas lag, held every later command up for batches ×
+      // wait_timeout (a burst then timed out and replayed without end). The batches sent while
+      // one is out are covered by the next, sent when it answers (a WAIT counts everything its
+      // connection carried before it).
+      NodeWait& nw = node_waits[node];
+      if (nw.seqs_next.empty()) nw.routes_next = routes;
+      nw.seqs_next.push_back(seq);
+      if (!nw.out) issue_wait(node, target);
     }
+  }
+
+  // Per primary: the WAIT out (if any) and the batches the next one covers. Reset by a replay.
+  struct NodeWait {
+    bool out = false;
+    std::vector<uint64_t> seqs_next;
+    uint64_t routes_next = 0;  // reroutes() when the first of seqs_next went out
+  };
+  std::map<std::string, NodeWait> node_waits;
+
+  void issue_wait(const std::string& node, redis::Client* target) {
+    NodeWait& nw = node_waits[node];
+    std::vector<uint64_t> covered = std::move(nw.seqs_next);
+    nw.seqs_next.clear();
+    nw.out = true;
+    const uint64_t routes = nw.routes_next;
+    const uint64_t g = gen;
+    const int64_t need = opt.wait_replicas;
+    const std::string n = std::to_string(opt.wait_replicas);
+    const std::string ms =
+        std::to_string(std::max<int64_t>(1, opt.wait_timeout.count() / 1'000'000));
+    redis::CommandOptions o;
+    o.timeout = opt.command_timeout + opt.wait_timeout;
+    o.key_index = redis::kNoKey;
+    target->command(
+        {"WAIT", n, ms},
+        [this, node, covered = std::move(covered), need, g, routes](Result<Reply> r) {
+          if (g != gen) return;
+          // Any WAIT error is transient: the data is fine, only its copies are not counted
+          // (a node that became a replica in a failover answers "ERR WAIT cannot be used
+          // with replica instances").
+          if (!r.ok() || r->is_error()) {
+            auto c = check(r);
+            return replay_later(c ? make_error(Errc::kUnavailable, "redis: WAIT failed")
+                                  : c.error());
+          }
+          if (cluster && cluster->reroutes() != routes) {
+            // A WAIT counts the replicas of what its own connection carried before it; a
+            // script redirected (MOVED/ASK after a failover or a slot move) or retried
+            // (TRYAGAIN, CLUSTERDOWN) ran elsewhere or later, so this count says nothing
+            // about it. Sent again once the map is right.
+            return replay_later(make_error(
+                Errc::kUnavailable, "redis: a write was redirected; its WAIT does not cover it"));
+          }
+          if (!r->is_integer() || r->integer_value() < need) {
+            // Fewer replicas than required have it (one is down or catching up): not
+            // durable yet; sent again until enough acknowledge.
+            wait_short.fetch_add(1, std::memory_order_relaxed);
+            return replay_later(
+                make_error(Errc::kUnavailable, "fewer replicas acknowledged than required"));
+          }
+          for (uint64_t s : covered) {
+            for (auto& f : inflight) {
+              if (f.seq == s) {
+                --f.left;
+                break;
+              }
+            }
+          }
+          NodeWait& nw = node_waits[node];
+          nw.out = false;
+          if (!nw.seqs_next.empty()) {
+            redis::Client* next = cluster ? cluster->connection(node) : client.get();
+            if (next == nullptr)
+              return replay_later(
+                  make_error(Errc::kUnavailable, "redis: no connection to a primary"));
+            issue_wait(node, next);
+          }
+          advance();
+        },
+        o);
   }
 
   // ---- any thread but the loop's ----
