@@ -201,6 +201,13 @@ struct ClusterConfig {
   Duration heartbeat_interval = seconds(1);
   Duration member_ttl = seconds(3);
   Duration safety_margin = milliseconds(300);
+  // Where the other nodes reach this node's API ("http://<IP>:<port>"): published with the
+  // heartbeat; calls for partitions this node owns are forwarded there (net/api/forward.h).
+  // Empty: derived from server.listen (with the bound port when it is 0); a listener on
+  // 0.0.0.0 / :: names no address, so it then must be set.
+  std::string advertise_url;
+  Duration forward_timeout = seconds(5);  // a forwarded call is answered within this
+  uint32_t max_forwards = 16;             // forwarded calls at once (as many more may wait)
 };
 
 struct Config {
