@@ -9,6 +9,13 @@ std::string members_key(std::string_view ns) {
   return k;
 }
 
+std::string addr_key(std::string_view ns) {
+  std::string k = "{";
+  k.append(ns);
+  k.append("}:addr");
+  return k;
+}
+
 std::string partition_tag(std::string_view ns, Partition p) {
   std::string k = "{";
   k.append(ns);

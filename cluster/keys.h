@@ -15,6 +15,9 @@ inline constexpr std::string_view kDefaultNamespace = "rc";
 
 // "{rc}:members": ZSET, member = node id, score = wall-clock ms of the node's last heartbeat.
 std::string members_key(std::string_view ns);
+// "{rc}:addr": hash, node id → the URL of its API (cluster.advertise_url), written with its
+// heartbeat and pruned with it; same slot as "{rc}:members" (one script writes both).
+std::string addr_key(std::string_view ns);
 // "{rc:17}": the hash tag of partition 17.
 std::string partition_tag(std::string_view ns, Partition p);
 // "{rc:17}:<suffix>" (":ev", ":due", ... of the future cluster Store).

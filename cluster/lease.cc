@@ -163,6 +163,7 @@ struct LeaseManager::Impl {
     mo.member_ttl = opt.member_ttl;
     mo.forget_after = opt.forget_after;
     mo.command_timeout = opt.command_timeout;
+    mo.advertise_url = opt.advertise_url;
     members = std::make_unique<Membership>(
         *loop, *client, mo, [this](const std::vector<std::string>&, bool) { reassess(); });
     renew_timer = timer([this] { renew_all(); });
@@ -369,6 +370,60 @@ struct LeaseManager::Impl {
         copts());
   }
 
+  // ---- owner lookup (API forwarding) ----------------------------------------------------------
+
+  // Answers exactly once: by answer(), or with an error when dropped unanswered (the manager
+  // stopped: its mailbox or its client let go of the callback).
+  struct OwnerQuery {
+    std::function<void(Result<OwnerInfo>)> done;
+    void answer(Result<OwnerInfo> r) {
+      auto d = std::move(done);
+      done = nullptr;
+      if (d) d(std::move(r));
+    }
+    ~OwnerQuery() {
+      answer(
+          make_error(Errc::kUnavailable, "the lease manager is stopped", nullptr, "shutting_down"));
+    }
+  };
+
+  void set_advertise_url(const std::string& url) {
+    if (closing) return;
+    members->set_advertise_url(url);
+    if (!paused) members->beat_now();
+  }
+
+  void find_owner(Partition p, const std::shared_ptr<OwnerQuery>& q) {
+    if (closing || p >= kPartitions) return;  // answered with an error when q goes
+    client->command(
+        {"HGET", own_keys[p], "node"},
+        [this, q](Result<redis::Reply> r) {
+          if (closing) return;
+          if (!r.ok() || r->is_error()) {
+            c.redis_errors.fetch_add(1);
+            return q->answer(make_error(Errc::kUnavailable, "Redis did not answer the lookup",
+                                        nullptr, "redis_unavailable"));
+          }
+          if (!r->is_string()) return q->answer(OwnerInfo{});  // nil: nobody holds it
+          OwnerInfo info{r->str(), ""};
+          const auto& known = members->addresses();
+          if (auto it = known.find(info.node_id); it != known.end()) {
+            info.url = it->second;
+            return q->answer(std::move(info));
+          }
+          // A holder this node has not seen in a beat yet: ask the hash.
+          client->command(
+              {"HGET", addr_key(opt.ns), info.node_id},
+              [this, q, info](Result<redis::Reply> a) mutable {
+                if (closing) return;
+                if (a.ok() && a->is_string()) info.url = a->str();
+                q->answer(std::move(info));
+              },
+              copts());
+        },
+        copts());
+  }
+
   // ---- test hook, stop -------------------------------------------------------------------------
 
   void set_paused(bool v) {
@@ -498,6 +553,18 @@ LeaseManager::~LeaseManager() {
   Impl* impl = impl_.get();
   impl->mailbox->post([impl] { impl->loop->stop(); });
   thread_.join();
+}
+
+void LeaseManager::set_advertise_url(std::string url) {
+  Impl* impl = impl_.get();
+  impl->mailbox->post([impl, url = std::move(url)] { impl->set_advertise_url(url); });
+}
+
+void LeaseManager::find_owner(Partition p, std::function<void(Result<OwnerInfo>)> done) {
+  auto q = std::make_shared<Impl::OwnerQuery>();
+  q->done = std::move(done);
+  Impl* impl = impl_.get();
+  impl->mailbox->post([impl, p, q] { impl->find_owner(p, q); });
 }
 
 void LeaseManager::pause_io(bool paused) {

@@ -66,6 +66,16 @@ struct LeaseOptions {
   Duration member_ttl = seconds(3);
   Duration forget_after = minutes(1);
   Duration command_timeout = seconds(1);
+  // The URL of this node's API, published with the heartbeat ({ns}:addr) so that other nodes
+  // can forward calls for the partitions this node owns (net/api/forward.h); empty: none yet
+  // (set_advertise_url() once the listener is bound).
+  std::string advertise_url;
+};
+
+// Who holds a partition's lease (find_owner()).
+struct OwnerInfo {
+  std::string node_id;  // empty: nobody holds the lease now
+  std::string url;      // the holder's published API address; empty: none
 };
 
 struct LeaseCallbacks {
@@ -126,6 +136,17 @@ class LeaseManager {
   bool valid(Partition p, uint64_t epoch, MonoTime now) const;
   const LeaseCounters& counters() const { return counters_; }
   const LeaseOptions& options() const { return options_; }
+
+  // Publishes `url` as this node's API address from the next heartbeat on (at once: a beat is
+  // sent). Any thread.
+  void set_advertise_url(std::string url);
+
+  // Who holds p's lease in Redis now (HGET {ns:p}:own node on the manager's client) and the
+  // holder's address (from the last heartbeat's view, else HGET {ns}:addr). The lease holder,
+  // not the rendezvous assignment: it is the node that serves p now, whatever this node's view
+  // of the members. `done` runs exactly once, on the manager's thread (or on the caller's,
+  // with an error, when the manager is stopped); it must not block. Any thread.
+  void find_owner(Partition p, std::function<void(Result<OwnerInfo>)> done);
 
   // Test hook, SIGSTOP-like for the network: while paused the manager sends nothing (no
   // heartbeat, renewal, acquire, release) but its timers run, so local deadlines pass.

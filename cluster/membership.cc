@@ -8,11 +8,27 @@ namespace ringcast::cluster {
 
 namespace {
 
-// KEYS[1] members; ARGV: node id, now ms, live above (exclusive), forget below (exclusive).
+// KEYS[1] members, KEYS[2] addr; ARGV: node id, now ms, live above (exclusive), forget below
+// (exclusive), this node's address ('' = none). Returns {live ids, their addresses (false =
+// none)}. Pruned members lose their address too; the lists stay small (one entry per node).
 constexpr const char* kBeatLua = R"lua(
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[3], '+inf')
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[5]) end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
+if #gone > 0 then
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  redis.call('HDEL', KEYS[2], unpack(gone))
+end
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[3], '+inf')
+local addrs = {}
+if #live > 0 then addrs = redis.call('HMGET', KEYS[2], unpack(live)) end
+return {live, addrs}
+)lua";
+
+// KEYS[1] members, KEYS[2] addr; ARGV[1] node id.
+constexpr const char* kLeaveLua = R"lua(
+redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('ZREM', KEYS[1], ARGV[1])
 )lua";
 
 }  // namespace
@@ -24,7 +40,9 @@ Membership::Membership(net::Loop& loop, redis::Client& client, MembershipOptions
       options_(std::move(options)),
       on_beat_(std::move(on_beat)),
       script_(kBeatLua),
-      key_(members_key(options_.ns)) {
+      leave_script_(kLeaveLua),
+      key_(members_key(options_.ns)),
+      addr_key_(addr_key(options_.ns)) {
   live_.push_back(options_.node_id);
   auto fire = [this] { beat(); };
   timer_ = std::make_unique<net::TimerFn<decltype(fire)>>(std::move(fire));
@@ -60,11 +78,11 @@ void Membership::beat() {
   loop_.arm_after(timer_.get(), options_.heartbeat_interval);
   if (paused_ || in_flight_) return;  // one beat in flight at a time
   const int64_t now_ms = loop_.wall_now().ms();
-  const std::string args[] = {options_.node_id, std::to_string(now_ms),
-                              std::to_string(now_ms - to_ms(options_.member_ttl)),
-                              std::to_string(now_ms - to_ms(options_.forget_after))};
-  const std::string_view keys[] = {key_};
-  const std::string_view argv[] = {args[0], args[1], args[2], args[3]};
+  const std::string args[] = {
+      options_.node_id, std::to_string(now_ms), std::to_string(now_ms - to_ms(options_.member_ttl)),
+      std::to_string(now_ms - to_ms(options_.forget_after)), options_.advertise_url};
+  const std::string_view keys[] = {key_, addr_key_};
+  const std::string_view argv[] = {args[0], args[1], args[2], args[3], args[4]};
   redis::CommandOptions o;
   o.timeout = options_.command_timeout;
   in_flight_ = true;
@@ -78,16 +96,23 @@ void Membership::beat() {
 
 void Membership::on_reply(Result<redis::Reply> r) {
   in_flight_ = false;
-  if (!r.ok() || !r->is_array()) {
+  if (!r.ok() || !r->is_array() || r->size() != 2 || !(*r)[0].is_array() || !(*r)[1].is_array()) {
     stats_.beat_failures++;
     return;
   }
   stats_.beats++;
+  const redis::Reply& ids = (*r)[0];
+  const redis::Reply& addrs = (*r)[1];
   std::vector<std::string> live;
-  live.reserve(r->size() + 1);
-  for (const auto& e : r->elements())
-    if (e.is_string()) live.push_back(e.str());
+  live.reserve(ids.size() + 1);
+  addresses_.clear();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!ids[i].is_string()) continue;
+    live.push_back(ids[i].str());
+    if (i < addrs.size() && addrs[i].is_string()) addresses_[ids[i].str()] = addrs[i].str();
+  }
   live.push_back(options_.node_id);
+  if (!options_.advertise_url.empty()) addresses_[options_.node_id] = options_.advertise_url;
   std::sort(live.begin(), live.end());
   live.erase(std::unique(live.begin(), live.end()), live.end());
   const bool changed = live != live_;
@@ -102,8 +127,10 @@ void Membership::leave(std::function<void(bool ok)> done) {
   stop();
   redis::CommandOptions o;
   o.timeout = options_.command_timeout;
-  client_.command(
-      {"ZREM", key_, options_.node_id},
+  const std::string_view keys[] = {key_, addr_key_};
+  const std::string_view argv[] = {options_.node_id};
+  redis::evalsha(
+      client_, leave_script_, keys, argv,
       [alive = alive_, done = std::move(done)](Result<redis::Reply> r) {
         if (*alive && done) done(r.ok() && !r->is_error());
       },

@@ -2,7 +2,10 @@
 // node writes its id into the ZSET {ns}:members with score = its wall clock in ms, every
 // heartbeat_interval, and counts as live every member whose last beat is younger than
 // member_ttl; members silent for forget_after are pruned. One script per beat does all three
-// (ZADD, ZREMRANGEBYSCORE, ZRANGEBYSCORE) and returns the live list.
+// (ZADD, ZREM of the silent, ZRANGEBYSCORE) and returns the live list. The same script
+// publishes the node's API address (advertise_url) in the hash {ns}:addr, prunes the addresses
+// of pruned members, and returns the live members' addresses (for forwarding API calls to a
+// partition's owner, net/api/forward.h).
 // Invariants:
 //   - runs on one net::Loop thread (the caller's); nothing blocks; every command has a deadline;
 //   - the live list is sorted, without duplicates, and always contains this node while it runs
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,7 +34,8 @@ namespace ringcast::cluster {
 
 struct MembershipOptions {
   std::string ns = "rc";
-  std::string node_id;  // stable per node
+  std::string node_id;        // stable per node
+  std::string advertise_url;  // published in {ns}:addr with every beat; empty: none (yet)
   Duration heartbeat_interval = seconds(1);
   Duration member_ttl = seconds(3);    // live: last beat younger than this
   Duration forget_after = minutes(1);  // ZREMRANGEBYSCORE below now - forget_after
@@ -56,15 +61,21 @@ class Membership {
   Membership& operator=(const Membership&) = delete;
 
   void start();  // beats now, then every heartbeat_interval
-  // Stops beating and removes this node from the set (others see it gone at their next beat
-  // instead of after member_ttl); `done(ok)` when answered or failed.
+  // Stops beating and removes this node (and its address) from the set (others see it gone at
+  // their next beat instead of after member_ttl); `done(ok)` when answered or failed.
   void leave(std::function<void(bool ok)> done);
   void stop();  // stops beating; removes nothing (a crash, or the end after leave())
   // Test hook: while paused no beat is sent (the node looks dead to the others).
   void set_paused(bool paused);
   void beat_now();  // an extra beat at once (after a pause)
+  // From the next beat on, publish this address (the API's bound port is known only after the
+  // membership started).
+  void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
 
   const std::vector<std::string>& live() const { return live_; }
+  // The live members' published addresses as of the last answered beat (members without one
+  // are absent).
+  const std::map<std::string, std::string>& addresses() const { return addresses_; }
   bool synced() const { return stats_.beats > 0; }  // at least one beat answered
   const MembershipStats& stats() const { return stats_; }
   const MembershipOptions& options() const { return options_; }
@@ -78,10 +89,13 @@ class Membership {
   MembershipOptions options_;
   OnBeat on_beat_;
   redis::Script script_;
+  redis::Script leave_script_;
   std::unique_ptr<net::Timer> timer_;
   std::vector<std::string> live_;
+  std::map<std::string, std::string> addresses_;
   MembershipStats stats_;
   std::string key_;
+  std::string addr_key_;
   bool running_ = false;
   bool paused_ = false;
   bool in_flight_ = false;

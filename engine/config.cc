@@ -19,6 +19,7 @@
 
 #include "core/url.h"
 #include "engine/version.h"
+#include "net/api/forward.h"
 #include "net/signing.h"
 
 extern char** environ;
@@ -105,6 +106,9 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("cluster.member_ttl", kDuration, cluster.member_ttl),
       RC_KEY("cluster.safety_margin", kDuration, cluster.safety_margin),
       RC_KEY("cluster.inbox_poll", kDuration, cluster.inbox_poll),
+      RC_KEY("cluster.advertise_url", kString, cluster.advertise_url),
+      RC_KEY("cluster.forward_timeout", kDuration, cluster.forward_timeout),
+      RC_KEY("cluster.max_forwards", kU32, cluster.max_forwards, 1, 1024),
 
       RC_KEY("engine.shards", kU32, engine.shards, 0, 256),
       RC_KEY("engine.fairness_cap", kU32, engine.fairness_cap, 1, 1'000'000),
@@ -1048,6 +1052,19 @@ void Config::validate() const {
     positive("cluster.inbox_poll", cluster.inbox_poll);
     if (cluster.safety_margin * 3 >= cluster.lease_ttl)
       fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
+    positive("cluster.forward_timeout", cluster.forward_timeout);
+    if (!cluster.advertise_url.empty()) {
+      if (!net::api::parse_advertise_url(cluster.advertise_url))
+        fail("", "cluster.advertise_url",
+             "expected http://<IP>:<port> such as \"http://10.0.0.7:8080\" (an IP address, "
+             "not a name), got \"" +
+                 cluster.advertise_url + "\"");
+    } else if (!net::api::derive_advertise_url(listen->first, 1)) {
+      fail("", "cluster.advertise_url",
+           "server.listen = \"" + server.listen +
+               "\" listens on every address, so it names none the other nodes could reach this "
+               "one at: set cluster.advertise_url = \"http://<this node's IP>:<port>\"");
+    }
   }
   // engine
   if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");

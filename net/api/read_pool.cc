@@ -14,7 +14,9 @@ ReadPool::ReadPool(ReadPoolOptions options) : options_(options) {
   workers_.reserve(n);
   for (uint32_t i = 0; i < n; ++i) {
     workers_.emplace_back([this, i] {
-      const std::string name = "rc-read-" + std::to_string(i);
+      std::string name = options_.name;
+      name += '-';
+      name += std::to_string(i);
       ::pthread_setname_np(::pthread_self(), name.c_str());
       run();
     });

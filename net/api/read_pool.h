@@ -17,8 +17,9 @@
 namespace ringcast::net::api {
 
 struct ReadPoolOptions {
-  uint32_t threads = 2;      // workers; at least 1
-  uint32_t max_queued = 64;  // jobs waiting for a worker (running ones not counted)
+  uint32_t threads = 2;          // workers; at least 1
+  uint32_t max_queued = 64;      // jobs waiting for a worker (running ones not counted)
+  const char* name = "rc-read";  // thread names: <name>-<i> (15 characters at most in all)
 };
 
 class ReadPool {

@@ -1156,6 +1156,7 @@ RestApi::RestApi(Engine& engine, RestApiOptions options)
     reads_ = std::make_unique<ReadPool>(
         ReadPoolOptions{options_.read_threads, options_.max_queued_reads});
   }
+  if (options_.forward.find_owner) forwarder_ = Forwarder::create(options_.forward);
 }
 
 RestApi::~RestApi() {
@@ -1164,6 +1165,7 @@ RestApi::~RestApi() {
 
 void RestApi::stop_reads() {
   if (reads_) reads_->stop();
+  if (forwarder_) forwarder_->stop();
 }
 
 size_t RestApi::queued_reads() const {
@@ -1198,6 +1200,7 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = engine_.metrics_text();
+    if (forwarder_) r.body += forwarder_->metrics_text();
     return responder.send(std::move(r));
   }
   auto segs = split_path(path);
@@ -1216,8 +1219,21 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     r.headers.push_back({"WWW-Authenticate", "Bearer"});
     return responder.send(std::move(r));
   }
+  if (segs->size() >= 3 && (*segs)[1] == "tenants") {
+    const bool forwarded = request.header(kForwardedHeader) != nullptr;
+    if (forwarded && forwarder_) forwarder_->count_received();
+    if (forwarder_ && !forwarded && forwardable_route(*segs)) {
+      // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.
+      // A forwarded request is answered here, whatever the answer (one hop).
+      auto saved = std::make_shared<HttpRequest>(std::move(request));
+      Responder wrapped = forwarder_->wrap(saved, partition_of((*segs)[2]), std::move(responder));
+      Call c{engine_, options_, *parsers_, *saved, wrapped, *segs, reads_.get()};
+      return tenant_routes(c);
+    }
+    Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get()};
+    return tenant_routes(c);
+  }
   Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get()};
-  if (segs->size() >= 3 && (*segs)[1] == "tenants") return tenant_routes(c);
   if (segs->size() == 3 && (*segs)[1] == "events" && (*segs)[2] == "bulk") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return submit_bulk(c);

@@ -22,6 +22,7 @@
 //   GET  /v1/intake                           the bus intake sources (when configured)
 //   GET  /v1/cluster                          cluster mode: this node's view (ISSUE 16);
 //                                             404 not_cluster on a single node
+// In cluster mode a tenant route this node does not own is forwarded to the owner (forward.h).
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
 // 401 auth, 404 not_found (route) / unknown_tenant / unknown_endpoint / unknown_delivery /
 // unknown_event (with the field naming it; a tenant that never had an endpoint is
@@ -41,6 +42,7 @@
 
 #include "core/engine.h"
 #include "core/result.h"
+#include "net/api/forward.h"
 #include "net/http_server.h"
 
 namespace ringcast::net::api {
@@ -69,6 +71,10 @@ struct RestApiOptions {
   // unset (single-node mode): 404 not_cluster. Called on the HTTP loop thread; it must not
   // block.
   std::function<std::string()> cluster_status;
+  // Cluster mode (ISSUE 16, net/api/forward.h): a tenant call this node's engine answers
+  // not_owner (every tenant route but event intake) is forwarded to the partition's owner and
+  // its answer relayed. Off while forward.find_owner is unset.
+  ForwardOptions forward;
 };
 
 class ReadPool;
@@ -87,11 +93,14 @@ class RestApi final : public HttpHandler {
   size_t max_body_bytes(const HttpRequest& head) override;
   void handle(HttpRequest&& request, Responder responder) override;
 
-  // Stops the read pool: queued reads are answered 503 shutting_down, running ones finish,
-  // later ones get 503. Idempotent; call from any thread but a read thread.
+  // Stops the read pool (and the forward threads): queued reads are answered 503
+  // shutting_down, running ones finish, later ones get 503. Idempotent; call from any thread
+  // but a read thread.
   void stop_reads();
   // Reads waiting for a read thread (running ones not counted); 0 when reads run inline.
   size_t queued_reads() const;
+  // The forwarder (cluster mode), for its counters; null when forwarding is off.
+  const Forwarder* forwarder() const { return forwarder_.get(); }
 
   struct Parsers;  // simdjson state (kept out of this header)
 
@@ -99,7 +108,8 @@ class RestApi final : public HttpHandler {
   Engine& engine_;
   RestApiOptions options_;
   std::unique_ptr<Parsers> parsers_;
-  std::unique_ptr<ReadPool> reads_;  // null when options_.read_threads == 0
+  std::unique_ptr<ReadPool> reads_;       // null when options_.read_threads == 0
+  std::shared_ptr<Forwarder> forwarder_;  // null unless options_.forward.find_owner is set
 };
 
 // "Bearer <token>" against `token`, in time independent of where they differ. An empty

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/e2e/cluster_rig.h"
 #include "tests/e2e/daemon.h"
 #include "tests/support/redis_server.h"
 
@@ -27,135 +28,8 @@ namespace ringcast::e2e {
 namespace {
 
 using test::RedisCluster;
-using test::RedisClusterOptions;
 using test::SinkProcess;
 using test::TempDir;
-using SteadyClock = std::chrono::steady_clock;
-
-constexpr const char* kSecret = "whsec_ZTJlLWNsdXN0ZXItc2VjcmV0LWtleS0wMDE=";
-constexpr uint32_t kPartitionCount = 256;
-
-double ms_since(SteadyClock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
-}
-
-// This node's view of the cluster (GET /v1/cluster); null Json when it does not answer.
-Json cluster_view(const Daemon& d) {
-  Reply r = d.call("GET", "/v1/cluster");
-  if (r.status != 200) return Json();
-  return r.json();
-}
-
-struct Rig {
-  explicit Rig(int node_count)
-      : redis_dir("e2e-cluster-redis"),
-        dir("e2e-cluster"),
-        // A small delay: attempts are on the wire when a node is killed, paused or stopped.
-        sink(SinkProcess::start({"--verify", "standard", "--secret", kSecret, "--ids-file",
-                                 dir.file("ids.txt"), "--fault", "delay=1ms-20ms", "--quiet"},
-                                dir.path())) {
-    RedisClusterOptions co;
-    co.primaries = 3;
-    co.replicas_per_primary = 1;
-    redis = RedisCluster::start(redis_dir.path(), co);
-    for (int i = 0; i < node_count; ++i) add_node();
-  }
-
-  void add_node() {
-    const int i = static_cast<int>(nodes.size());
-    std::string servers;
-    for (size_t k = 0; k < 3; ++k) {
-      if (!servers.empty()) servers += ',';
-      servers += redis->node(k).address();
-    }
-    DaemonOptions o;
-    o.shards = 2;
-    std::string id = "node-";
-    id += static_cast<char>('a' + i);
-    o.env = {"RINGCAST_STORAGE_BACKEND=redis",
-             "RINGCAST_STORAGE_REDIS_SERVERS=" + servers,
-             "RINGCAST_STORAGE_REDIS_CLUSTER=true",
-             "RINGCAST_STORAGE_REDIS_WAIT_REPLICAS=1",
-             "RINGCAST_STORAGE_REDIS_WAIT_TIMEOUT=500ms",
-             "RINGCAST_CLUSTER_ENABLED=true",
-             "RINGCAST_CLUSTER_NODE_ID=" + id,
-             "RINGCAST_CLUSTER_LEASE_TTL=1s",
-             "RINGCAST_CLUSTER_SAFETY_MARGIN=250ms",
-             "RINGCAST_CLUSTER_HEARTBEAT_INTERVAL=200ms",
-             "RINGCAST_CLUSTER_MEMBER_TTL=700ms"};
-    ids.push_back(id);
-    nodes.push_back(std::make_unique<Daemon>(o));
-    nodes.back()->start();
-    up[static_cast<size_t>(i)] = true;
-  }
-
-  // Every node that is up agrees on the members, and together they hold every partition, each
-  // node what rendezvous assigns it.
-  bool converged() {
-    uint32_t total = 0;
-    size_t live = 0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!up[i]) continue;
-      ++live;
-      Json v = cluster_view(*nodes[i]);
-      if (!v.is_object() || !v["synced"].boolean()) return false;
-      const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
-      uint32_t assigned = 0;
-      size_t members = 0;
-      for (const Json& m : v["members"].items()) {
-        ++members;
-        if (m["node_id"].str() == ids[i]) assigned = static_cast<uint32_t>(m["assigned"].i64());
-      }
-      if (owned != assigned || v["releasing"].i64() != 0) return false;
-      total += owned;
-      if (members != 0 && members != static_cast<size_t>(std::count(up.begin(), up.end(), true)))
-        return false;
-    }
-    return live > 0 && total == kPartitionCount;
-  }
-
-  // Partitions held by the nodes that are up (each counted once per holder).
-  uint32_t owned_total() {
-    uint32_t total = 0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!up[i]) continue;
-      Json v = cluster_view(*nodes[i]);
-      if (v.is_object()) total += static_cast<uint32_t>(v["owned_count"].i64());
-    }
-    return total;
-  }
-
-  // A call on the first node that is up and does not answer 503 (not the owner, or between
-  // owners), from node `start` on, until `timeout`.
-  Reply call_any(const std::string& method, const std::string& path, const std::string& body,
-                 size_t start = 0, Millis timeout = 15s) {
-    Reply last;
-    const auto deadline = SteadyClock::now() + timeout;
-    for (size_t k = start;; ++k) {
-      const size_t i = k % nodes.size();
-      if (up[i]) {
-        last = nodes[i]->call(method, path, body);
-        if (last.status != 503 && last.status != 0) return last;
-      }
-      if (SteadyClock::now() > deadline) return last;
-      if (i + 1 == nodes.size()) std::this_thread::sleep_for(20ms);
-    }
-  }
-
-  const Daemon& any_up() const {
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (up[i]) return *nodes[i];
-    throw std::runtime_error("no node is up");
-  }
-
-  TempDir redis_dir;
-  TempDir dir;
-  SinkProcess sink;
-  std::unique_ptr<RedisCluster> redis;
-  std::vector<std::unique_ptr<Daemon>> nodes;
-  std::vector<std::string> ids;
-  std::array<std::atomic<bool>, 8> up{};  // the sender skips the others; set by the killer too
-};
 
 struct Ev {
   std::string tenant, id;

@@ -599,5 +599,47 @@ TEST(Config, RedisMemoryHighWaterAndSizeCap) {
               HasSubstr("storage.redis.max_memory_bytes"));
 }
 
+// ISSUE 16 forwarding: where the other nodes reach this one. Derived from a concrete listener
+// (port 0 included: the bound port is used), refused on a wildcard one without the key.
+TEST(Config, ClusterAdvertiseUrl) {
+  const std::string base = "[storage]\nbackend = \"redis\"\n[cluster]\nenabled = true\n";
+  Config c = load("[server]\nlisten = \"127.0.0.1:0\"\n" + base);
+  EXPECT_EQ(c.cluster.advertise_url, "");
+  EXPECT_EQ(c.cluster.forward_timeout, seconds(5));
+  EXPECT_EQ(c.cluster.max_forwards, 16u);
+  Config set = load("[server]\nlisten = \"0.0.0.0:8080\"\n" + base +
+                    "advertise_url = \"http://10.0.0.7:8080\"\nforward_timeout = \"2s\"\n"
+                    "max_forwards = 4\n");
+  EXPECT_EQ(set.cluster.advertise_url, "http://10.0.0.7:8080");
+  EXPECT_EQ(set.cluster.forward_timeout, seconds(2));
+  EXPECT_EQ(set.cluster.max_forwards, 4u);
+  Config again = load(set.to_toml(false));
+  EXPECT_EQ(again.cluster.advertise_url, "http://10.0.0.7:8080");
+  EXPECT_EQ(again.cluster.max_forwards, 4u);
+  Config env = load("", {{"RINGCAST_STORAGE_BACKEND", "redis"},
+                         {"RINGCAST_CLUSTER_ENABLED", "true"},
+                         {"RINGCAST_CLUSTER_ADVERTISE_URL", "http://[fd00::7]:80"}});
+  EXPECT_EQ(env.cluster.advertise_url, "http://[fd00::7]:80");
+  for (const char* wildcard : {"0.0.0.0:8080", "[::]:8080"}) {
+    EXPECT_THAT(error_of([&] {
+                  (void)load("[server]\nlisten = \"" + std::string(wildcard) + "\"\n" + base);
+                }),
+                HasSubstr("cluster.advertise_url"))
+        << wildcard;
+  }
+  // Single-node mode never needs it.
+  EXPECT_NO_THROW((void)load("[server]\nlisten = \"0.0.0.0:8080\"\n"));
+  for (const char* bad : {"https://10.0.0.7:8080", "http://node-a:8080", "http://10.0.0.7"}) {
+    EXPECT_THAT(
+        error_of([&] { (void)load(base + "advertise_url = \"" + std::string(bad) + "\"\n"); }),
+        HasSubstr("cluster.advertise_url"))
+        << bad;
+  }
+  EXPECT_THAT(error_of([&] { (void)load(base + "forward_timeout = \"0s\"\n"); }),
+              HasSubstr("cluster.forward_timeout"));
+  EXPECT_THAT(error_of([&] { (void)load(base + "max_forwards = 0\n"); }),
+              HasSubstr("cluster.max_forwards"));
+}
+
 }  // namespace
 }  // namespace ringcast

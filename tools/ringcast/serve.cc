@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -210,6 +211,23 @@ int run_serve(const Config& cfg) {
     api_opts.cluster_status = [lm, servers = cfg.storage.redis.servers] {
       return cluster::render_cluster_status_json(lm->status(), lm->counters(), servers);
     };
+    // Any node answers any tenant call (ISSUE 16): what this node does not own goes to the
+    // lease holder of the tenant's partition, at the address it publishes (net/api/forward.h).
+    api_opts.forward.node_id = lm->options().node_id;
+    api_opts.forward.timeout = cfg.cluster.forward_timeout;
+    api_opts.forward.max_forwards = cfg.cluster.max_forwards;
+    api_opts.forward.find_owner = [lm](Partition p,
+                                       Duration wait) -> Result<net::api::ForwardTarget> {
+      auto answer = std::make_shared<std::promise<Result<cluster::OwnerInfo>>>();
+      std::future<Result<cluster::OwnerInfo>> got = answer->get_future();
+      lm->find_owner(p, [answer](Result<cluster::OwnerInfo> r) { answer->set_value(r); });
+      if (got.wait_for(wait) != std::future_status::ready)
+        return make_error(Errc::kUnavailable, "the owner lookup did not finish in time", nullptr,
+                          "timeout");
+      Result<cluster::OwnerInfo> r = got.get();
+      if (!r.ok()) return r.error();
+      return net::api::ForwardTarget{std::move(r->node_id), std::move(r->url)};
+    };
   }
   for (const auto& r : cfg.intake.redis) {
     auto s = intake::RedisSource::start(redis_source_options(cfg, r), *eng);
@@ -233,6 +251,16 @@ int run_serve(const Config& cfg) {
                  r.error().message);
     shut_down();
     return 1;
+  }
+  if (cluster::LeaseManager* lm = core->leases()) {
+    // Published with the heartbeat: where the other nodes forward calls for our partitions.
+    // Config::validate() made sure one of the two exists.
+    std::string url = cfg.cluster.advertise_url;
+    if (url.empty())
+      url = net::api::derive_advertise_url(cfg.server.listen_ip, server.port()).value_or("");
+    lm->set_advertise_url(url);
+    std::printf("ringcast: cluster node %s advertises %s\n", lm->options().node_id.c_str(),
+                url.c_str());
   }
   std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
               to_string(cfg.server.listen_ip).c_str(), server.port(), eng->shard_count(),

@@ -1,0 +1,513 @@
+#include "net/api/forward.h"
+
+#include <arpa/inet.h>
+#include <llhttp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include "net/api/read_pool.h"
+
+namespace ringcast::net::api {
+
+namespace {
+
+constexpr std::string_view kNotOwnerPrefix = R"({"error":{"code":"not_owner")";
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool is_unspecified(const IpAddress& ip) {
+  const size_t n = ip.is_v4() ? 4 : 16;
+  for (size_t i = 0; i < n; ++i)
+    if (ip.bytes[i] != 0) return false;
+  return true;
+}
+
+HttpResponse unavailable(std::string_view code, const std::string& message) {
+  HttpResponse r = HttpResponse::error(503, code, message);
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
+int remaining_ms(SteadyTime deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > 3'600'000 ? 3'600'000 : static_cast<int>(left.count()) + 1;
+}
+
+// Waits for `events` on `fd` until `deadline`: 1 ready, 0 deadline passed, -1 error (errno).
+int wait_fd(int fd, short events, SteadyTime deadline) {
+  for (;;) {
+    const int ms = remaining_ms(deadline);
+    if (ms == 0) return 0;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, ms);
+    if (n > 0) return 1;
+    if (n == 0) continue;  // rounding: remaining_ms() decides
+    if (errno != EINTR) return -1;
+  }
+}
+
+Error timeout_error() {
+  return make_error(Errc::kUnavailable, "no answer before the deadline", nullptr, "timeout");
+}
+
+Error sys_error(const char* reason, int err) {
+  Error e = make_error(Errc::kUnavailable, "socket error", nullptr, reason);
+  e.sys_errno = err;
+  return e;
+}
+
+// Collects one whole response (status, headers, body up to a cap) from llhttp.
+struct Collector {
+  ExchangeReply reply;
+  std::string field;
+  std::string value;
+  bool in_value = false;
+  bool done = false;
+  bool too_large = false;
+  size_t max_bytes = 0;
+  size_t bytes = 0;
+
+  static Collector* self(llhttp_t* p) { return static_cast<Collector*>(p->data); }
+  void flush_header() {
+    if (!field.empty()) reply.headers.push_back({lower(field), value});
+    field.clear();
+    value.clear();
+    in_value = false;
+  }
+  bool add(size_t n) {
+    bytes += n;
+    if (bytes > max_bytes) too_large = true;
+    return !too_large;
+  }
+  static const llhttp_settings_t& settings() {
+    static const llhttp_settings_t s = [] {
+      llhttp_settings_t st;
+      llhttp_settings_init(&st);
+      st.on_header_field = [](llhttp_t* p, const char* at, size_t n) {
+        Collector* c = self(p);
+        if (c->in_value) c->flush_header();
+        c->field.append(at, n);
+        return c->add(n) ? 0 : -1;
+      };
+      st.on_header_value = [](llhttp_t* p, const char* at, size_t n) {
+        Collector* c = self(p);
+        c->in_value = true;
+        c->value.append(at, n);
+        return c->add(n) ? 0 : -1;
+      };
+      st.on_headers_complete = [](llhttp_t* p) {
+        Collector* c = self(p);
+        c->flush_header();
+        c->reply.status = static_cast<int>(p->status_code);
+        return 0;
+      };
+      st.on_body = [](llhttp_t* p, const char* at, size_t n) {
+        Collector* c = self(p);
+        c->reply.body.append(at, n);
+        return c->add(n) ? 0 : -1;
+      };
+      st.on_message_complete = [](llhttp_t* p) -> int {
+        Collector* c = self(p);
+        if (c->reply.status >= 100 && c->reply.status < 200) {  // an interim answer: skip it
+          c->reply = ExchangeReply();
+          return 0;
+        }
+        c->done = true;
+        return HPE_PAUSED;
+      };
+      return st;
+    }();
+    return s;
+  }
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Addresses
+
+std::optional<ApiAddress> parse_advertise_url(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.size() <= kScheme.size() || lower(url.substr(0, kScheme.size())) != kScheme)
+    return std::nullopt;
+  url.remove_prefix(kScheme.size());
+  if (!url.empty() && url.back() == '/') url.remove_suffix(1);
+  std::string_view host;
+  std::string_view port;
+  if (!url.empty() && url.front() == '[') {
+    const size_t close = url.find(']');
+    if (close == std::string_view::npos || close + 1 >= url.size() || url[close + 1] != ':')
+      return std::nullopt;
+    host = url.substr(1, close - 1);
+    port = url.substr(close + 2);
+  } else {
+    const size_t colon = url.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = url.substr(0, colon);
+    port = url.substr(colon + 1);
+  }
+  auto ip = parse_ip(host);
+  if (!ip) return std::nullopt;
+  if (ip->is_v4() == (!url.empty() && url.front() == '[')) return std::nullopt;  // [v4], bare v6
+  uint32_t p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535)
+    return std::nullopt;
+  return ApiAddress{*ip, static_cast<uint16_t>(p)};
+}
+
+std::string format_advertise_url(const IpAddress& ip, uint16_t port) {
+  std::string out = "http://";
+  if (ip.is_v4()) {
+    out += to_string(ip);
+  } else {
+    out += '[';
+    out += to_string(ip);
+    out += ']';
+  }
+  out += ':';
+  out += std::to_string(port);
+  return out;
+}
+
+std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port) {
+  if (port == 0 || is_unspecified(ip)) return std::nullopt;
+  return format_advertise_url(ip, port);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and answers
+
+bool forwardable_route(const std::vector<std::string>& segs) {
+  if (segs.size() < 4 || segs[0] != "v1" || segs[1] != "tenants") return false;
+  return !(segs.size() == 4 && segs[3] == "events");  // intake: the inbox's, not ours
+}
+
+bool is_not_owner(const HttpResponse& r) {
+  return r.status == 503 &&
+         std::string_view(r.body).substr(0, kNotOwnerPrefix.size()) == kNotOwnerPrefix;
+}
+
+std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
+                                  std::string_view origin) {
+  std::string out;
+  out.reserve(256 + req.target.size() + req.body.size());
+  out += req.method;
+  out += ' ';
+  out += req.target;
+  out += " HTTP/1.1\r\nHost: ";
+  out += host;
+  out += "\r\n";
+  // Only what the owner needs to answer as it would answer the client: the token (the same on
+  // every node) and the body's type.
+  if (const std::string* a = req.header("authorization")) {
+    out += "Authorization: ";
+    out += *a;
+    out += "\r\n";
+  }
+  if (const std::string* ct = req.header("content-type")) {
+    out += "Content-Type: ";
+    out += *ct;
+    out += "\r\n";
+  }
+  out += "X-Ringcast-Forwarded: ";
+  out += origin;
+  out += "\r\nContent-Length: ";
+  out += std::to_string(req.body.size());
+  out += "\r\nConnection: close\r\n\r\n";
+  out += req.body;
+  return out;
+}
+
+const std::string* ExchangeReply::header(std::string_view lower_name) const {
+  for (const auto& h : headers)
+    if (h.name == lower_name) return &h.value;
+  return nullptr;
+}
+
+Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view request,
+                                    SteadyTime deadline, size_t max_response_bytes) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (to.ip.is_v4()) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(to.port);
+    std::memcpy(&a->sin_addr, to.ip.bytes.data(), 4);
+    len = sizeof(sockaddr_in);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(to.port);
+    std::memcpy(&a->sin6_addr, to.ip.bytes.data(), 16);
+    len = sizeof(sockaddr_in6);
+  }
+  Fd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return sys_error("connect_failed", errno);
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    if (errno != EINPROGRESS) return sys_error("connect_failed", errno);
+    const int w = wait_fd(fd.get(), POLLOUT, deadline);
+    if (w == 0) return timeout_error();
+    if (w < 0) return sys_error("connect_failed", errno);
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+    if (err != 0) return sys_error("connect_failed", err);
+  }
+  size_t off = 0;
+  while (off < request.size()) {
+    const ssize_t n = ::send(fd.get(), request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const int w = wait_fd(fd.get(), POLLOUT, deadline);
+      if (w == 0) return timeout_error();
+      if (w < 0) return sys_error("io_failed", errno);
+      continue;
+    }
+    return sys_error("io_failed", n < 0 ? errno : EPIPE);
+  }
+  Collector c;
+  c.max_bytes = max_response_bytes;
+  llhttp_t parser;
+  llhttp_init(&parser, HTTP_RESPONSE, &Collector::settings());
+  parser.data = &c;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return sys_error("io_failed", errno);
+      const int w = wait_fd(fd.get(), POLLIN, deadline);
+      if (w == 0) return timeout_error();
+      if (w < 0) return sys_error("io_failed", errno);
+      continue;
+    }
+    const llhttp_errno_t e =
+        n == 0 ? llhttp_finish(&parser) : llhttp_execute(&parser, buf, static_cast<size_t>(n));
+    if (c.done) return std::move(c.reply);
+    if (c.too_large) {
+      return make_error(Errc::kLimitExceeded, "the answer is larger than the forward limit",
+                        nullptr, "too_large");
+    }
+    if (e != HPE_OK) {
+      return make_error(Errc::kInvalidArgument, "malformed HTTP answer", nullptr, "bad_response");
+    }
+    if (n == 0) {
+      return make_error(Errc::kInvalidArgument, "the connection closed before a whole answer",
+                        nullptr, "bad_response");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarder
+
+const char* Forwarder::outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kAnswered:
+      return "answered";
+    case Outcome::kNoOwner:
+      return "no_owner";
+    case Outcome::kLookupFailed:
+      return "lookup_failed";
+    case Outcome::kNoAddress:
+      return "no_address";
+    case Outcome::kUnreachable:
+      return "unreachable";
+    case Outcome::kTimeout:
+      return "timeout";
+    case Outcome::kOverloaded:
+      return "overloaded";
+    case Outcome::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+std::shared_ptr<Forwarder> Forwarder::create(ForwardOptions options) {
+  return std::shared_ptr<Forwarder>(new Forwarder(std::move(options)));
+}
+
+Forwarder::Forwarder(ForwardOptions options) : options_(std::move(options)) {
+  ReadPoolOptions po;
+  po.threads = std::max<uint32_t>(1, options_.max_forwards);
+  po.max_queued = po.threads;
+  po.name = "rc-fwd";
+  pool_ = std::make_unique<ReadPool>(po);
+}
+
+Forwarder::~Forwarder() {
+  stop();
+}
+
+void Forwarder::stop() {
+  pool_->stop();
+}
+
+Responder Forwarder::wrap(std::shared_ptr<const HttpRequest> req, Partition p, Responder client) {
+  auto held = std::make_shared<Responder>(std::move(client));
+  return Responder::from_function(
+      [self = shared_from_this(), req = std::move(req), p, held](HttpResponse r) mutable {
+        if (!is_not_owner(r)) return held->send(std::move(r));
+        self->start(std::move(req), p, std::move(r), std::move(*held));
+      });
+}
+
+void Forwarder::start(std::shared_ptr<const HttpRequest> req, Partition p, HttpResponse not_owner,
+                      Responder client) {
+  const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
+  // The job owns the request and the not_owner answer (the answer when nobody owns p).
+  auto work = [this, req = std::move(req), p, not_owner = std::move(not_owner),
+               deadline]() mutable { return run(*req, p, std::move(not_owner), deadline); };
+  switch (pool_->submit(std::move(work), client)) {
+    case ReadPool::Submit::kQueued:
+      return;
+    case ReadPool::Submit::kFull:
+      note(Outcome::kOverloaded);
+      return client.send(unavailable(
+          "overloaded", "too many calls are being forwarded to their owners; retry in a moment"));
+    case ReadPool::Submit::kStopped:
+      return client.send(ReadPool::stopped_response());
+  }
+}
+
+HttpResponse Forwarder::run(const HttpRequest& req, Partition p, HttpResponse not_owner,
+                            SteadyTime deadline) {
+  const auto t0 = std::chrono::steady_clock::now();
+  in_flight_.fetch_add(1);
+  struct Done {
+    Forwarder* f;
+    std::chrono::steady_clock::time_point t0;
+    ~Done() {
+      f->in_flight_.fetch_sub(1);
+      f->micros_total_.fetch_add(
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count()));
+    }
+  } done{this, t0};
+  auto timed_out = [&](const std::string& who) {
+    note(Outcome::kTimeout);
+    return unavailable("owner_unreachable", who + " did not answer within " +
+                                                std::to_string(to_ms(options_.timeout)) +
+                                                " ms; retry in a moment");
+  };
+  if (t0 >= deadline) return timed_out("the owner of this tenant's partition");
+  const Duration wait = std::chrono::duration_cast<Duration>(deadline - t0);
+  Result<ForwardTarget> owner = options_.find_owner(p, wait);
+  if (!owner.ok()) {
+    note(Outcome::kLookupFailed);
+    return not_owner;
+  }
+  if (owner->node_id.empty() || owner->node_id == options_.node_id) {
+    note(Outcome::kNoOwner);  // between owners, or this node holds it while handing it over
+    return not_owner;
+  }
+  const std::string who = "node " + owner->node_id;
+  auto addr = parse_advertise_url(owner->url);
+  if (!addr) {
+    note(Outcome::kNoAddress);
+    return unavailable("owner_unreachable",
+                       "the owner of this tenant's partition, " + who +
+                           ", has published no address (cluster.advertise_url) yet" +
+                           (owner->url.empty() ? "" : ": \"" + owner->url + "\" is not one"));
+  }
+  const std::string host =
+      owner->url.substr(7, owner->url.size() - 7 - (owner->url.back() == '/' ? 1 : 0));
+  auto reply = http_exchange(*addr, forward_request_bytes(req, host, options_.node_id), deadline,
+                             options_.max_response_bytes);
+  if (!reply.ok()) {
+    const Error& e = reply.error();
+    if (std::string_view(e.reason_or_code()) == "timeout") return timed_out(who);
+    note(Outcome::kUnreachable);
+    std::string why = e.message;
+    if (e.sys_errno != 0) why = std::strerror(e.sys_errno);
+    return unavailable("owner_unreachable", "the owner of this tenant's partition, " + who +
+                                                " at " + owner->url +
+                                                ", cannot be reached: " + why);
+  }
+  note(Outcome::kAnswered);
+  HttpResponse out;
+  out.status = static_cast<uint16_t>(reply->status);
+  out.body = std::move(reply->body);
+  out.content_type.clear();
+  for (const auto& h : reply->headers) {
+    if (h.name == "content-type") {
+      out.content_type = h.value;
+    } else if (h.name == "retry-after") {
+      out.headers.push_back({"Retry-After", h.value});
+    } else if (h.name == "allow") {
+      out.headers.push_back({"Allow", h.value});
+    } else if (h.name == "www-authenticate") {
+      out.headers.push_back({"WWW-Authenticate", h.value});
+    }
+  }
+  out.headers.push_back({std::string(kServedByHeader), owner->node_id});
+  return out;
+}
+
+std::string Forwarder::metrics_text() const {
+  std::string out =
+      "# HELP ringcast_api_forwards_total Calls this node did not own, sent on to the "
+      "partition's owner, by outcome.\n# TYPE ringcast_api_forwards_total counter\n";
+  for (size_t i = 0; i < static_cast<size_t>(Outcome::kCount); ++i) {
+    out += "ringcast_api_forwards_total{outcome=\"";
+    out += outcome_name(static_cast<Outcome>(i));
+    out += "\"} ";
+    out += std::to_string(outcomes_[i].load());
+    out += '\n';
+  }
+  out +=
+      "# HELP ringcast_api_forwards_in_flight Forwarded calls waiting for their owner's "
+      "answer.\n# TYPE ringcast_api_forwards_in_flight gauge\nringcast_api_forwards_in_flight " +
+      std::to_string(std::max<int64_t>(0, in_flight_.load())) + "\n";
+  char secs[64];
+  std::snprintf(secs, sizeof secs, "%.6f", static_cast<double>(micros_total_.load()) / 1e6);
+  out +=
+      "# HELP ringcast_api_forward_seconds_sum Time spent on forwarded calls (lookup and "
+      "exchange).\n# TYPE ringcast_api_forward_seconds_sum counter\n"
+      "ringcast_api_forward_seconds_sum ";
+  out += secs;
+  out +=
+      "\n# HELP ringcast_api_forwarded_received_total Calls other nodes forwarded to this "
+      "one.\n# TYPE ringcast_api_forwarded_received_total counter\n"
+      "ringcast_api_forwarded_received_total " +
+      std::to_string(received_.load()) + "\n";
+  return out;
+}
+
+}  // namespace ringcast::net::api
