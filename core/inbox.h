@@ -81,6 +81,13 @@ class Inbox {
   // an entry left behind is drained again later and answered as a duplicate.
   virtual void ack(Partition p, std::vector<std::string> ids,
                    std::vector<std::string> key_fields) = 0;
+
+  // The doorbell: a push rings its partitions once their entries are in; this takes (clears)
+  // the rung ones among `mine` and answers them, so an owner reads only the inboxes that got
+  // something. Best effort (a ring can be lost: a pusher that died between its entry and its
+  // ring): an owner still reads all of its inboxes now and then.
+  using RungDone = std::function<void(Result<std::vector<Partition>>)>;
+  virtual void take_rung(std::vector<Partition> mine, Poster& on, RungDone done) = 0;
 };
 
 }  // namespace ringcast

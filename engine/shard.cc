@@ -289,25 +289,67 @@ void Shard::turn() {
 // ---- cluster mode: the inboxes of the partitions held here (core/inbox.h) -------------------
 
 void Shard::poll_inboxes() {
-  next_inbox_poll_ = loop_->now() + options_.inbox_poll;
+  const MonoTime now = loop_->now();
+  next_inbox_poll_ = now + options_.inbox_poll;
   if (store_.degraded()) return;  // what is drained could not be written now
   std::vector<std::pair<Partition, std::string>> after;
-  std::vector<uint64_t> epochs;
   for (const auto& [p, o] : owned_) {
     if (o.releasing || o.inbox_busy) continue;
     after.emplace_back(p, o.inbox_cursor);
-    epochs.push_back(o.epoch);
   }
   if (after.empty()) return;
   inbox_polling_ = true;
   ++inbox_ops_;
+  // Every inbox now and then (a sweep: a ring can be lost, and what was queued before this
+  // shard held a partition rang nobody's bell); between sweeps only the rung ones.
+  if (now >= next_inbox_sweep_ || inbox_sweep_now_) {
+    next_inbox_sweep_ = now + options_.inbox_poll * 20;
+    inbox_sweep_now_ = false;
+    return read_inboxes(std::move(after));
+  }
+  std::vector<Partition> mine;
+  mine.reserve(after.size());
+  for (const auto& a : after) mine.push_back(a.first);
+  options_.inbox->take_rung(
+      std::move(mine), poster_,
+      [this, after = std::move(after)](Result<std::vector<Partition>> rung) mutable {
+        if (!rung.ok() || rung->empty() || draining_) {
+          --inbox_ops_;
+          inbox_polling_ = false;
+          return;
+        }
+        std::erase_if(after, [&](const auto& a) {
+          return std::find(rung->begin(), rung->end(), a.first) == rung->end();
+        });
+        // The rung partitions are read even if their drain starts later: the ring is taken.
+        for (auto& a : after) {
+          if (auto it = owned_.find(a.first); it != owned_.end())
+            a.second = it->second.inbox_cursor;
+        }
+        --inbox_ops_;
+        inbox_polling_ = false;
+        if (after.empty()) return;
+        inbox_polling_ = true;
+        ++inbox_ops_;
+        read_inboxes(std::move(after));
+      });
+}
+
+void Shard::read_inboxes(std::vector<std::pair<Partition, std::string>> after) {
+  std::vector<uint64_t> epochs;
+  epochs.reserve(after.size());
+  for (const auto& a : after) {
+    auto it = owned_.find(a.first);
+    epochs.push_back(it == owned_.end() ? 0 : it->second.epoch);
+  }
   const size_t max_each = std::clamp<size_t>(options_.max_batch_events, 1, 1000);
   options_.inbox->read(
       std::move(after), max_each, poster_,
       [this, epochs = std::move(epochs), max_each](Result<std::vector<InboxRead>> r) {
         --inbox_ops_;
         inbox_polling_ = false;
-        if (!r.ok() || draining_) return;  // polled again at the next interval
+        if (!r.ok()) inbox_sweep_now_ = true;  // the rings taken for it are gone: read them all
+        if (!r.ok() || draining_) return;
         for (size_t i = 0; i < r->size() && i < epochs.size(); ++i) {
           InboxRead& read = (*r)[i];
           if (read.entries.empty()) continue;
@@ -374,7 +416,9 @@ void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> ent
         if (it == owned_.end() || it->second.epoch != epoch) return;
         it->second.inbox_busy = false;
         it->second.inbox_cursor = std::move(cursor);
-        // More waiting: poll again at once (a full read), else at the next interval.
+        // More waiting (a full read), or some left for later (a transient error): read every
+        // inbox at the next poll — at once after a full read — since no ring says so.
+        if (full || stopped) inbox_sweep_now_ = true;
         if (full && !stopped) next_inbox_poll_ = loop_->now();
       });
 }
@@ -467,7 +511,8 @@ void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartitio
   OwnedPart& o = owned_[p];
   o = OwnedPart{};
   o.epoch = epoch;
-  next_inbox_poll_ = loop_->now();  // what was queued for p while nobody held it
+  next_inbox_poll_ = loop_->now();  // what was queued for p while nobody held it: a sweep
+  inbox_sweep_now_ = true;
   metrics_.partitions_acquired.fetch_add(1, std::memory_order_relaxed);
   loop_->wake();
 }

@@ -124,6 +124,7 @@ class Shard final : public IdAllocator {
   // a partition's queued events in through the normal intake; entries are removed once what
   // they became is durable.
   void poll_inboxes();
+  void read_inboxes(std::vector<std::pair<Partition, std::string>> after);
   void drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> entries, bool full);
   // Takes one checked event in (fan-out into this turn's mutations), or answers it as a
   // duplicate or conflict of this turn's events or of `stored`, the store's record for its key.
@@ -171,7 +172,9 @@ class Shard final : public IdAllocator {
   };
   bool inbox_polling_ = false;  // one inbox poll at a time per shard
   MonoTime next_inbox_poll_;
-  uint32_t inbox_ops_ = 0;  // inbox pushes and reads outstanding (a stop waits for them)
+  MonoTime next_inbox_sweep_;     // every inbox held is read then (20 polls apart)
+  bool inbox_sweep_now_ = false;  // a partition was taken: sweep at the next poll
+  uint32_t inbox_ops_ = 0;        // inbox pushes and reads outstanding (a stop waits for them)
   bool sendable(Partition p, MonoTime now) const;
   void retry_failed_loads();
   struct RetryLoad {

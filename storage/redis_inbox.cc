@@ -57,6 +57,15 @@ if #ARGV > n + 1 then redis.call('HDEL', KEYS[2], unpack(ARGV, n + 2, #ARGV)) en
 return 1
 )lua";
 
+// KEYS[1] = the doorbell set; ARGV = the caller's partitions. SREMs and answers those rung.
+constexpr std::string_view kTakeRungScript = R"lua(
+local out = {}
+for i = 1, #ARGV do
+  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then out[#out + 1] = ARGV[i] end
+end
+return out
+)lua";
+
 Error unavailable(std::string_view why) {
   (void)why;
   return make_error(Errc::kUnavailable,
@@ -122,6 +131,7 @@ struct RedisInbox::Impl {
   std::string key(Partition p, std::string_view suffix) const {
     return cluster::partition_key(opt.ns, p, suffix);
   }
+  std::string ring_key() const { return "{" + opt.ns + "}:ring"; }
 
   Result<void> init() {
     auto l = net::Loop::create({});
@@ -199,11 +209,22 @@ struct RedisInbox::Impl {
       co.key_index = 3;
       client->command(
           std::span<const std::string_view>(cmd),
-          [this, job, idx](Result<Reply> r) {
+          [this, job, idx, rung = p](Result<Reply> r) {
             if (!r.ok() || r->is_error() || !r->is_array() || r->size() != idx.size()) {
               job->failed = true;
             } else {
-              for (size_t k = 0; k < idx.size(); ++k) job->answers[idx[k]] = parse_answer((*r)[k]);
+              bool queued = false;
+              for (size_t k = 0; k < idx.size(); ++k) {
+                job->answers[idx[k]] = parse_answer((*r)[k]);
+                queued =
+                    queued || (job->answers[idx[k]].ok() &&
+                               job->answers[idx[k]]->kind != InboxAnswer::Kind::kUnknownTenant);
+              }
+              // The entries are in: ring (after, so an owner that takes the ring finds them).
+              if (queued) {
+                const std::string part = std::to_string(rung);
+                client->command({"SADD", ring_key(), part}, [](Result<Reply>) {});
+              }
             }
             finish(job);
           },
@@ -306,6 +327,36 @@ struct RedisInbox::Impl {
     (void)this;
   }
 
+  void take_rung(std::vector<Partition> mine, Poster* on, RungDone done) {
+    auto answer = [on, done = std::move(done)](Result<std::vector<Partition>> r) mutable {
+      on->post([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+    };
+    if (closing) return answer(unavailable("closed"));
+    if (mine.empty()) return answer(std::vector<Partition>{});
+    const std::string ring = ring_key();
+    std::vector<std::string> parts;
+    parts.reserve(mine.size());
+    for (Partition p : mine) parts.push_back(std::to_string(p));
+    std::vector<std::string_view> cmd{"EVAL", kTakeRungScript, "1", ring};
+    for (const std::string& s : parts) cmd.push_back(s);
+    redis::CommandOptions co;
+    co.key_index = 3;
+    client->command(
+        std::span<const std::string_view>(cmd),
+        [answer = std::move(answer)](Result<Reply> r) mutable {
+          if (!r.ok() || r->is_error() || !r->is_array()) return answer(unavailable("ring"));
+          std::vector<Partition> out;
+          for (size_t i = 0; i < r->size(); ++i) {
+            uint32_t v = 0;
+            const std::string& s = (*r)[i].str();
+            std::from_chars(s.data(), s.data() + s.size(), v);
+            if (v < kPartitions) out.push_back(static_cast<Partition>(v));
+          }
+          answer(std::move(out));
+        },
+        co);
+  }
+
   void ack(Partition p, std::vector<std::string> ids, std::vector<std::string> fields) {
     if (closing || (ids.empty() && fields.empty())) return;
     const std::string in = key(p, "in"), ik = key(p, "ik");
@@ -374,6 +425,13 @@ void RedisInbox::read(std::vector<std::pair<Partition, std::string>> after, size
                      done = std::move(done)]() mutable {
     impl->read(std::move(after), max_each, &on, std::move(done));
   });
+}
+
+void RedisInbox::take_rung(std::vector<Partition> mine, Poster& on, RungDone done) {
+  impl_->loop->post(
+      [impl = impl_.get(), mine = std::move(mine), &on, done = std::move(done)]() mutable {
+        impl->take_rung(std::move(mine), &on, std::move(done));
+      });
 }
 
 void RedisInbox::ack(Partition p, std::vector<std::string> ids, std::vector<std::string> fields) {

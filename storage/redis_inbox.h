@@ -4,6 +4,9 @@
 //                  y (type), p (payload), h (be64 payload hash); the entry id's milliseconds
 //                  are the time it was accepted (Redis's clock)
 //   T ik   hash    tenant "\0" event id -> be64(payload hash): the ids queued in T in
+//   {<ns>}:ring set  the doorbell: partitions whose inbox got entries since their owner last
+//                    took the ring (SADD after a push's script answered; an owner's script
+//                    SREMs its own partitions and answers them, before it reads them)
 // Push. One script per partition, pipelined: for each event, in order, T key (RedisStore's
 // idempotency hash) answers "stored" with its record, else T ik answers "already queued" with
 // the queued hash, else T tn without the tenant answers "unknown tenant", else XADD + HSET.
@@ -49,6 +52,7 @@ class RedisInbox final : public Inbox {
   void read(std::vector<std::pair<Partition, std::string>> after, size_t max_each, Poster& on,
             ReadDone done) override;
   void ack(Partition p, std::vector<std::string> ids, std::vector<std::string> key_fields) override;
+  void take_rung(std::vector<Partition> mine, Poster& on, RungDone done) override;
 
   struct Impl;
 

@@ -234,5 +234,35 @@ TEST_F(RedisInboxTest, AClosedInboxAnswersEveryPushAndReadWithAnError) {
   EXPECT_FALSE(pr.get_future().get());
 }
 
+TEST_F(RedisInboxTest, APushRingsItsPartitionAndTheOwnerTakesOnlyItsOwnRings) {
+  auto inbox = open();
+  ASSERT_TRUE(inbox);
+  auto take = [&](std::vector<Partition> mine) {
+    std::promise<Result<std::vector<Partition>>> pr;
+    inbox->take_rung(std::move(mine), poster_,
+                     [&](Result<std::vector<Partition>> r) { pr.set_value(std::move(r)); });
+    auto r = pr.get_future().get();
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<Partition>{};
+  };
+  EXPECT_TRUE(take({p_}).empty()) << "nothing was pushed";
+  ASSERT_EQ(push(*inbox, {ev(tenant_, "r1", "{}")})[0]->kind, InboxAnswer::Kind::kQueued);
+  // A refusal writes nothing and rings nothing.
+  const Partition other = partition_of("nobody-here");
+  ASSERT_EQ(push(*inbox, {ev("nobody-here", "r2", "{}")})[0]->kind,
+            InboxAnswer::Kind::kUnknownTenant);
+  // The ring is sent after the push's script answered: it is there once the push answered.
+  EXPECT_EQ(server_->cmd({"SISMEMBER", "{rc}:ring", std::to_string(p_)}).integer, 1);
+  EXPECT_EQ(server_->cmd({"SISMEMBER", "{rc}:ring", std::to_string(other)}).integer, 0);
+  // Another node's partitions: its ring stays for its owner.
+  const Partition q = static_cast<Partition>((p_ + 7) % kPartitions);
+  ASSERT_FALSE(server_->cmd({"SADD", "{rc}:ring", std::to_string(q)}).is_error());
+  auto got = take({p_, static_cast<Partition>((p_ + 1) % kPartitions)});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], p_);
+  EXPECT_TRUE(take({p_}).empty()) << "a ring is taken once";
+  EXPECT_EQ(server_->cmd({"SISMEMBER", "{rc}:ring", std::to_string(q)}).integer, 1);
+}
+
 }  // namespace
 }  // namespace ringcast::storage::test
