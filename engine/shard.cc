@@ -22,6 +22,11 @@ Error unknown_tenant() {
   return make_error(Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant",
                     "unknown_tenant");
 }
+Error invalid_event_id() {
+  return make_error(Errc::kInvalidArgument,
+                    "event id must be 1-256 printable ASCII characters without spaces", "id",
+                    "invalid_event_id");
+}
 Error unknown_endpoint() {
   return make_error(Errc::kNotFound, "no such endpoint for this tenant", "endpoint",
                     "unknown_endpoint");
@@ -921,9 +926,7 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
     // partition's inbox (its script checks the tenant and the id's uniqueness).
     if (!valid_event_id(in.id)) {
       metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
-      return make_error(Errc::kInvalidArgument,
-                        "event id must be 1-256 printable ASCII characters without spaces", "id",
-                        "invalid_event_id");
+      return invalid_event_id();
     }
     *to_inbox = true;
     return ok();
@@ -946,9 +949,7 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
   }
   if (!valid_event_id(in.id)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
-    return make_error(Errc::kInvalidArgument,
-                      "event id must be 1-256 printable ASCII characters without spaces", "id",
-                      "invalid_event_id");
+    return invalid_event_id();
   }
   return ok();
 }

@@ -57,12 +57,19 @@ if #ARGV > n + 1 then redis.call('HDEL', KEYS[2], unpack(ARGV, n + 2, #ARGV)) en
 return 1
 )lua";
 
-// KEYS[1] = the doorbell set; ARGV = the caller's partitions. SREMs and answers those rung.
+// KEYS[1] = the doorbell set; ARGV = the caller's partitions. SREMs and answers those rung:
+// one SMEMBERS (the set holds only what rang since its owners last looked: small), then one
+// SREM of the caller's among them, if any.
 constexpr std::string_view kTakeRungScript = R"lua(
+local rung = redis.call('SMEMBERS', KEYS[1])
+if #rung == 0 then return {} end
+local mine = {}
+for i = 1, #ARGV do mine[ARGV[i]] = true end
 local out = {}
-for i = 1, #ARGV do
-  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then out[#out + 1] = ARGV[i] end
+for _, p in ipairs(rung) do
+  if mine[p] then out[#out + 1] = p end
 end
+if #out > 0 then redis.call('SREM', KEYS[1], unpack(out)) end
 return out
 )lua";
 

@@ -80,32 +80,24 @@ local function send(cmd, k, args)
     redis.call(cmd, k, unpack(args, j, math.min(#args, j + 6999)))
   end
 end
+-- shape: 'fv' field value pairs (HSET), 'sm' score member pairs (ZADD), else names alone
+local function flush_one(t, cmd, k, shape)
+  local m = t[k]
+  if not m then return end
+  local a = {}
+  for f, v in pairs(m) do
+    if shape == 'sm' then a[#a + 1] = v end
+    a[#a + 1] = f
+    if shape == 'fv' then a[#a + 1] = v end
+  end
+  if #a > 0 then send(cmd, k, a) end
+  t[k] = nil
+end
 local function flush(k)
-  local a
-  if hset[k] then
-    a = {}
-    for f, v in pairs(hset[k]) do a[#a + 1] = f; a[#a + 1] = v end
-    if #a > 0 then send('HSET', k, a) end
-    hset[k] = nil
-  end
-  if hdel[k] then
-    a = {}
-    for f in pairs(hdel[k]) do a[#a + 1] = f end
-    if #a > 0 then send('HDEL', k, a) end
-    hdel[k] = nil
-  end
-  if zadd[k] then
-    a = {}
-    for m, s in pairs(zadd[k]) do a[#a + 1] = s; a[#a + 1] = m end
-    if #a > 0 then send('ZADD', k, a) end
-    zadd[k] = nil
-  end
-  if zrem[k] then
-    a = {}
-    for m in pairs(zrem[k]) do a[#a + 1] = m end
-    if #a > 0 then send('ZREM', k, a) end
-    zrem[k] = nil
-  end
+  flush_one(hset, 'HSET', k, 'fv')
+  flush_one(hdel, 'HDEL', k)
+  flush_one(zadd, 'ZADD', k, 'sm')
+  flush_one(zrem, 'ZREM', k)
 end
 for i = 6, n, 4 do
   local op, k, f = ARGV[i], pre .. ARGV[i + 1], ARGV[i + 2]
@@ -1691,7 +1683,10 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
   std::vector<Cmd> cmds;
   cmds.push_back({"HGETALL", pre + "ep"});
   cmds.push_back({"HGETALL", pre + "tn"});
-  cmds.push_back({"ZRANGEBYLEX", pre + "act", "-", "+"});
+  // The active set a page at a time (millions of pending deliveries in a partition must not be
+  // one reply): this is the first page.
+  cmds.push_back(
+      {"ZRANGEBYLEX", pre + "act", "-", "+", "LIMIT", "0", std::to_string(kRecoveryChunk)});
   cmds.push_back({"GET", pre + "seq"});
   Replies rs = impl_->run(std::move(cmds));
   {  // endpoints, in id order
@@ -1723,18 +1718,20 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       ++st.tenants;
     }
   }
-  {  // non-terminal deliveries, in id order, in chunks; leases are turned back first
-    auto c = check(rs[2]);
-    if (!c) return c.error();
-    if (!(*c)->is_array()) return bad_reply();
-    std::vector<DeliveryId> ids;
-    for (const Reply& m : (*c)->elements()) {
-      if (m.str().size() != 8) return make_error(Errc::kCorruption, "active: bad member");
-      ids.push_back(get_be64(m.str().data()));
-    }
-    for (size_t lo = 0; lo < ids.size(); lo += kRecoveryChunk) {
-      std::vector<DeliveryId> part(ids.begin() + lo,
-                                   ids.begin() + std::min(ids.size(), lo + kRecoveryChunk));
+  {  // non-terminal deliveries, in id order, a page at a time; leases are turned back first
+    Result<Reply> page = std::move(rs[2]);
+    for (;;) {
+      auto c = check(page);
+      if (!c) return c.error();
+      if (!(*c)->is_array()) return bad_reply();
+      std::vector<DeliveryId> part;
+      std::string last;  // the page's last member: the next page starts after it
+      for (const Reply& m : (*c)->elements()) {
+        if (m.str().size() != 8) return make_error(Errc::kCorruption, "active: bad member");
+        part.push_back(get_be64(m.str().data()));
+        last = m.str();
+      }
+      if (part.empty()) break;
       auto ds = impl_->fetch(part);
       if (!ds) return ds.error();
       std::vector<Delivery> chunk;
@@ -1793,6 +1790,9 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       }
       for (const Delivery& d : chunk) visitor.on_delivery(d);
       st.pending += chunk.size();
+      if (part.size() < kRecoveryChunk) break;
+      page = impl_->run1({"ZRANGEBYLEX", pre + "act", "(" + last, "+", "LIMIT", "0",
+                          std::to_string(kRecoveryChunk)});
     }
   }
   {

@@ -138,5 +138,31 @@ TEST_F(RedisRecoverAsyncTest, AfterCancelNothingIsPostedAndTheStoreClosesWithLoa
   EXPECT_EQ(poster.run(std::chrono::milliseconds(100)), 0u);
 }
 
+// The active set is read a page at a time (1024): a partition with more pending deliveries than
+// a page recovers every one of them, once, in id order.
+TEST_F(RedisRecoverAsyncTest, RecoversMorePendingDeliveriesThanAPageHoldsInIdOrder) {
+  constexpr uint64_t kMore = 2500;
+  for (uint64_t from = 0; from < kMore; from += 500) {
+    Mutations m;
+    for (uint64_t i = from; i < from + 500; ++i)
+      m.deliveries.push_back(
+          put_new(make_delivery(ev_, make_id(partition_of(tenant_), 2), 100 + i), tenant_));
+    auto w = store_->write(m);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(store_->wait_durable(*w, seconds(10)));
+  }
+  QueuePoster poster;
+  std::optional<Result<RecoveredPartition>> got;
+  store_->recover_async(partition_of(tenant_), kT0 + hours(1), poster,
+                        [&](Result<RecoveredPartition> r) { got = std::move(r); });
+  for (int i = 0; i < 100 && !got; ++i) poster.run(std::chrono::milliseconds(100));
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(got->ok()) << got->error().message;
+  const auto& ds = (*got)->deliveries;
+  EXPECT_EQ(ds.size(), kMore + 2);  // and the two of SetUp that are not terminal
+  EXPECT_EQ((*got)->stats.pending, kMore + 2);
+  for (size_t i = 1; i < ds.size(); ++i) EXPECT_LT(ds[i - 1].id, ds[i].id) << i;
+}
+
 }  // namespace
 }  // namespace ringcast::storage::test
