@@ -918,6 +918,14 @@ void Shard::refresh_gauges() {
 
 // ---- intake ----------------------------------------------------------------------------------
 
+// ISSUE 16: Redis near maxmemory (Store::full()): intake waits, deliveries go on.
+Error Shard::store_full() {
+  metrics_.intake_store_full.fetch_add(1, std::memory_order_relaxed);
+  return make_error(Errc::kUnavailable,
+                    "the store is near its memory limit (Redis maxmemory): retry in a moment",
+                    nullptr, "store_full");
+}
+
 Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
   if (draining_) return shutting_down();
   if (!serves(in.tenant)) {
@@ -928,6 +936,10 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
       metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
       return invalid_event_id();
     }
+    // Queued events take Redis memory too: the high-water mark holds for them as well. (Not
+    // degraded(): the inbox confirms its own writes, and a store that cannot is why an inbox
+    // helps.)
+    if (store_.full()) return store_full();
     *to_inbox = true;
     return ok();
   }
@@ -937,12 +949,7 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
                       "over): retry in a moment",
                       nullptr, "store_unavailable");
   }
-  if (store_.full()) {  // ISSUE 16: Redis near maxmemory; deliveries and attempts still write
-    metrics_.intake_store_full.fetch_add(1, std::memory_order_relaxed);
-    return make_error(Errc::kUnavailable,
-                      "the store is near its memory limit (Redis maxmemory): retry in a moment",
-                      nullptr, "store_full");
-  }
+  if (store_.full()) return store_full();  // deliveries and attempts still write
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();

@@ -116,6 +116,7 @@ class Shard final : public IdAllocator {
   // `to_inbox` (null: never): set when the event is well-formed but its partition is not
   // served here and goes to its inbox instead (cluster mode, EngineOptions::inbox).
   Result<void> check_event_input(const EventInput& in, bool* to_inbox);
+  Error store_full();  // the answer while the store is over its memory high-water mark
   // submit_batch; `from_inbox`: the events were drained from their partitions' inboxes (they
   // never go back to one, and their own queued keys do not count as taken).
   void submit_events(std::vector<EventInput> events, bool from_inbox,

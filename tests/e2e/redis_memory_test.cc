@@ -69,5 +69,76 @@ TEST(E2eRedisMemory, IntakeAnswers503StoreFullOverTheHighWaterMarkAndResumesBelo
   EXPECT_EQ(d.terminate().code, 0);
 }
 
+// The same for events a node queues for a partition it does not own (cluster mode's inboxes,
+// core/inbox.h): two nodes on one small redis-server; over the mark, an event node a would
+// queue for node b's partition is refused 503 store_full too, and queued again once freed.
+TEST(E2eRedisMemory, QueuedIntakeOnANonOwnerIsHeldBackToo) {
+  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  test::TempDir redis_dir("e2e-redis-memory-inbox");
+  test::RedisServerOptions ro;
+  ro.extra_config = {"maxmemory 16mb", "maxmemory-policy noeviction"};
+  auto redis = test::RedisServer::start(redis_dir.path(), ro);
+  auto node = [&](const char* id) {
+    DaemonOptions o;
+    o.env = {"RINGCAST_STORAGE_BACKEND=redis",
+             "RINGCAST_STORAGE_REDIS_SERVERS=" + redis->address(),
+             "RINGCAST_STORAGE_REDIS_WAIT_REPLICAS=0",
+             "RINGCAST_STORAGE_REDIS_HIGH_WATER=0.5",
+             "RINGCAST_CLUSTER_ENABLED=true",
+             std::string("RINGCAST_CLUSTER_NODE_ID=") + id,
+             "RINGCAST_CLUSTER_LEASE_TTL=1s",
+             "RINGCAST_CLUSTER_SAFETY_MARGIN=250ms",
+             "RINGCAST_CLUSTER_HEARTBEAT_INTERVAL=200ms",
+             "RINGCAST_CLUSTER_MEMBER_TTL=700ms"};
+    return o;
+  };
+  Daemon a(node("node-a")), b(node("node-b"));
+  a.start();
+  b.start();
+  auto owned = [](const Daemon& d) {
+    Reply r = d.call("GET", "/v1/cluster");
+    return r.status == 200 ? r.json()["owned_count"].i64() : 0;
+  };
+  ASSERT_TRUE(wait_until([&] { return owned(a) > 0 && owned(b) > 0 && owned(a) + owned(b) == 256; },
+                         scaled(15s), 50ms))
+      << a.output() << b.output();
+  // A tenant of node b's: node a queues its events.
+  std::string tenant;
+  for (int i = 0; i < 64 && tenant.empty(); ++i) {
+    std::string t = "m";
+    t += std::to_string(i);
+    Reply cr = create_endpoint(a, t, "{\"url\":\"http://127.0.0.1:9/x\"}");
+    ASSERT_EQ(cr.status, 201) << cr.describe();
+    Reply probe = submit_event(a, t, "probe", "payment.created", "{}");
+    ASSERT_EQ(probe.status, 202) << probe.describe();
+    if (probe.json()["queued"].boolean()) tenant = t;
+  }
+  ASSERT_FALSE(tenant.empty()) << "node a owns every tenant tried";
+
+  const std::string blob(64 * 1024, 'f');
+  for (int i = 0; i < 160; ++i)
+    ASSERT_FALSE(redis->cmd({"SET", "filler:" + std::to_string(i), blob}).is_error());
+  Reply refused;
+  int n = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        refused = submit_event(a, tenant, "q-" + std::to_string(n++), "payment.created", "{}");
+        return refused.status == 503;
+      },
+      scaled(10s), 50ms))
+      << refused.describe();
+  EXPECT_NE(refused.body.find("store_full"), std::string::npos) << refused.describe();
+  for (int i = 0; i < 160; ++i) redis->cmd({"DEL", "filler:" + std::to_string(i)});
+  Reply again;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        again = submit_event(a, tenant, "q-" + std::to_string(n++), "payment.created", "{}");
+        return again.status == 202;
+      },
+      scaled(10s), 50ms))
+      << again.describe();
+  EXPECT_TRUE(again.json()["queued"].boolean()) << again.describe();
+}
+
 }  // namespace
 }  // namespace ringcast::e2e
