@@ -1,6 +1,8 @@
 #include "tests/e2e/daemon.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,14 +10,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "tests/support/redis_server.h"
 
 namespace ringcast::e2e {
 
@@ -34,7 +40,16 @@ std::string lower(std::string s) {
 //   quick  smengo shape, 3 attempts: pauses 50, 50 ms (exhaustion auto-disables, R8.1)
 //   steady smengo shape, 13 attempts up to 500 ms apart, no auto-disable (crash tests)
 //   hub    xhub shape, 11 attempts 100 ms apart, breaker on (R4)
-std::string config_toml(const DaemonOptions& o, const std::string& dir) {
+//
+// Cluster mode adds the Redis store and [cluster] with the timings of docs/cluster.md "Timings"
+// (tests column), as tests/e2e/cluster_test.cc runs them.
+struct ClusterNodeConfig {
+  std::string node_id, ns;
+  std::vector<std::string> servers;
+};
+
+std::string config_toml(const DaemonOptions& o, const std::string& dir,
+                        const ClusterNodeConfig* cluster) {
   std::ostringstream t;
   t << "# written by tests/e2e/daemon.cc\n"
     << "[server]\n"
@@ -42,7 +57,8 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir) {
     << "api_token = \"" << Daemon::kToken << "\"\n"
     << "shutdown_grace = \"5s\"\n"
     << "\n[storage]\n"
-    << "data_dir = \"" << dir << "/data\"\n"
+    << (cluster ? "backend = \"redis\"\n" : "") << "data_dir = \"" << dir
+    << (cluster ? "/data-" + cluster->node_id : "/data") << "\"\n"
     << "sync = \"interval\"\n"
     << "sync_interval = \"5ms\"\n"
     << "\n[engine]\n"
@@ -81,6 +97,23 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir) {
        "\"100ms\", \"100ms\", \"100ms\"]\n"
     << "jitter = 0.0\n"
     << "breaker = true\n";
+  if (cluster) {
+    t << "\n[storage.redis]\nservers = [";
+    for (size_t i = 0; i < cluster->servers.size(); ++i)
+      t << (i ? ", " : "") << "\"" << cluster->servers[i] << "\"";
+    t << "]\n"
+      << "cluster = true\n"
+      << "namespace = \"" << cluster->ns << "\"\n"
+      << "wait_replicas = 1\n"
+      << "wait_timeout = \"500ms\"\n"
+      << "\n[cluster]\n"
+      << "enabled = true\n"
+      << "node_id = \"" << cluster->node_id << "\"\n"
+      << "lease_ttl = \"1s\"\n"
+      << "safety_margin = \"250ms\"\n"
+      << "heartbeat_interval = \"200ms\"\n"
+      << "member_ttl = \"700ms\"\n";
+  }
   if (!o.extra_toml.empty()) t << "\n" << o.extra_toml << "\n";
   return t.str();
 }
@@ -181,16 +214,98 @@ std::string sink_binary() {
 
 // ---------------------------------------------------------------------------------------------
 
+bool cluster_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("RINGCAST_E2E_BACKEND");
+    const bool cluster = v != nullptr && std::string(v) == "cluster";
+    ::unsetenv("RINGCAST_E2E_BACKEND");
+    return cluster;
+  }();
+  return on;
+}
+
+namespace {
+
+// Read at start-up, before any child is started, and taken out of the environment: the daemons
+// would warn about an unknown RINGCAST_ variable (and a test counts their stderr lines).
+[[maybe_unused]] const bool kClusterModeAtStart = cluster_mode();
+
+constexpr uint32_t kPartitionCount = 256;
+
+// The Redis Cluster every Daemon of this test process shares in cluster mode: 3 primaries with
+// a replica each (WAIT 1 needs one), started on first use — from the test's main thread, where
+// Daemons are made (a process started from a helper thread dies with it) — and stopped at exit.
+struct SharedRedis {
+  std::unique_ptr<test::TempDir> dir;
+  std::unique_ptr<test::RedisCluster> cluster;
+  std::vector<std::string> seeds;  // the primaries
+};
+
+SharedRedis& shared_redis() {
+  static SharedRedis r;
+  if (!r.cluster) {
+    if (!test::RedisServer::available())
+      throw std::runtime_error("cluster mode needs redis-server (tools/install-deps.sh test)");
+    r.dir = std::make_unique<test::TempDir>("e2e-redis-cluster");
+    test::RedisClusterOptions co;
+    co.primaries = 3;
+    co.replicas_per_primary = 1;
+    r.cluster = test::RedisCluster::start(r.dir->path(), co);
+    for (size_t i = 0; i < 3; ++i) r.seeds.push_back(r.cluster->node(i).address());
+  }
+  return r;
+}
+
+// A namespace of its own for each Daemon of this process (its keys: {ns:p}:..., {ns}:members).
+std::string next_namespace() {
+  static std::atomic<int> n{0};
+  return "e2e" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+bool is_not_owner(const Reply& r) {
+  return r.status == 503 && r.body.find("\"not_owner\"") != std::string::npos;
+}
+
+// "/v1/tenants/{tenant}/events" → tenant; "" for any other path.
+std::string events_path_tenant(const std::string& path) {
+  const std::string pre = "/v1/tenants/";
+  if (path.compare(0, pre.size(), pre) != 0) return "";
+  const size_t slash = path.find('/', pre.size());
+  if (slash == std::string::npos || path.compare(slash, std::string::npos, "/events") != 0)
+    return "";
+  return path.substr(pre.size(), slash - pre.size());
+}
+
+}  // namespace
+
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)), tmp_("ringcast-e2e") {
-  config_path_ = tmp_.file("ringcast.toml");
-  config_text_ = config_toml(options_, tmp_.path());
-  std::ofstream f(config_path_);
-  f << config_text_;
-  if (!f) throw std::runtime_error("cannot write " + config_path_);
+  const size_t n = cluster_mode() ? kClusterNodes : 1;
+  std::optional<ClusterNodeConfig> cc;
+  if (cluster_mode()) {
+    cc.emplace();
+    cc->ns = next_namespace();
+    cc->servers = shared_redis().seeds;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    auto node = std::make_unique<Node>();
+    if (cc) {
+      node->id = "node-";
+      node->id += static_cast<char>('a' + i);
+      cc->node_id = node->id;
+    }
+    node->config_path = tmp_.file(cc ? "ringcast-" + node->id + ".toml" : "ringcast.toml");
+    node->config_text = config_toml(options_, tmp_.path(), cc ? &*cc : nullptr);
+    std::ofstream f(node->config_path);
+    f << node->config_text;
+    if (!f) throw std::runtime_error("cannot write " + node->config_path);
+    nodes_.push_back(std::move(node));
+  }
 }
 
 Daemon::~Daemon() {
-  if (process_.running()) process_.kill();
+  for (auto& n : nodes_) {
+    if (n->process.running()) n->process.kill();
+  }
   // A sanitizer report in any run fails the test, also for runs that ended with SIGKILL.
   const std::string out = output(std::string::npos);
   for (const char* needle : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
@@ -202,55 +317,125 @@ Daemon::~Daemon() {
   }
 }
 
+std::string Daemon::log_file(size_t node, int run, const char* ext) const {
+  std::string name = cluster_mode() ? nodes_[node]->id + "-run-" : "run-";
+  name += std::to_string(run);
+  name += ext;
+  return tmp_.file(name);
+}
+
 void Daemon::start(Millis timeout) {
-  if (process_.running()) throw std::runtime_error("Daemon::start: already running");
-  ++runs_;
-  test::ProcessOptions po;
-  po.stdout_path = tmp_.file("run-" + std::to_string(runs_) + ".out");
-  po.stderr_path = tmp_.file("run-" + std::to_string(runs_) + ".err");
-  po.env = options_.env;
-  po.cwd = tmp_.path();
-  process_ =
-      test::Process::start({ringcast_binary(), "serve", "--config", config_path_}, std::move(po));
-  auto line = process_.wait_for_stdout_line("listening on ", timeout);
-  if (!line) {
-    std::string why =
-        process_.running()
-            ? "no \"listening on\" line in time"
-            : "it exited: " + (process_.status() ? process_.status()->str() : std::string("?"));
-    process_.kill();
-    throw std::runtime_error("ringcast serve did not start (" + why + ")\n" + output());
+  for (auto& n : nodes_) {
+    if (n->process.running()) throw std::runtime_error("Daemon::start: already running");
   }
-  // "ringcast: listening on 127.0.0.1:PORT ..."
-  std::string addr = line->substr(line->find("listening on ") + 13);
-  addr = addr.substr(0, addr.find(' '));
-  size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("cannot parse: " + *line);
-  port_.store(static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  ++runs_;
+  // Every node first, then their "listening on" lines: the nodes come up together.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    test::ProcessOptions po;
+    po.stdout_path = log_file(i, runs_, ".out");
+    po.stderr_path = log_file(i, runs_, ".err");
+    po.env = options_.env;
+    po.cwd = tmp_.path();
+    nodes_[i]->process = test::Process::start(
+        {ringcast_binary(), "serve", "--config", nodes_[i]->config_path}, std::move(po));
+  }
+  const auto deadline = SteadyClock::now() + timeout;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = *nodes_[i];
+    const auto left =
+        std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()));
+    auto line = n.process.wait_for_stdout_line("listening on ", left);
+    if (!line) {
+      std::string why =
+          n.process.running()
+              ? "no \"listening on\" line in time"
+              : "it exited: " + (n.process.status() ? n.process.status()->str() : std::string("?"));
+      for (auto& m : nodes_) m->process.kill();
+      throw std::runtime_error("ringcast serve " + n.id + " did not start (" + why + ")\n" +
+                               output());
+    }
+    // "ringcast: listening on 127.0.0.1:PORT ..."
+    std::string addr = line->substr(line->find("listening on ") + 13);
+    addr = addr.substr(0, addr.find(' '));
+    size_t colon = addr.rfind(':');
+    if (colon == std::string::npos) throw std::runtime_error("cannot parse: " + *line);
+    n.port.store(static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  }
+  if (nodes_.size() > 1) {
+    const auto left =
+        std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()));
+    if (!wait_until([&] { return converged(); }, left, 25ms)) {
+      for (auto& m : nodes_) m->process.kill();
+      throw std::runtime_error("the cluster's nodes did not take all 256 partitions in time\n" +
+                               output());
+    }
+  }
+}
+
+bool Daemon::converged() const {
+  if (nodes_.size() == 1) return true;
+  uint32_t total = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Reply r = call_node(i, "GET", "/v1/cluster");
+    if (r.status != 200) return false;
+    Json v = r.json();
+    if (!v.is_object() || !v["synced"].boolean() || v["releasing"].i64() != 0) return false;
+    const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
+    uint32_t assigned = 0;
+    size_t members = 0;
+    for (const Json& m : v["members"].items()) {
+      ++members;
+      if (m["node_id"].str() == nodes_[i]->id)
+        assigned = static_cast<uint32_t>(m["assigned"].i64());
+    }
+    if (members != nodes_.size() || owned != assigned) return false;
+    total += owned;
+  }
+  return total == kPartitionCount;
 }
 
 void Daemon::kill9() {
-  process_.kill();
+  for (auto& n : nodes_) n->process.kill();
 }
 
 test::ExitStatus Daemon::terminate(Millis grace) {
-  return process_.stop(grace);
+  // SIGTERM to every node at once: one after the other, each would hand its partitions to the
+  // next one to stop.
+  for (auto& n : nodes_) {
+    if (n->process.running()) n->process.signal(SIGTERM);
+  }
+  const auto deadline = SteadyClock::now() + grace;
+  std::optional<test::ExitStatus> first_bad, first;
+  for (auto& n : nodes_) {
+    const auto left =
+        std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()));
+    std::optional<test::ExitStatus> st = n->process.wait(left);
+    if (!st) st = n->process.kill();
+    if (!first) first = st;
+    if (!st->ok() && !first_bad) first_bad = st;
+  }
+  return first_bad ? *first_bad : *first;
 }
 
 bool Daemon::running() {
-  return process_.running();
+  for (auto& n : nodes_) {
+    if (!n->process.running()) return false;
+  }
+  return true;
 }
 
 std::string Daemon::output(size_t max_per_file) const {
   std::string out;
-  for (int i = 1; i <= runs_; ++i) {
-    for (const char* ext : {".out", ".err"}) {
-      std::string name = "run-" + std::to_string(i) + ext;
-      std::string text = test::read_file(tmp_.file(name));
-      if (text.size() > max_per_file) {
-        text = "...\n" + text.substr(text.size() - max_per_file);
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    for (int i = 1; i <= runs_; ++i) {
+      for (const char* ext : {".out", ".err"}) {
+        const std::string path = log_file(k, i, ext);
+        std::string text = test::read_file(path);
+        if (text.size() > max_per_file) {
+          text = "...\n" + text.substr(text.size() - max_per_file);
+        }
+        if (!text.empty()) out += "--- " + path.substr(path.rfind('/') + 1) + "\n" + text;
       }
-      if (!text.empty()) out += "--- " + name + "\n" + text;
     }
   }
   return out;
@@ -261,9 +446,8 @@ Reply Daemon::call(const std::string& method, const std::string& path,
   return call_with_auth(method, path, body, std::string("Bearer ") + kToken);
 }
 
-Reply Daemon::call_with_auth(const std::string& method, const std::string& path,
-                             const std::string& body,
-                             const std::optional<std::string>& auth) const {
+Reply Daemon::call_node(size_t node, const std::string& method, const std::string& path,
+                        const std::string& body, const std::optional<std::string>& auth) const {
   std::vector<std::string> headers;
   if (auth) headers.push_back("Authorization: " + *auth);
   if (!body.empty()) {
@@ -271,7 +455,76 @@ Reply Daemon::call_with_auth(const std::string& method, const std::string& path,
                                                 : "Content-Type: application/json");
   }
   // 5 s: a healthy daemon answers in milliseconds; a stuck shard must not stall a test for long.
-  return http_request(port(), method, path, body, headers, 5s);
+  return http_request(port(node), method, path, body, headers, 5s);
+}
+
+Reply Daemon::call_with_auth(const std::string& method, const std::string& path,
+                             const std::string& body,
+                             const std::optional<std::string>& auth) const {
+  if (nodes_.size() == 1) return call_node(0, method, path, body, auth);
+  // Intake requests go out at once (a producer does not wait); any other call first waits until
+  // the events queued so far are readable.
+  if (!(method == "POST" && (path == "/v1/events/bulk" || !events_path_tenant(path).empty())))
+    settle();
+  Reply r = call_node(0, method, path, body, auth);
+  // Endpoint and breaker changes run on the tenant's owner; the others answer 503 not_owner
+  // (Retry-After: 1). Like a load balancer, try the next nodes (a few rounds: a partition can
+  // be between owners for a moment).
+  const auto deadline = SteadyClock::now() + 5s;
+  for (size_t k = 1; is_not_owner(r) && SteadyClock::now() < deadline; ++k) {
+    if (k % nodes_.size() == 0) std::this_thread::sleep_for(50ms);
+    r = call_node(k % nodes_.size(), method, path, body, auth);
+  }
+  if (method == "POST" && (r.status == 200 || r.status == 202)) note_queued(path, body, r);
+  return r;
+}
+
+void Daemon::note_queued(const std::string& path, const std::string& body, const Reply& r) const {
+  std::vector<std::pair<std::string, std::string>> queued;  // tenant, event id
+  if (path == "/v1/events/bulk") {
+    std::vector<std::string> lines;
+    std::istringstream in(body);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    const Json answer = r.json();  // (a temporary's member would dangle in the loop)
+    for (const Json& res : answer["results"].items()) {
+      if (!res["queued"].boolean()) continue;
+      const size_t line = static_cast<size_t>(res["line"].i64());
+      if (line == 0 || line > lines.size()) continue;
+      queued.emplace_back(Json::parse(lines[line - 1])["tenant"].str(), res["event_id"].str());
+    }
+  } else if (const std::string tenant = events_path_tenant(path); !tenant.empty()) {
+    Json j = r.json();
+    if (j["queued"].boolean()) queued.emplace_back(tenant, j["event_id"].str());
+  }
+  std::lock_guard<std::mutex> lock(queued_mu_);
+  queued_.insert(queued_.end(), queued.begin(), queued.end());
+}
+
+void Daemon::settle() const {
+  std::vector<std::pair<std::string, std::string>> queued;
+  {
+    std::lock_guard<std::mutex> lock(queued_mu_);
+    queued.swap(queued_);
+  }
+  if (queued.empty()) return;
+  // The owner polls its inboxes every 100 ms (cluster.inbox_poll): 10 s is a hundred polls.
+  const auto deadline = SteadyClock::now() + scaled(10s);
+  for (const auto& [tenant, id] : queued) {
+    Reply r;
+    for (;;) {
+      r = call_node(0, "GET", "/v1/tenants/" + tenant + "/events/" + id);
+      if (r.status == 200 || SteadyClock::now() >= deadline) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    if (r.status != 200) {
+      ADD_FAILURE() << "event " << id << " of tenant " << tenant
+                    << " was queued (202 \"queued\": true) and never taken in by its partition's "
+                       "owner within 10 s: GET answered "
+                    << r.describe() << "\n"
+                    << output();
+      return;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,16 +629,18 @@ std::vector<std::string> missing_ids(const test::SinkProcess& sink,
 
 Metrics scrape_metrics(const Daemon& d) {
   Metrics out;
-  Reply r = d.call_with_auth("GET", "/metrics", "", std::nullopt);
-  if (r.status != 200) return out;
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    // The value follows the last space; label values never hold one in ringcast's metrics.
-    const size_t sp = line.rfind(' ');
-    if (sp == std::string::npos || sp == 0) continue;
-    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  for (size_t node = 0; node < d.nodes(); ++node) {
+    Reply r = d.call_node(node, "GET", "/metrics", "", std::nullopt);
+    if (r.status != 200) continue;
+    std::istringstream in(r.body);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      // The value follows the last space; label values never hold one in ringcast's metrics.
+      const size_t sp = line.rfind(' ');
+      if (sp == std::string::npos || sp == 0) continue;
+      out[line.substr(0, sp)] += std::strtod(line.c_str() + sp + 1, nullptr);
+    }
   }
   return out;
 }
@@ -406,6 +661,21 @@ double metric_sum(const Metrics& m, const std::string& name) {
     any = true;
   }
   return any ? sum : -1;
+}
+
+int64_t deliveries_made(const Daemon& d, const std::string& tenant, const std::string& event_id,
+                        const Reply& intake_answer) {
+  if (intake_answer.status != 200 && intake_answer.status != 202) return -1;
+  const Json a = intake_answer.json();
+  if (!a["queued"].boolean()) return a["deliveries"].i64();
+  // Queued: d.call() first waits until the owner took it in (one batch: the event and its
+  // deliveries), so the log has them all.
+  Reply r = d.call("GET", "/v1/tenants/" + tenant + "/deliveries?limit=1000");
+  if (r.status != 200) return -1;
+  int64_t n = 0;
+  const Json list = r.json();  // (a temporary's member would dangle in the loop)
+  for (const Json& del : list["deliveries"].items()) n += del["event_id"].str() == event_id;
+  return n;
 }
 
 std::string sample(const std::vector<std::string>& ids, size_t n) {

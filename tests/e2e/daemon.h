@@ -1,17 +1,34 @@
 // The `ringcast serve` daemon as a real child process for the end-to-end tests: a TOML config in
 // a TempDir (loopback listener on port 0, RocksDB data dir in the temp dir, millisecond policies,
 // a fast breaker), readiness on the "listening on" line, a Bearer-authenticated JSON client, and
-// SIGKILL / restart on the same data dir. Invariant: a Daemon never outlives its process (the
-// destructor SIGKILLs a child that still runs) and every wait it offers is bounded.
+// SIGKILL / restart on the same data dir.
+//
+// Cluster mode (RINGCAST_E2E_BACKEND=cluster, ISSUE 16): the same suites run against a cluster.
+// A Daemon is then kClusterNodes `ringcast serve` nodes (storage.backend = "redis", [cluster]
+// with the short test timings, WAIT 1) on one Redis Cluster of 3 primaries + 3 replicas that the
+// test process starts once and shares; each Daemon has a namespace of its own. start() returns
+// once the nodes hold every partition; call() goes to node 0 and, like a load balancer, retries a
+// 503 not_owner on the other nodes; an event a non-owner queued (202 "queued": true) is waited
+// for until its owner took it in, so it reads back like on one node; kill9() / terminate() /
+// start() act on every node (a whole-cluster crash: what was acknowledged is in Redis);
+// scrape_metrics() sums the nodes; output() joins their logs.
+//
+// Invariant: a Daemon never outlives its processes (the destructor SIGKILLs children that still
+// run) and every wait it offers is bounded.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/e2e/json.h"
@@ -41,10 +58,20 @@ inline Millis scaled(Millis m) {
   return kSanitized ? m * 3 : m;
 }
 
+// True when RINGCAST_E2E_BACKEND=cluster: every Daemon is a cluster of kClusterNodes nodes.
+bool cluster_mode();
+inline constexpr size_t kClusterNodes = 3;
+
+// Skips a test that cannot run in cluster mode, with the reason (one line).
+#define RINGCAST_E2E_SINGLE_NODE_ONLY(why)                                              \
+  do {                                                                                  \
+    if (::ringcast::e2e::cluster_mode()) GTEST_SKIP() << "single node only: " << (why); \
+  } while (0)
+
 struct DaemonOptions {
   // transport.allow_private = ["127.0.0.0/8"]; false keeps the SSRF guard on for loopback.
   bool allow_private = true;
-  uint32_t shards = 2;
+  uint32_t shards = 2;  // per node
   // More TOML appended to the file (new [policies.<name>] sections, say). Keys of the sections
   // the fixture writes are overridden with `env` (RINGCAST_SECTION_KEY=value) instead.
   std::string extra_toml;
@@ -84,20 +111,29 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Starts `ringcast serve --config FILE` and waits for "listening on"; throws
-  // std::runtime_error with the daemon's output when it does not come up.
+  // Starts `ringcast serve --config FILE` and waits for "listening on" (cluster mode: on every
+  // node, then until the nodes hold every partition); throws std::runtime_error with the
+  // daemon's output when it does not come up.
   void start(Millis timeout = 20s);
-  // SIGKILL and reap (crash). The data dir stays.
+  // SIGKILL and reap (crash) every node. The data dir (the Redis namespace) stays.
   void kill9();
-  // SIGTERM and wait up to `grace` (then SIGKILL); the exit status.
+  // SIGTERM to every node at once and wait up to `grace` (then SIGKILL); the exit status (the
+  // first that is not a clean exit, in cluster mode).
   test::ExitStatus terminate(Millis grace = 20s);
-  bool running();
-  pid_t pid() const { return process_.pid(); }
+  bool running();  // every node runs
+  pid_t pid() const { return nodes_[0]->process.pid(); }
 
-  uint16_t port() const { return port_.load(); }
+  // Node 0's port; nodes() and port(i) reach the others (cluster mode).
+  uint16_t port() const { return port(0); }
+  size_t nodes() const { return nodes_.size(); }
+  uint16_t port(size_t node) const { return nodes_[node]->port.load(); }
   const std::string& dir() const { return tmp_.path(); }
-  const std::string& config_path() const { return config_path_; }
-  const std::string& config_text() const { return config_text_; }
+  // Node 0's config.
+  const std::string& config_path() const { return nodes_[0]->config_path; }
+  const std::string& config_text() const { return nodes_[0]->config_text; }
+  // Cluster mode: every node that runs answers GET /v1/cluster synced, holds what rendezvous
+  // assigns it, releases nothing, and together they hold all 256 partitions. True on one node.
+  bool converged() const;
   // stdout and stderr of every run so far (for failure messages), the last `max_per_file`
   // bytes of each file.
   std::string output(size_t max_per_file = 6000) const;
@@ -109,15 +145,33 @@ class Daemon {
   // The same with another Authorization value; nullopt sends no Authorization header.
   Reply call_with_auth(const std::string& method, const std::string& path, const std::string& body,
                        const std::optional<std::string>& auth) const;
+  // One request to one node, as is (no retry on another node, no wait for queued events).
+  Reply call_node(size_t node, const std::string& method, const std::string& path,
+                  const std::string& body = "",
+                  const std::optional<std::string>& auth = std::string("Bearer ") + kToken) const;
 
  private:
+  struct Node {
+    std::string id;  // cluster.node_id ("" on one node)
+    std::string config_path, config_text;
+    test::Process process;
+    std::atomic<uint16_t> port{0};
+  };
+  std::string log_file(size_t node, int run, const char* ext) const;
+  // Cluster mode: notes the events of a 2xx intake answer that a node queued for another
+  // node's partition ("queued": true), and settle() waits until those are readable (their owner
+  // took them in), failing the test when one is not within 10 s. Every call but intake settles
+  // first: the tests read their own writes as on one node, while a series of submissions goes
+  // out at a producer's pace.
+  void note_queued(const std::string& path, const std::string& body, const Reply& r) const;
+  void settle() const;
+
   DaemonOptions options_;
   test::TempDir tmp_;
-  std::string config_path_;
-  std::string config_text_;
-  test::Process process_;
-  std::atomic<uint16_t> port_{0};
+  std::vector<std::unique_ptr<Node>> nodes_;
   int runs_ = 0;
+  mutable std::mutex queued_mu_;
+  mutable std::vector<std::pair<std::string, std::string>> queued_;  // tenant, event id
 };
 
 // --- API helpers (status checks are left to the tests) ---------------------------------------
@@ -156,7 +210,8 @@ std::vector<std::string> missing_ids(const test::SinkProcess& sink,
                                      const std::vector<std::string>& want,
                                      const std::string& status = "200");
 // GET /metrics, parsed: each sample line as "name{labels}" exactly as rendered (or "name" when
-// it has no labels) → value. Empty when the daemon did not answer 200.
+// it has no labels) → value. Empty when the daemon did not answer 200. Cluster mode: the sum of
+// every node's sample (counters and gauges alike) over the nodes that answered.
 using Metrics = std::map<std::string, double>;
 Metrics scrape_metrics(const Daemon& d);
 // One sample of `m`, e.g. metric(m, "ringcast_sends_deferred_total{reason=\"pacing\"}");
@@ -164,6 +219,13 @@ Metrics scrape_metrics(const Daemon& d);
 double metric(const Metrics& m, const std::string& sample);
 // The sum of every sample of the metric `name` (all label values), -1 when there is none.
 double metric_sum(const Metrics& m, const std::string& name);
+
+// How many deliveries an accepted event made (its fan-out): the intake answer's "deliveries",
+// or, when the answer says "queued": true (cluster mode: a node that does not own the tenant's
+// partition queued it; its owner fanned it out), the deliveries of `event_id` in the tenant's
+// log. -1 when the answer is not a 2xx.
+int64_t deliveries_made(const Daemon& d, const std::string& tenant, const std::string& event_id,
+                        const Reply& intake_answer);
 
 // First few entries of `ids`, comma-separated (assertion messages).
 std::string sample(const std::vector<std::string>& ids, size_t n = 10);

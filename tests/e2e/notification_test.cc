@@ -40,13 +40,11 @@ Json notification_for(const Daemon& d, const std::string& tenant, const std::str
   return Json();
 }
 
-// The value of one `ringcast_notifications_webhook_total{outcome="..."}` sample; -1 if absent.
+// The value of one `ringcast_notifications_webhook_total{outcome="..."}` sample (summed over
+// the nodes in cluster mode); -1 if absent.
 int64_t webhook_metric(const Daemon& d, const std::string& outcome) {
-  std::string text = d.call("GET", "/metrics").body;
-  std::string key = "ringcast_notifications_webhook_total{outcome=\"" + outcome + "\"} ";
-  size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + key.size()));
+  return static_cast<int64_t>(metric(
+      scrape_metrics(d), "ringcast_notifications_webhook_total{outcome=\"" + outcome + "\"}"));
 }
 
 TEST(E2eNotification, AnAutoDisabledEndpointNotifiesTheOperatorWebhook) {
@@ -96,6 +94,9 @@ TEST(E2eNotification, AnAutoDisabledEndpointNotifiesTheOperatorWebhook) {
 }
 
 TEST(E2eNotification, ANotificationNotPostedBeforeACrashIsPostedAfterTheRestart) {
+  // TODO(ISSUE 16): SPEC R8.4 across a crash does not hold in cluster mode: the notification
+  // outbox is not built on Redis (docs/operations.md §8), the webhook is not sent again.
+  RINGCAST_E2E_SINGLE_NODE_ONLY("TODO(ISSUE 16): no notification outbox on Redis yet");
   TempDir ops_dir("e2e-ntf-crash-ops");
   // The first POST gets a 503; the notifier would retry 1 s later, but the daemon dies first.
   SinkProcess ops = SinkProcess::start({"--quiet", "--secret", kOpsSecret, "--verify", "standard",
