@@ -180,6 +180,13 @@ class Store {
   // over): the shards pause sends and answer intake 503 until it recovers. Local stores never.
   virtual bool degraded() const { return false; }
 
+  // True when a write() is persisted as far as sends are concerned once it returns (RocksDB:
+  // in the WAL). False for a networked store that confirms later (durable_seq()): the shards
+  // then hold a turn's sends until its batch is durable, so that nothing goes on the wire
+  // before its lease and its event are stored (SPEC R12.2: a crash never makes an attempt, or
+  // an event's webhook id, that the store does not know).
+  virtual bool durable_on_write() const { return true; }
+
   // A store that is about to run out of space (Redis near its maxmemory, ISSUE 16): intake
   // answers 503 store_full until it is not, while deliveries and attempts keep being written
   // (they finish work and retention frees space). Any thread, cheap. Local stores never.

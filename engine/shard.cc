@@ -208,7 +208,7 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   MonoTime drain_deadline;
   for (;;) {
     Duration wait = milliseconds(100);
-    if (!acks_.empty()) wait = options_.durable_poll;
+    if (!acks_.empty() || !held_sends_.empty()) wait = options_.durable_poll;
     if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
     if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
     if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
@@ -230,7 +230,7 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
     }
     turn();
     if (draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() &&
-                       inbox_ops_ == 0 && loading_.empty()) ||
+                       inbox_ops_ == 0 && loading_.empty() && held_sends_.empty()) ||
                       loop_->now() >= drain_deadline))
       break;
   }
@@ -276,13 +276,20 @@ void Shard::turn() {
     prepare_send(cmd);
   }
   commit();
+  // A store that confirms later (Redis): this turn's sends wait until its batch is durable.
+  const bool hold = !store_.durable_on_write() && store_.durable_seq() < last_written_seq_;
   for (SendSlot* slot : to_send_) {
+    if (hold) {
+      held_sends_.push_back({last_written_seq_, slot});
+      continue;
+    }
     ++in_flight_;
     transport_->send(slot);
   }
   to_send_.clear();
   turn_loaded_.clear();
   flush_durable_acks();
+  release_held_sends();
   if (dynamic_ && !owned_.empty()) progress_releases();
   if (dynamic_) retry_failed_loads();
   if (options_.inbox != nullptr && !draining_ && !inbox_polling_ && !owned_.empty() &&
@@ -691,6 +698,29 @@ void Shard::flush_durable_acks() {
                          std::make_move_iterator(acks_.begin() + static_cast<ptrdiff_t>(n)));
   acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
   for (auto& a : ready) a.fire();
+}
+
+// Sends held until their batch is durable (Store::durable_on_write() false) go out now, or,
+// when their partition is no longer sendable here (handed over, lease past its deadline), come
+// back unsent: no attempt spent, the scheduler releases the lease.
+void Shard::release_held_sends() {
+  if (held_sends_.empty()) return;
+  const uint64_t durable = store_.durable_seq();
+  const MonoTime mono = loop_->now();
+  while (!held_sends_.empty() && held_sends_.front().seq <= durable) {
+    SendSlot* slot = held_sends_.front().slot;
+    held_sends_.pop_front();
+    ++in_flight_;
+    if (discarding_ || (dynamic_ && !sendable(id_partition(slot->cmd.delivery), mono))) {
+      slot->result = TransportResult{};
+      slot->result.deferred = DeferReason::kConnections;
+      slot->result.not_before = loop_->wall_now() + milliseconds(200);
+      metrics_.sends_withheld.fetch_add(1, std::memory_order_relaxed);
+      loop_->post([slot] { slot->on_complete(); });
+      continue;
+    }
+    transport_->send(slot);
+  }
 }
 
 void Shard::after_durable(std::function<void()> fire) {

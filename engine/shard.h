@@ -113,6 +113,7 @@ class Shard final : public IdAllocator {
   void flush_durable_acks();
   // Runs `fire` once everything written so far is durable (after this turn's commit).
   void after_durable(std::function<void()> fire);
+  void release_held_sends();
   // `to_inbox` (null: never): set when the event is well-formed but its partition is not
   // served here and goes to its inbox instead (cluster mode, EngineOptions::inbox).
   Result<void> check_event_input(const EventInput& in, bool* to_inbox);
@@ -206,6 +207,12 @@ class Shard final : public IdAllocator {
   bool turn_keys_checked_ = true;
   std::vector<SendCommand> commands_;
   std::vector<SendSlot*> to_send_;  // prepared this turn, sent after the commit
+  // Store::durable_on_write() false: prepared sends waiting for their batch (seq) to be durable.
+  struct HeldSend {
+    uint64_t seq;
+    SendSlot* slot;
+  };
+  std::deque<HeldSend> held_sends_;
   // Events accepted in this turn, not yet in the store: same-turn duplicates see them.
   std::unordered_map<std::string, EventKeyRecord> turn_events_;
   std::unordered_map<EventSeq, const Event*> turn_event_index_;  // into mutations_.events

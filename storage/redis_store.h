@@ -152,7 +152,8 @@ class RedisStore final : public Store {
   // failover, too few replicas in WAIT) and the unconfirmed batches are being sent again, in
   // commit order, until Redis confirms them; durable_seq() waits meanwhile.
   bool degraded() const override;
-  uint64_t replays() const;  // how often that happened
+  bool durable_on_write() const override { return false; }  // confirmed by durable_seq() only
+  uint64_t replays() const;                                 // how often that happened
   // Store::full(): some primary's memory reached the high-water mark (RedisStoreOptions::
   // high_water), with hysteresis. Intake answers 503 store_full; deliveries, attempts and
   // retention keep writing (they finish work and free space).

@@ -138,11 +138,6 @@ class Producer {
 };
 
 TEST(E2eCrash, KillNineUnderLoadLosesNoAcknowledgedEvent) {
-  // TODO(ISSUE 16): SPEC R12.2 / R11.3 do not hold in cluster mode across a crash: an event
-  // taken in from a partition inbox can be sent before its record (and its webhook id, made when
-  // it is drained) is written to Redis; killed then, the inbox entry is drained again under a new
-  // webhook id, so the receiver gets one event under two ids ("unknown id at the sink").
-  RINGCAST_E2E_SINGLE_NODE_ONLY("TODO(ISSUE 16): a re-drained inbox event gets a new webhook id");
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);

@@ -20,9 +20,6 @@ int64_t retention_passes(const Daemon& d) {
 }
 
 TEST(E2eRetention, RunsEveryConfiguredIntervalAndSigtermStillStopsTheDaemon) {
-  // TODO(ISSUE 16): SPEC R10.1 does not hold in cluster mode: there is no retention on Redis
-  // (docs/cluster.md "Not done yet"), nothing expires.
-  RINGCAST_E2E_SINGLE_NODE_ONLY("TODO(ISSUE 16): no retention on Redis yet");
   DaemonOptions o;
   o.env.push_back("RINGCAST_STORAGE_RETENTION_INTERVAL=50ms");
   Daemon d(o);
