@@ -107,7 +107,15 @@ TEST(E2eRedisMemory, QueuedIntakeOnANonOwnerIsHeldBackToo) {
   for (int i = 0; i < 64 && tenant.empty(); ++i) {
     std::string t = "m";
     t += std::to_string(i);
-    Reply cr = create_endpoint(a, t, "{\"url\":\"http://127.0.0.1:9/x\"}");
+    // A 503 not_owner while the owner still loads the partition it just took: retried, as a
+    // client does on Retry-After.
+    Reply cr;
+    ASSERT_TRUE(wait_until(
+        [&] {
+          cr = create_endpoint(a, t, "{\"url\":\"http://127.0.0.1:9/x\"}");
+          return cr.status != 503;
+        },
+        scaled(10s), 50ms));
     ASSERT_EQ(cr.status, 201) << cr.describe();
     Reply probe = submit_event(a, t, "probe", "payment.created", "{}");
     ASSERT_EQ(probe.status, 202) << probe.describe();
