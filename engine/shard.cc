@@ -1065,7 +1065,8 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     bool from_inbox = false;       // drained from inboxes: never queued again
     std::vector<size_t> to_inbox;  // the part's events for partitions not served here
     std::vector<InboxPush> pushes;
-    uint32_t ops_left = 0;  // the part's lookup and inbox push outstanding
+    std::vector<uint64_t> push_hashes;  // the pushes' payload hashes (hashed once)
+    uint32_t ops_left = 0;              // the part's lookup and inbox push outstanding
     // Cluster mode: the epoch each accepted event's partition was held at (0: none), to
     // withdraw the answer when the store fenced that write.
     std::vector<std::pair<Partition, uint64_t>> epochs;
@@ -1104,6 +1105,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     p->refs.clear();
     p->to_inbox.clear();
     p->pushes.clear();
+    p->push_hashes.clear();
     for (size_t i = first; i < last; ++i) {
       bool queue = false;
       if (auto c = check_event_input(p->events[i], p->from_inbox ? nullptr : &queue); !c.ok()) {
@@ -1113,6 +1115,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
       if (queue) {
         p->to_inbox.push_back(i);
         p->pushes.push_back({&p->events[i], payload_hash(p->events[i].payload)});
+        p->push_hashes.push_back(p->pushes.back().payload_hash);
         continue;
       }
       p->valid.push_back(i);
@@ -1147,7 +1150,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
             --inbox_ops_;
             for (size_t k = 0; k < p->to_inbox.size(); ++k) {
               const size_t i = p->to_inbox[k];
-              const uint64_t hash = payload_hash(p->events[i].payload);
+              const uint64_t hash = p->push_hashes[k];
               if (k >= answers.size() || !answers[k].ok()) {
                 p->results[i] = k < answers.size() ? answers[k].error()
                                                    : make_error(Errc::kInternal, "no answer");
