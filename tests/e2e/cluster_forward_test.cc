@@ -74,7 +74,8 @@ TEST(E2eClusterForward, EveryTenantCallWorksOnEveryNode) {
     const std::string base = "/v1/tenants/" + tenant;
 
     // Created on a node that does not own the tenant: the owner made it.
-    Reply made = second.call("POST", base + "/endpoints", endpoint_body(rig));
+    const size_t second_index = static_cast<size_t>(owner_index + 1) % 3;
+    Reply made = rig.call_served(second_index, "POST", base + "/endpoints", endpoint_body(rig));
     ASSERT_EQ(made.status, 201) << made.describe();
     EXPECT_EQ(header_of(made, "X-Ringcast-Served-By"), owner_id);
     const std::string id = made.json()["id"].str();
@@ -169,7 +170,7 @@ TEST(E2eClusterForward, AKilledOwnerAnswers503ThenWorksOnceOwnedAgain) {
   ASSERT_EQ(tenants.size(), 3u);
   const std::string tenant = tenants.at(2);  // owned by node-c
   const std::string base = "/v1/tenants/" + tenant;
-  Reply made = rig.nodes[0]->call("POST", base + "/endpoints", endpoint_body(rig));
+  Reply made = rig.call_served(0, "POST", base + "/endpoints", endpoint_body(rig));
   ASSERT_EQ(made.status, 201) << made.describe();
   const std::string ep = base + "/endpoints/" + made.json()["id"].str();
 

@@ -135,6 +135,19 @@ struct Rig {
     }
   }
 
+  // A call on node `i`, sent again while it answers 503 (a partition its owner just took still
+  // loads: the answer is 503 not_owner with Retry-After, and a client retries), until `timeout`.
+  Reply call_served(size_t i, const std::string& method, const std::string& path,
+                    const std::string& body = "", Millis timeout = 10s) {
+    Reply last;
+    const auto deadline = SteadyClock::now() + timeout;
+    for (;;) {
+      last = nodes[i]->call(method, path, body);
+      if (last.status != 503 || SteadyClock::now() > deadline) return last;
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+
   // The index of the node that is up and holds `tenant`'s partition now; -1 when none does.
   int owner_of(const std::string& tenant) {
     const int64_t p = partition_of(tenant);
