@@ -57,6 +57,10 @@ struct SubmitResult {
   bool queued = false;
 };
 
+// An operator's verdict on a delivery that ended `unknown` (ISSUE 17, SPEC R12.10).
+enum class Resolution : uint8_t { kDelivered, kFailed };
+inline constexpr size_t kResolutionNoteBytes = 512;  // kept like a response prefix (R10.3)
+
 struct BreakerView {
   BreakerSnapshot snapshot;
   uint32_t window_total = 0;  // deliveries in the sliding window
@@ -109,6 +113,19 @@ class Engine {
     (void)tenant;
     (void)seq;
     return std::optional<Event>();
+  }
+
+  // ISSUE 17: resolves a delivery that ended `unknown` as delivered or failed; the verdict and
+  // `note` (≤ kResolutionNoteBytes) become a record in its history (an Attempt numbered from
+  // kHistoryRecordBase, code resolved_by_operator). Reads the delivery from the store on the
+  // calling thread (like get_delivery), then completes on the owning shard once durable.
+  // kNotFound (reason "unknown_delivery"); kConflict reason "not_unknown" when the delivery is
+  // not `unknown` (any more); kInvalidArgument field "note".
+  virtual void resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict,
+                                std::string note, Callback<Delivery> done) {
+    (void)tenant, (void)id, (void)verdict, (void)note;
+    done(make_error(Errc::kUnavailable, "this engine cannot resolve deliveries", nullptr,
+                    "not_supported"));
   }
 
   // Prometheus text exposition (no per-endpoint labels).

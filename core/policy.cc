@@ -181,12 +181,28 @@ const char* decision_kind_name(Decision::Kind k) {
       return "failed";
     case Decision::Kind::kDead:
       return "dead";
+    case Decision::Kind::kUnknown:
+      return "unknown";
   }
   return "?";
 }
 
+static Decision decide_outcome(const Delivery& d, const Classification& c, const RetryPolicy& p,
+                               WallTime now, Rng& rng);
+
 Decision decide(const Delivery& d, const Classification& c, const RetryPolicy& p, WallTime now,
                 Rng& rng) {
+  Decision out = decide_outcome(d, c, p, now, rng);
+  // SPEC R12.10: "FAILED may be a lie" — the budget or a ceiling ended on an UNKNOWN outcome.
+  if (c.outcome == Outcome::kUnknown &&
+      (out.kind == Decision::Kind::kFailed || out.kind == Decision::Kind::kDead)) {
+    out.kind = Decision::Kind::kUnknown;
+  }
+  return out;
+}
+
+static Decision decide_outcome(const Delivery& d, const Classification& c, const RetryPolicy& p,
+                               WallTime now, Rng& rng) {
   if (c.outcome == Outcome::kSuccess) {
     Decision out = terminal(Decision::Kind::kDelivered, ErrorCode::none(), d);
     return out;

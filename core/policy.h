@@ -106,6 +106,9 @@ struct Decision {
     kRetry,      // next attempt at `next_at` on `ladder`
     kFailed,     // terminal, manual review (R2.2, R3.3, R3.5 non-money 4xx)
     kDead,       // terminal by the endpoint's fate (R8: 410, exhaustion with auto-disable)
+    // Terminal, needs review (R12.10): what would have been kFailed or kDead by a spent budget
+    // or a ceiling, when this attempt's outcome was UNKNOWN. disable_endpoint still applies.
+    kUnknown,
   };
   Kind kind = Kind::kFailed;
   WallTime next_at;
@@ -118,7 +121,8 @@ const char* decision_kind_name(Decision::Kind k);
 
 // One attempt of `d` ended with `c` at `now`. `d`'s counters already include that attempt
 // (the scheduler counts an attempt when it leases it), and d.ladder() is the ladder it was
-// spent on. Pauses are measured from `now`; Retry-After postpones, never hastens (R7).
+// spent on. Pauses are measured from `now`; Retry-After postpones, never hastens (R7). An
+// UNKNOWN outcome (R12.1) that ends the delivery ends it kUnknown, never kFailed (R12.10).
 Decision decide(const Delivery& d, const Classification& c, const RetryPolicy& p, WallTime now,
                 Rng& rng);
 

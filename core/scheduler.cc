@@ -245,6 +245,9 @@ void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m)
     case DeliveryStatus::kDead:
       ++counters_.dead;
       break;
+    case DeliveryStatus::kUnknown:
+      ++counters_.unknown;
+      break;
     default:
       break;
   }
@@ -252,6 +255,20 @@ void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m)
   if (code.kind == K::kDeadlineExceeded) ++counters_.deadline_exceeded;
   put(s, false, m);
   free_slot(s);
+}
+
+// R12.10: a budget or ceiling that ends a delivery whose latest outcome was UNKNOWN.
+DeliveryStatus Scheduler::ended_status(const Delivery& d) {
+  return d.last_unknown() ? DeliveryStatus::kUnknown : DeliveryStatus::kFailed;
+}
+
+// R12.1: whether the delivery's latest outcome leaves it UNKNOWN.
+void Scheduler::note_outcome(Delivery& d, Outcome o) {
+  if (o == Outcome::kUnknown) {
+    d.flags |= Delivery::kFlagLastUnknown;
+  } else {
+    d.flags &= static_cast<uint8_t>(~Delivery::kFlagLastUnknown);
+  }
 }
 
 void Scheduler::clear_wait_flags(Delivery& d) {
@@ -454,6 +471,8 @@ void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
   Slot* s = alloc_slot();
   s->d = d;
   s->d.status = DeliveryStatus::kPending;  // a lease the store did not turn back: retried
+  // A lease that expired in a crash: the request may have been written (R12.1).
+  if (d.last_code.kind == K::kLeaseExpired) s->d.flags |= Delivery::kFlagLastUnknown;
   if (s->d.deferred()) ++deferred_waiting_;
   if (s->d.flags & Delivery::kFlagRetryAfterHold) {
     ++held_waiting_;
@@ -689,12 +708,12 @@ void Scheduler::scan_ceilings(TenantState& t, WallTime now, Mutations& m) {
       if (held_now >= opts_.breaker.hold_ceiling) {
         d.held = held_now;
         ready_unlink(*ep, s);
-        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kBreakerHoldExpired), m);
+        finish(s, ended_status(d), ErrorCode::of(K::kBreakerHoldExpired), m);
       } else if (now > delivery_deadline(d, *ep->policy)) {
         d.held = held_now;
         d.next_attempt_at = now;
         ready_unlink(*ep, s);
-        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kDeadlineExceeded), m);
+        finish(s, ended_status(d), ErrorCode::of(K::kDeadlineExceeded), m);
       }
       e = next;
     }
@@ -835,12 +854,12 @@ bool Scheduler::guard(EpState& ep, Slot* s, WallTime now, Mutations& m) {
   const RetryPolicy& p = *ep.policy;
   if (now > delivery_deadline(d, p)) {  // SPEC R3.2, R3.3
     ready_unlink(ep, s);
-    finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kDeadlineExceeded), m);
+    finish(s, ended_status(s->d), ErrorCode::of(K::kDeadlineExceeded), m);
     return false;
   }
   if (p.use_breaker && d.held >= opts_.breaker.hold_ceiling) {  // SPEC R4.7
     ready_unlink(ep, s);
-    finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kBreakerHoldExpired), m);
+    finish(s, ended_status(s->d), ErrorCode::of(K::kBreakerHoldExpired), m);
     return false;
   }
   if (budget_spent(d, p)) {
@@ -870,7 +889,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       ready_unlink(ep, s);
       ++work;
       if (s->d.attempts > 0) {  // single-shot: its one attempt was lost in a crash
-        finish(s, DeliveryStatus::kFailed, ErrorCode::of(K::kLeaseExpired), m);
+        finish(s, DeliveryStatus::kUnknown, ErrorCode::of(K::kLeaseExpired), m);
         continue;
       }
       lease(ep, s, false, now, out, m);
@@ -986,6 +1005,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
 
   d.last_code = c.code;
   d.last_http_status = c.http_status;
+  note_outcome(d, c.outcome);
 
   EpState* ep = ep_of(d.endpoint);
   if (ep != nullptr) --ep->in_flight;
@@ -997,7 +1017,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
     if (success) {
       finish(s, DeliveryStatus::kDelivered, ErrorCode::none(), m);
     } else if (d.test()) {
-      finish(s, DeliveryStatus::kFailed, ErrorCode::none(), m);
+      finish(s, ended_status(d), ErrorCode::none(), m);
     } else {
       finish(s, DeliveryStatus::kDead, killed ? kill_code : ErrorCode::of(K::kEndpointDeleted), m);
     }
@@ -1088,9 +1108,12 @@ void Scheduler::apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTi
     case Decision::Kind::kFailed:
       finish(s, DeliveryStatus::kFailed, dec.code, m);
       return;
-    case Decision::Kind::kDead: {
+    case Decision::Kind::kDead:
+    case Decision::Kind::kUnknown: {  // R12.10: unknown; auto-disable (R8) applies all the same
       const Delivery trigger = d;
-      finish(s, DeliveryStatus::kDead, dec.code, m);
+      finish(s,
+             dec.kind == Decision::Kind::kDead ? DeliveryStatus::kDead : DeliveryStatus::kUnknown,
+             dec.code, m);
       if (dec.disable_endpoint && ep != nullptr) disable_endpoint(*ep, dec.code, trigger, now, m);
       return;
     }

@@ -78,6 +78,7 @@ struct SchedulerStats {
   uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
   uint64_t deferred = 0;  // sends given back unsent (no attempt spent, ISSUE 14 part 1)
   uint64_t delivered = 0, retries = 0, failed = 0, dead = 0;
+  uint64_t unknown = 0;      // ended kUnknown, needs review (R12.10)
   uint64_t outcome[4] = {};  // by Outcome: success, rejected, retryable, unknown (R12.8)
   uint64_t subscription_postponed = 0, breaker_opened = 0, endpoints_disabled = 0;
   uint64_t hold_expired = 0, deadline_exceeded = 0;
@@ -215,6 +216,8 @@ class Scheduler {
   void park_for_hold(EpState& ep, Slot* s, Mutations& m);
   void arm_endpoint_timer(EpState& ep, int64_t at_ms);
   void clear_wait_flags(Delivery& d);
+  static DeliveryStatus ended_status(const Delivery& d);
+  static void note_outcome(Delivery& d, Outcome o);
   void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
   void put(const Slot* s, bool is_new, Mutations& m);
   void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);

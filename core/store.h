@@ -18,6 +18,11 @@ struct DeliveryPut {
   Delivery delivery;
   uint64_t tenant_hash = 0;  // for the per-tenant index; needed when is_new
   bool is_new = false;       // first write: also index it (tenant and endpoint time order)
+  // An operator's change of a delivery that had ended (ISSUE 17: a resolution), not an outcome
+  // of the engine's: not counted as one. The batch also holds the delivery's latest attempt
+  // again, so a store that keeps that attempt inside the ended record (RocksStore's archive)
+  // keeps it when the record is replaced.
+  bool rewrite = false;
 };
 
 // Everything one loop turn changed. Plain data: the core's decision logic produces it.

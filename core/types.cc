@@ -109,6 +109,8 @@ const char* delivery_status_name(DeliveryStatus s) {
       return "failed";
     case DeliveryStatus::kDead:
       return "dead";
+    case DeliveryStatus::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -174,6 +176,10 @@ std::string ErrorCode::str() const {
       return "endpoint_deleted";
     case K::kInternalError:
       return "internal_error";
+    case K::kResolvedByOperator:
+      return "resolved_by_operator";
+    case K::kResent:
+      return "resent";
   }
   return "unknown";
 }

@@ -70,6 +70,10 @@ struct ErrorCode {
     kDeadlineExceeded,    // a ladder's ceiling (R3.2, R3.3)
     kEndpointDeleted,
     kInternalError,  // the engine could not build the request (e.g. the event is unreadable)
+    // History records that are not attempts (ISSUE 17): an operator's resolution of an
+    // UNKNOWN delivery, and a resend. Their Attempt::number is kHistoryRecordBase + k.
+    kResolvedByOperator,
+    kResent,
   };
   Kind kind = Kind::kNone;
   int16_t detail = 0;
@@ -97,11 +101,14 @@ const char* endpoint_state_name(EndpointState s);
 
 // Delivery lifecycle. kInFlight doubles as the lease: persisted before the request goes on
 // the wire; a delivery found kInFlight at recovery gets a `lease_expired` attempt (R6).
-enum class DeliveryStatus : uint8_t { kPending, kInFlight, kDelivered, kFailed, kDead };
+// kUnknown ("needs review", SPEC R12.10): its budget or a ceiling ended while its last
+// attempt's outcome was UNKNOWN (R12.1) — the receiver may have acted, so it is not `failed`
+// — until an operator resolves it (delivered or failed) or resends it.
+enum class DeliveryStatus : uint8_t { kPending, kInFlight, kDelivered, kFailed, kDead, kUnknown };
 const char* delivery_status_name(DeliveryStatus s);
 inline bool is_terminal(DeliveryStatus s) {
   return s == DeliveryStatus::kDelivered || s == DeliveryStatus::kFailed ||
-         s == DeliveryStatus::kDead;
+         s == DeliveryStatus::kDead || s == DeliveryStatus::kUnknown;
 }
 
 // Which ladder an attempt was spent on (R3.4: separate budgets).
@@ -203,9 +210,14 @@ struct Delivery {
   // It waits because its endpoint answered Retry-After (SPEC R7): next_attempt_at is the end of
   // that hold, persisted so a restart keeps it. Cleared when leased again.
   static constexpr uint8_t kFlagRetryAfterHold = 16;
+  // Its latest attempt's outcome was UNKNOWN (R12.1) and no later answer settled it: the API
+  // shows `"outcome_pending": "unknown"` while it retries, and a budget or ceiling that ends
+  // now ends it kUnknown, not kFailed (R12.10). Persisted; cleared by a definitive outcome.
+  static constexpr uint8_t kFlagLastUnknown = 32;
   bool money() const { return flags & kFlagMoney; }
   bool test() const { return flags & kFlagTest; }
   bool deferred() const { return flags & kFlagDeferred; }
+  bool last_unknown() const { return flags & kFlagLastUnknown; }
   Ladder ladder() const { return (flags & kFlagSlowLadder) ? Ladder::kSlow : Ladder::kFast; }
 };
 static_assert(sizeof(Delivery) <= 72);
@@ -216,6 +228,14 @@ struct Timings {
 };
 
 inline constexpr size_t kResponsePrefixBytes = 512;  // R10.3
+
+// Attempt numbers from here on are history records, not attempts (ISSUE 17): an operator's
+// resolution or a resend, numbered in the order they were made. They sort after every attempt
+// (a delivery has fewer than 2^15 attempts: the ladders' budgets are uint8 each).
+inline constexpr uint16_t kHistoryRecordBase = 0x8000;
+inline bool is_history_record(uint16_t number) {
+  return number >= kHistoryRecordBase;
+}
 
 struct Attempt {
   DeliveryId delivery = 0;

@@ -156,6 +156,24 @@ void EngineImpl::test_endpoint(std::string tenant, EndpointId id, Callback<Deliv
                  }));
 }
 
+void EngineImpl::resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict,
+                                  std::string note, Callback<Delivery> done) {
+  if (note.size() > kResolutionNoteBytes) {
+    return done(
+        make_error(Errc::kInvalidArgument, "note must be at most 512 bytes", "note", "too_long"));
+  }
+  auto read = get_delivery(tenant, id);  // the store's record, here on the caller's thread
+  if (!read) return done(read.error());
+  if (!read->has_value() || (*read)->tenant != tenant) {
+    return done(make_error(Errc::kNotFound, "no such delivery for this tenant", "delivery",
+                           "unknown_delivery"));
+  }
+  RINGCAST_ROUTE(
+      tenant, ([seen = std::move(**read), verdict, note = std::move(note), done](Shard& s) mutable {
+        s.resolve_delivery(std::move(seen), verdict, std::move(note), std::move(done));
+      }));
+}
+
 void EngineImpl::rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
                                Callback<Endpoint> done) {
   RINGCAST_ROUTE(tenant, ([tenant, id, secret = std::move(secret), done](Shard& s) mutable {

@@ -33,6 +33,8 @@ class EngineImpl final : public Engine {
   void endpoint_action(std::string tenant, EndpointId id, EndpointAction action,
                        Callback<Endpoint> done) override;
   void test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) override;
+  void resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict, std::string note,
+                        Callback<Delivery> done) override;
   void rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
                      Callback<Endpoint> done) override;
   void submit(EventInput event, Callback<SubmitResult> done) override;

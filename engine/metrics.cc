@@ -152,6 +152,17 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
             [](M s) -> const Counter& { return s.deliveries_failed; });
   w.counter("ringcast_deliveries_dead_total", "Deliveries dead with their endpoint (R8).",
             [](M s) -> const Counter& { return s.deliveries_dead; });
+  w.counter("ringcast_deliveries_unknown_total",
+            "Deliveries ended UNKNOWN, needing review: budget or ceiling over on an UNKNOWN "
+            "outcome (R12.10).",
+            [](M s) -> const Counter& { return s.deliveries_unknown; });
+  w.header("ringcast_deliveries_resolved_total", "counter",
+           "UNKNOWN deliveries an operator resolved, by outcome.");
+  w.sample(
+      "ringcast_deliveries_resolved_total", "outcome=\"delivered\"",
+      static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.resolved_delivered; })));
+  w.sample("ringcast_deliveries_resolved_total", "outcome=\"failed\"",
+           static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.resolved_failed; })));
   w.counter("ringcast_endpoints_disabled_total", "Endpoints auto-disabled (410, exhaustion).",
             [](M s) -> const Counter& { return s.endpoints_disabled; });
   w.counter("ringcast_unknown_attempts_total", "Attempts whose outcome is UNKNOWN (R12.1).",
@@ -166,6 +177,10 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
               [](M s) -> const Histogram& { return s.attempt_latency; });
   w.histogram("ringcast_delivery_latency_seconds", "From delivery creation to its 2xx.",
               [](M s) -> const Histogram& { return s.delivery_latency; });
+  w.histogram("ringcast_unknown_duration_seconds",
+              "Time deliveries spent UNKNOWN, from the first UNKNOWN attempt to the answer or "
+              "the resolution that settled it (R12.8).",
+              [](M s) -> const Histogram& { return s.unknown_duration; });
   w.header("ringcast_partitions_total", "counter",
            "Cluster mode: partition leases taken, handed over and lost by this node's shards.");
   w.sample(

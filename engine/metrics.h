@@ -46,9 +46,15 @@ struct ShardMetrics {
   // attempt, no outcome, no transport failure (ISSUE 14 part 1)
   std::array<Counter, kDeferReasons> sends_deferred{};
   Counter deliveries_delivered{0}, deliveries_failed{0}, deliveries_dead{0};
+  Counter deliveries_unknown{0};  // ended `unknown`, needs review (R12.10)
+  // operator resolutions of `unknown` deliveries (ISSUE 17), by what they were resolved as
+  Counter resolved_delivered{0}, resolved_failed{0};
   Counter endpoints_disabled{0};
   Counter unknown_attempts{0};
   Counter unknown_seconds_us{0};  // time from an UNKNOWN attempt to the delivery's next result
+  // Time spent UNKNOWN (R12.8; seed 003's time in PENDING_CONFIRMATION): from the first
+  // UNKNOWN attempt of a streak to the answer that settled it, or to an operator's resolution.
+  Histogram unknown_duration;
   Histogram attempt_latency;
   Histogram delivery_latency;  // created → delivered
   // store

@@ -644,7 +644,7 @@ void Shard::commit() {
     const WallTime now = loop_->wall_now();
     for (const DeliveryPut& p : mutations_.deliveries) {
       const Delivery& d = p.delivery;
-      if (!is_terminal(d.status)) continue;
+      if (!is_terminal(d.status) || p.rewrite) continue;
       switch (d.status) {
         case DeliveryStatus::kDelivered:
           metrics_.deliveries_delivered.fetch_add(1, std::memory_order_relaxed);
@@ -652,6 +652,9 @@ void Shard::commit() {
           break;
         case DeliveryStatus::kFailed:
           metrics_.deliveries_failed.fetch_add(1, std::memory_order_relaxed);
+          break;
+        case DeliveryStatus::kUnknown:
+          metrics_.deliveries_unknown.fetch_add(1, std::memory_order_relaxed);
           break;
         default:
           metrics_.deliveries_dead.fetch_add(1, std::memory_order_relaxed);
@@ -905,16 +908,19 @@ void Shard::on_send_complete(SendSlot* slot) {
     k->fetch_add(1, std::memory_order_relaxed);
   }
   metrics_.attempt_latency.observe(now - slot->started_at);
+  // R12.8: a delivery is UNKNOWN from its first UNKNOWN attempt until a definitive answer
+  // (or its end: a delivery that ends `unknown` is measured when it is resolved).
   DeliveryId id = slot->cmd.delivery;
-  if (auto it = unknown_since_.find(id); it != unknown_since_.end()) {
-    metrics_.unknown_seconds_us.fetch_add(
-        static_cast<uint64_t>(std::max<int64_t>(0, (now - it->second).count() / 1000)),
-        std::memory_order_relaxed);
-    unknown_since_.erase(it);
-  }
+  auto since = unknown_since_.find(id);
   if (c.outcome == Outcome::kUnknown) {
     metrics_.unknown_attempts.fetch_add(1, std::memory_order_relaxed);
-    unknown_since_[id] = now;
+    if (since == unknown_since_.end()) unknown_since_.emplace(id, slot->started_at);
+  } else if (since != unknown_since_.end()) {
+    const Duration spent = std::max(Duration(0), now - since->second);
+    metrics_.unknown_seconds_us.fetch_add(static_cast<uint64_t>(spent.count() / 1000),
+                                          std::memory_order_relaxed);
+    metrics_.unknown_duration.observe(spent);
+    unknown_since_.erase(since);
   }
 
   size_t eps_before = mutations_.endpoints.size();
@@ -1374,6 +1380,71 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
         if (!r.ok()) return done(r.error());
         after_durable([done, d = *r] { done(d); });
       });
+}
+
+void Shard::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
+                             Callback<Delivery> done) {
+  if (draining_) return done(shutting_down());
+  const DeliveryId id = seen.delivery.id;
+  const auto changed = rewritten_.find(id);
+  const bool stale = changed != rewritten_.end() && seen.attempts.size() < changed->second;
+  if (stale || seen.delivery.status != DeliveryStatus::kUnknown) {
+    return done(make_error(Errc::kConflict,
+                           "only a delivery that ended unknown can be resolved, and this one is "
+                           "not (any more)",
+                           "state", "not_unknown"));
+  }
+  const WallTime now = loop_->wall_now();
+  // The history: attempts, then records numbered from kHistoryRecordBase in their order.
+  uint16_t number = kHistoryRecordBase;
+  const Attempt* last_attempt = nullptr;
+  WallTime unknown_from = now;
+  for (const Attempt& a : seen.attempts) {
+    if (is_history_record(a.number)) {
+      number = std::max<uint16_t>(number, static_cast<uint16_t>(a.number + 1));
+      continue;
+    }
+    last_attempt = &a;
+    // R12.8: the UNKNOWN streak that ended it began at the first UNKNOWN after the last
+    // definitive outcome.
+    if (a.outcome == Outcome::kUnknown) {
+      if (unknown_from == now) unknown_from = a.started_at;
+    } else {
+      unknown_from = now;
+    }
+  }
+  Delivery d = seen.delivery;
+  d.status =
+      verdict == Resolution::kDelivered ? DeliveryStatus::kDelivered : DeliveryStatus::kFailed;
+  d.flags &= static_cast<uint8_t>(~Delivery::kFlagLastUnknown);
+  DeliveryPut put;
+  put.delivery = d;
+  put.tenant_hash = tenant_hash(seen.tenant);
+  put.rewrite = true;
+  mutations_.deliveries.push_back(put);
+  if (last_attempt != nullptr) mutations_.attempts.push_back(*last_attempt);  // see rewrite
+  Attempt rec;
+  rec.delivery = id;
+  rec.number = number;
+  rec.outcome = verdict == Resolution::kDelivered ? Outcome::kSuccess : Outcome::kRejected;
+  rec.code = ErrorCode::of(ErrorCode::Kind::kResolvedByOperator);
+  rec.started_at = now;
+  rec.response_prefix = std::move(note);
+  mutations_.attempts.push_back(std::move(rec));
+
+  if (rewritten_.emplace(id, seen.attempts.size() + 1).second) {
+    rewritten_order_.push_back(id);
+    if (rewritten_order_.size() > kRewrittenKept) {
+      rewritten_.erase(rewritten_order_.front());
+      rewritten_order_.pop_front();
+    }
+  } else {
+    rewritten_[id] = seen.attempts.size() + 1;
+  }
+  (verdict == Resolution::kDelivered ? metrics_.resolved_delivered : metrics_.resolved_failed)
+      .fetch_add(1, std::memory_order_relaxed);
+  metrics_.unknown_duration.observe(std::max(Duration(0), now - unknown_from));
+  after_durable([done = std::move(done), d] { done(d); });
 }
 
 void Shard::rotate_secret(const std::string& tenant, EndpointId id,

@@ -71,6 +71,9 @@ class Shard final : public IdAllocator {
   void endpoint_action(const std::string& tenant, EndpointId id, EndpointAction action,
                        Callback<Endpoint> done);
   void test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done);
+  // Engine::resolve_delivery on the owner: `seen` is the delivery as read from the store.
+  void resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
+                        Callback<Delivery> done);
   void rotate_secret(const std::string& tenant, EndpointId id, std::optional<std::string> secret,
                      Callback<Endpoint> done);
   void get_breaker(const std::string& tenant, Callback<BreakerView> done);
@@ -253,8 +256,13 @@ class Shard final : public IdAllocator {
   std::vector<SendSlot*> free_slots_;
   uint32_t in_flight_ = 0;
 
-  // Completed sends whose previous attempt was UNKNOWN: start of that unknown window.
+  // Deliveries whose latest attempt was UNKNOWN: when that UNKNOWN streak began (R12.8).
   std::unordered_map<DeliveryId, WallTime> unknown_since_;
+  // Ended deliveries this shard changed lately (resolve_delivery) → their history length after
+  // the change: a store read older than that (a request racing the change) is refused.
+  std::unordered_map<DeliveryId, size_t> rewritten_;
+  std::deque<DeliveryId> rewritten_order_;  // FIFO, at most kRewrittenKept
+  static constexpr size_t kRewrittenKept = 4096;
 
   ShardMetrics metrics_;
 };

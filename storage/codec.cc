@@ -38,7 +38,7 @@ bool version_ok(Reader& r) {
   return r.u8() == kValueVersion && r.ok();
 }
 
-constexpr uint8_t kMaxStatus = static_cast<uint8_t>(DeliveryStatus::kDead);
+constexpr uint8_t kMaxStatus = static_cast<uint8_t>(DeliveryStatus::kUnknown);
 constexpr uint8_t kMaxOutcome = static_cast<uint8_t>(Outcome::kUnknown);
 constexpr uint8_t kMaxLadder = static_cast<uint8_t>(Ladder::kSlow);
 constexpr uint8_t kMaxSignature = static_cast<uint8_t>(SignatureProfile::kSmengo);

@@ -130,6 +130,13 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
   }
   w.field("endpoint", id_text(d.endpoint));
   w.field("status", delivery_status_name(d.status));
+  // ISSUE 17: still retrying, but the latest attempt's outcome is UNKNOWN (R12.1).
+  w.key("outcome_pending");
+  if (!is_terminal(d.status) && d.last_unknown()) {
+    w.value("unknown");
+  } else {
+    w.null();
+  }
   w.field("attempts", static_cast<unsigned>(d.attempts));
   w.field("fast_attempts", static_cast<unsigned>(d.fast_attempts));
   w.field("slow_attempts", static_cast<unsigned>(d.slow_attempts));
@@ -146,6 +153,17 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
 
 void write_attempt(JsonWriter& w, const Attempt& a) {
   w.begin_object();
+  if (is_history_record(a.number)) {  // ISSUE 17: an operator's record, not an attempt
+    const bool resolution = a.code.kind == ErrorCode::Kind::kResolvedByOperator;
+    w.field("kind", resolution ? "resolution" : "resend");
+    w.field("number", static_cast<unsigned>(a.number - kHistoryRecordBase + 1));
+    if (resolution) w.field("resolved_as", a.outcome == Outcome::kSuccess ? "delivered" : "failed");
+    time_field(w, "at", a.started_at);
+    w.field("note", a.response_prefix);
+    w.end_object();
+    return;
+  }
+  w.field("kind", "attempt");
   w.field("number", static_cast<unsigned>(a.number));
   w.field("ladder", ladder_name(a.ladder));
   w.field("outcome", outcome_name(a.outcome));

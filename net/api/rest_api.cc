@@ -181,7 +181,7 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
 
 std::optional<DeliveryStatus> parse_status(std::string_view s) {
   for (auto st : {DeliveryStatus::kPending, DeliveryStatus::kInFlight, DeliveryStatus::kDelivered,
-                  DeliveryStatus::kFailed, DeliveryStatus::kDead}) {
+                  DeliveryStatus::kFailed, DeliveryStatus::kDead, DeliveryStatus::kUnknown}) {
     if (s == delivery_status_name(st)) return st;
   }
   return std::nullopt;
@@ -939,8 +939,9 @@ void list_deliveries(Call& c, const std::string& tenant) {
       if (v.empty()) continue;
       status = parse_status(v);
       if (!status) {
-        return c.answer(bad_request(
-            "invalid_value", "state must be pending, in_flight, delivered, failed or dead", k));
+        return c.answer(
+            bad_request("invalid_value",
+                        "state must be pending, in_flight, delivered, failed, dead or unknown", k));
       }
     } else if (k == "limit") {
       auto n = parse_u64(v);
@@ -1043,6 +1044,64 @@ void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_i
       });
 }
 
+// POST .../deliveries/{id}/resolve {"outcome": "delivered" | "failed", "note"?} (ISSUE 17): an
+// operator's verdict on a delivery that ended `unknown`. The engine reads the delivery from the
+// store (so this runs on a read thread) and the owning shard records the verdict.
+void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
+  auto id = parse_u64(id_text_in);
+  if (!id) return c.answer(unknown("delivery", id_text_in));
+  std::optional<Resolution> verdict;
+  std::string note;
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "outcome") {
+          std::string o;
+          if (auto b = get_string(v, "outcome", o)) return b;
+          if (o == "delivered") verdict = Resolution::kDelivered;
+          if (o == "failed") verdict = Resolution::kFailed;
+          if (!verdict) {
+            return Bad{"invalid_value", "outcome must be delivered or failed", "outcome"};
+          }
+        } else if (key == "note") {
+          if (auto b = get_string(v, "note", note)) return b;
+          if (note.size() > kResolutionNoteBytes) {
+            return Bad{"invalid_value", "note must be at most 512 bytes", "note"};
+          }
+        } else {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        return std::nullopt;
+      });
+  if (bad) return c.answer(*bad);
+  if (!verdict) {
+    return c.answer(
+        bad_request("missing_field", "outcome is required (delivered or failed)", "outcome"));
+  }
+  c.read([&engine = c.engine, tenant, id = *id, verdict = *verdict,
+          note = std::move(note)]() mutable -> HttpResponse {
+    auto answer = std::make_shared<std::promise<Result<Delivery>>>();
+    auto got = answer->get_future();
+    engine.resolve_delivery(tenant, id, verdict, std::move(note),
+                            [answer](Result<Delivery> r) { answer->set_value(std::move(r)); });
+    if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return HttpResponse::error(503, "timeout", "the resolution was not confirmed in time");
+    }
+    Result<Delivery> r = got.get();
+    if (!r) return error_response(r.error());
+    auto detail = engine.get_delivery(tenant, id);
+    Writer w;
+    if (detail && detail->has_value()) {
+      write_delivery_full(w, engine, tenant, **detail);
+    } else {
+      DeliveryDetail bare;
+      bare.delivery = *r;
+      write_delivery_full(w, engine, tenant, bare);
+    }
+    return ok_json(200, w);
+  });
+}
+
 void tenant_routes(Call& c) {
   const auto& segs = c.segs;  // v1 tenants T ...
   const std::string& tenant = segs[2];
@@ -1075,6 +1134,10 @@ void tenant_routes(Call& c) {
     return c.answer(not_found("route"));
   }
   if (what == "deliveries") {
+    if (segs.size() == 6 && segs[5] == "resolve") {
+      if (m != "POST") return c.answer(method_not_allowed("POST"));
+      return resolve_delivery(c, tenant, segs[4]);
+    }
     if (m != "GET") return c.answer(method_not_allowed("GET"));
     if (segs.size() == 4) return list_deliveries(c, tenant);
     if (segs.size() == 5 && segs[4] == "recent") return recent_deliveries(c, tenant);

@@ -91,8 +91,11 @@ TEST(PolicyXhub, FastLadderExactTimes) {
     // Pauses sum to 511 s ≈ 8.5 min (R2.2).
     EXPECT_EQ(t - kT0, seconds(511));
     Decision last = drv.attempt(failure);
-    EXPECT_EQ(last.kind, Decision::Kind::kFailed);  // budget of 10 spent
-    EXPECT_FALSE(last.disable_endpoint);            // xhub: manual review, no auto-disable
+    // Budget of 10 spent: FAILED, or UNKNOWN when the last outcome was (a timeout after the
+    // request was written, SPEC R12.10).
+    const bool unknown = classify(failure, kT0).outcome == Outcome::kUnknown;
+    EXPECT_EQ(last.kind, unknown ? Decision::Kind::kUnknown : Decision::Kind::kFailed);
+    EXPECT_FALSE(last.disable_endpoint);  // xhub: manual review, no auto-disable
     EXPECT_EQ(drv.d.attempts, 10);
     EXPECT_EQ(drv.d.fast_attempts, 10);
     EXPECT_EQ(drv.d.slow_attempts, 0);
@@ -102,9 +105,39 @@ TEST(PolicyXhub, FastLadderExactTimes) {
 TEST(PolicyXhub, FastLadderFailureCodeIsTheAttemptsCode) {
   Driver drv(RetryPolicy::xhub(), false);
   Decision dec;
-  for (int i = 0; i < 10; ++i) dec = drv.attempt(http(502));
+  for (int i = 0; i < 10; ++i) dec = drv.attempt(http(503));
   EXPECT_EQ(dec.kind, Decision::Kind::kFailed);
+  EXPECT_EQ(dec.code, ErrorCode::http(503));
+}
+
+// SPEC R12.10: a budget spent on an UNKNOWN outcome (502, R12.1) ends UNKNOWN with that code;
+// a definitive last outcome after earlier UNKNOWN ones ends FAILED.
+TEST(PolicyXhub, ABudgetEndingOnAnUnknownOutcomeEndsUnknown) {
+  Driver drv(RetryPolicy::xhub(), false);
+  Decision dec;
+  for (int i = 0; i < 10; ++i) dec = drv.attempt(http(502));
+  EXPECT_EQ(dec.kind, Decision::Kind::kUnknown);
   EXPECT_EQ(dec.code, ErrorCode::http(502));
+  EXPECT_FALSE(dec.disable_endpoint);
+
+  Driver mixed(RetryPolicy::xhub(), false);
+  for (int i = 0; i < 9; ++i) dec = mixed.attempt(http(502));
+  dec = mixed.attempt(http(503));
+  EXPECT_EQ(dec.kind, Decision::Kind::kFailed);
+}
+
+// Auto-disable on exhaustion (R8.1) still applies when the delivery ends UNKNOWN; a 410 is a
+// definitive answer: dead, as before.
+TEST(PolicySmengo, ExhaustionOnUnknownEndsUnknownAndStillDisables) {
+  Driver drv(RetryPolicy::smengo(), false);
+  Decision dec;
+  const TransportResult timeout = net_error(ErrorCode::of(K::kTimeout), true);
+  for (uint32_t i = 0; i < RetryPolicy::smengo().fast_budget(); ++i) dec = drv.attempt(timeout);
+  EXPECT_EQ(dec.kind, Decision::Kind::kUnknown);
+  EXPECT_TRUE(dec.disable_endpoint);
+  Driver gone(RetryPolicy::smengo(), false);
+  dec = gone.attempt(http(410));
+  EXPECT_EQ(dec.kind, Decision::Kind::kDead);
 }
 
 TEST(PolicyXhub, SuccessAnywhereDelivers) {

@@ -690,10 +690,80 @@ TEST_F(SchedulerTest, RecoveryNeverOverspendsABudget) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].delivery, mid.id);
   EXPECT_EQ(out[0].attempt, 4);
-  EXPECT_EQ(last_put(spent.id)->status, DeliveryStatus::kFailed);
+  // The lost attempt may have reached the receiver (R12.1): the budget ends UNKNOWN (R12.10).
+  EXPECT_EQ(last_put(spent.id)->status, DeliveryStatus::kUnknown);
   EXPECT_EQ(last_put(spent.id)->last_code, ErrorCode::of(K::kLeaseExpired));
   EXPECT_EQ(last_put(spent.id)->attempts, 10);
   EXPECT_EQ(s->stats().live, 1u);
+}
+
+// ISSUE 17, SPEC R12.1: a 502 leaves the delivery retrying with its latest outcome UNKNOWN
+// (persisted, the API shows it); a later 200 settles it.
+TEST_F(SchedulerTest, AnUnknownOutcomeIsKeptWhileRetryingAndClearedByAnAnswer) {
+  add_ep("acme", "xhub");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  m.clear();
+  reply(out[0], http(502));
+  ASSERT_NE(last_put(id), nullptr);
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kPending);
+  EXPECT_TRUE(last_put(id)->last_unknown());
+  now = now + seconds(1);
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  reply(out[0], http(503));  // a definitive answer: no longer UNKNOWN
+  EXPECT_FALSE(last_put(id)->last_unknown());
+  now = now + seconds(2);
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  reply(out[0], http(200));
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kDelivered);
+  EXPECT_FALSE(last_put(id)->last_unknown());
+  EXPECT_EQ(s->stats().unknown, 0u);
+}
+
+// SPEC R12.10: a ceiling that ends a delivery whose latest outcome was UNKNOWN ends it unknown;
+// one whose latest outcome was a definitive failure, failed.
+TEST_F(SchedulerTest, ACeilingPassedAfterAnUnknownOutcomeEndsUnknown) {
+  Endpoint e = add_ep("acme", "xhub");
+  Delivery unknown;
+  unknown.id = make_id(partition_of("acme"), 1);
+  unknown.endpoint = e.id;
+  unknown.created_at = now - days(31);  // past the 30-day absolute ceiling (R3.3)
+  unknown.next_attempt_at = now;
+  unknown.attempts = unknown.fast_attempts = 2;
+  unknown.last_code = ErrorCode::of(K::kTimeout);
+  unknown.flags = Delivery::kFlagLastUnknown;
+  Delivery failed = unknown;
+  failed.id = make_id(partition_of("acme"), 2);
+  failed.last_code = ErrorCode::http(503);
+  failed.flags = 0;
+  s->restore_delivery(unknown, now);
+  s->restore_delivery(failed, now);
+  m.clear();
+  EXPECT_TRUE(poll().empty());
+  EXPECT_EQ(last_put(unknown.id)->status, DeliveryStatus::kUnknown);
+  EXPECT_EQ(last_put(unknown.id)->last_code, ErrorCode::of(K::kDeadlineExceeded));
+  EXPECT_EQ(last_put(failed.id)->status, DeliveryStatus::kFailed);
+  EXPECT_EQ(s->stats().unknown, 1u);
+  EXPECT_EQ(s->stats().failed, 1u);
+}
+
+// A single-shot test delivery (R9.3) answered 502 ends unknown, not failed.
+TEST_F(SchedulerTest, ATestDeliveryWithAnUnknownOutcomeEndsUnknown) {
+  Endpoint e = add_ep("acme", "smengo");
+  auto id = s->add_test_delivery(e.id, event("acme", "ringcast.test"), now, ids, m);
+  ASSERT_TRUE(id.ok());
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  reply(out[0], http(502));
+  EXPECT_EQ(last_put(*id)->status, DeliveryStatus::kUnknown);
+  EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
 }
 
 TEST_F(SchedulerTest, RecoveredDeliveryOfDisabledEndpointIsDead) {

@@ -1,7 +1,10 @@
-// `ringcast deliveries list|recent|get` — the delivery log (SPEC R10).
+// `ringcast deliveries list|recent|get|resolve` — the delivery log (SPEC R10) and an operator's
+// verdict on a delivery that ended `unknown` (ISSUE 17).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+
+#include "net/api/json_writer.h"
 
 #include "tools/ringcast/cli_commands.h"
 
@@ -15,6 +18,8 @@ struct DeliveryArgs {
   std::string state;
   int limit = 0;
   std::string cursor;
+  std::string outcome;
+  std::string note;
 };
 
 std::string base(const DeliveryArgs& a) {
@@ -118,6 +123,13 @@ void run_get(GlobalOptions& g, DeliveryArgs& a) {
   if (!r.root["attempts"].get(attempts) && attempts.size() > 0) {
     Table t({"#", "LADDER", "OUTCOME", "CODE", "HTTP", "STARTED", "MS", "RESPONSE"});
     for (auto at : attempts) {
+      const std::string kind = jstr(at, "kind");
+      if (kind == "resolution" || kind == "resend") {  // an operator's record, not an attempt
+        const std::string what =
+            kind == "resolution" ? "resolved " + jstr(at, "resolved_as") : std::string("resent");
+        t.add({"-", "-", what, "-", "-", jtext(at, "at"), "-", clip(jstr(at, "note"), 40)});
+        continue;
+      }
       char ms[32];
       std::snprintf(ms, sizeof ms, "%.1f", jnum(at, "duration_ms"));
       t.add({std::to_string(jint(at, "number")), jstr(at, "ladder"), jstr(at, "outcome"),
@@ -129,10 +141,26 @@ void run_get(GlobalOptions& g, DeliveryArgs& a) {
   }
 }
 
+void run_resolve(GlobalOptions& g, DeliveryArgs& a) {
+  net::api::JsonWriter w;
+  w.begin_object().field("outcome", a.outcome);
+  if (!a.note.empty()) w.field("note", a.note);
+  w.end_object();
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r =
+      call_json(*client, p, "POST", base(a) + "/" + url_escape(a.id) + "/resolve", w.take());
+  if (g.json) return print_json(r.body);
+  simdjson::dom::element d;
+  if (r.root["delivery"].get(d)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  std::printf("delivery %s resolved: %s\n", jstr(d, "id").c_str(), jstr(d, "status").c_str());
+}
+
 }  // namespace
 
 void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
-  CLI::App* dv = app.add_subcommand("deliveries", "read the delivery log");
+  CLI::App* dv = app.add_subcommand("deliveries",
+                                    "read the delivery log; resolve deliveries that ended unknown");
   dv->require_subcommand(1);
   auto args = std::make_shared<DeliveryArgs>();
   auto tenant = [args](CLI::App* sub) { add_tenant_option(sub, args->tenant); };
@@ -140,8 +168,9 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
   CLI::App* list = dv->add_subcommand("list", "list deliveries, newest first");
   tenant(list);
   list->add_option("--endpoint", args->endpoint, "only this endpoint id");
-  list->add_option("--state", args->state, "pending | in_flight | delivered | failed | dead")
-      ->check(CLI::IsMember({"pending", "in_flight", "delivered", "failed", "dead"}));
+  list->add_option("--state", args->state,
+                   "pending | in_flight | delivered | failed | dead | unknown (needs review)")
+      ->check(CLI::IsMember({"pending", "in_flight", "delivered", "failed", "dead", "unknown"}));
   list->add_option("--limit", args->limit, "page size (the server allows up to 1000 by default)")
       ->check(CLI::Range(1, 1000));
   list->add_option("--cursor", args->cursor, "continue after a previous page");
@@ -155,6 +184,16 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
   tenant(get);
   get->add_option("id", args->id, "delivery id")->required();
   get->callback([&g, args] { run_get(g, *args); });
+
+  CLI::App* resolve = dv->add_subcommand(
+      "resolve", "record the verdict on a delivery that ended unknown (needs review)");
+  tenant(resolve);
+  resolve->add_option("id", args->id, "delivery id")->required();
+  resolve->add_option("--outcome", args->outcome, "delivered | failed")
+      ->required()
+      ->check(CLI::IsMember({"delivered", "failed"}));
+  resolve->add_option("--note", args->note, "why (kept in the delivery's history, <= 512 bytes)");
+  resolve->callback([&g, args] { run_resolve(g, *args); });
 }
 
 }  // namespace ringcast::cli
