@@ -152,7 +152,7 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
             [](M s) -> const Counter& { return s.deliveries_failed; });
   w.counter("ringcast_deliveries_dead_total", "Deliveries dead with their endpoint (R8).",
             [](M s) -> const Counter& { return s.deliveries_dead; });
-  w.counter("ringcast_deliveries_unknown_total",
+  w.counter("ringcast_deliveries_ended_unknown_total",
             "Deliveries ended UNKNOWN, needing review: budget or ceiling over on an UNKNOWN "
             "outcome (R12.10).",
             [](M s) -> const Counter& { return s.deliveries_unknown; });

@@ -184,7 +184,7 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
   // The metrics: two ended unknown, one resolution each way, three UNKNOWN spans measured (the
   // settled one and the two resolutions).
   Metrics mt = scrape_metrics(d);
-  EXPECT_EQ(metric(mt, "ringcast_deliveries_unknown_total"), 2);
+  EXPECT_EQ(metric(mt, "ringcast_deliveries_ended_unknown_total"), 2);
   EXPECT_EQ(metric(mt, "ringcast_deliveries_resolved_total{outcome=\"delivered\"}"), 1);
   EXPECT_EQ(metric(mt, "ringcast_deliveries_resolved_total{outcome=\"failed\"}"), 1);
   EXPECT_EQ(metric(mt, "ringcast_unknown_duration_seconds_count"), 3);
