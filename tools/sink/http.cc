@@ -89,6 +89,7 @@ ParseResult parse_request_head(const char* data, size_t len, size_t max_head_byt
   }
   bool keep_alive_token = false, close_token = false, has_cl = false, has_te = false;
   int signature_count = 0;
+  if (eol + 2 <= head.size()) req.header_lines = head.substr(eol + 2);
 
   size_t pos = eol + 2;
   while (pos < head.size()) {
