@@ -108,7 +108,8 @@ ParseResult parse_request_head(const char* data, size_t len, size_t max_head_byt
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
       value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    for (char c : value) {
+    for (char ch : value) {  // obs-text (bytes above 0x7f, e.g. UTF-8) is allowed: RFC 9110 5.5
+      const auto c = static_cast<unsigned char>(ch);
       if ((c < ' ' && c != '\t') || c == 0x7f) return ParseResult::kError;
     }
     const char first = lower(name.front());
