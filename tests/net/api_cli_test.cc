@@ -219,7 +219,8 @@ TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
   EXPECT_THAT(r.out, HasSubstr("Authorization: Bearer t0k"));
   EXPECT_THAT(r.out, HasSubstr("idempotency key"));
 
-  r = client({"endpoints", "update", "--tenant", "acme", id, "--header", "X-New: 1",
+  // The id may follow --header: one value per flag.
+  r = client({"endpoints", "update", "--tenant", "acme", "--header", "X-New: 1", id,
               "--no-idempotency-key", "--json"});
   ASSERT_TRUE(r.status.ok()) << r.err;
   EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-New":"1"})"));

@@ -237,8 +237,11 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   create->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
   create->add_option("--max-in-flight", args->max_in_flight, "concurrent requests to it")
       ->check(CLI::NonNegativeNumber);
-  create->add_option("--header,-H", args->headers,
-                     "extra request header 'Name: value', repeatable (at most 20, 4 KiB)");
+  // One value per flag: a header is never taken for the positional id that follows.
+  create
+      ->add_option("--header,-H", args->headers,
+                   "extra request header 'Name: value', repeatable (at most 20, 4 KiB)")
+      ->allow_extra_args(false);
   create->add_flag("--idempotency-key", args->idempotency_key,
                    "send Idempotency-Key: <webhook id> (the same on every attempt)");
   create->callback([&g, args] { run_create(g, *args); });
@@ -258,8 +261,10 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   update->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
   update->add_option("--max-in-flight", args->max_in_flight, "concurrent requests (0: default)")
       ->check(CLI::NonNegativeNumber);
-  update->add_option("--header,-H", args->headers,
-                     "extra request header 'Name: value', repeatable (replaces every current one)");
+  update
+      ->add_option("--header,-H", args->headers,
+                   "extra request header 'Name: value', repeatable (replaces every current one)")
+      ->allow_extra_args(false);
   update->add_flag("--no-headers", args->no_headers, "drop every extra header");
   update->add_flag("--idempotency-key", args->idempotency_key,
                    "send Idempotency-Key: <webhook id> (the same on every attempt)");
