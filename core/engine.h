@@ -27,6 +27,8 @@ struct EndpointSpec {
   std::optional<std::string> secret;  // generated when absent
   RateLimit rate_limit;
   uint32_t max_in_flight = 0;
+  std::vector<EndpointHeader> headers;  // checked by core/endpoint_headers.h
+  bool idempotency_key = false;
 };
 
 struct EndpointPatch {
@@ -36,6 +38,8 @@ struct EndpointPatch {
   std::optional<SignatureProfile> signature;
   std::optional<RateLimit> rate_limit;
   std::optional<uint32_t> max_in_flight;
+  std::optional<std::vector<EndpointHeader>> headers;  // replaces the whole set
+  std::optional<bool> idempotency_key;
 };
 
 enum class EndpointAction : uint8_t { kPause, kResume, kEnable };

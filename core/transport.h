@@ -22,6 +22,9 @@ struct SendRequest {
   // The event payload, byte-for-byte. Not a copy: the caller keeps these bytes alive until the
   // op completes (the engine's send slot holds the event).
   std::string_view body;
+  // The endpoint's own lines ("Name: value\r\n" each: Idempotency-Key, its extra headers;
+  // core/endpoint_headers.h), sent after ringcast's headers. Already checked: sent as is.
+  std::string extra_headers;
   uint64_t pool_key = 0;  // optional hint: endpoint id, for per-endpoint limits
 };
 

@@ -140,6 +140,14 @@ struct Secret {
   WallTime expires_at = WallTime::max();  // set on the old secret during rotation
 };
 
+// One extra request header of an endpoint (ISSUE 17 part 4), sent as "name: value" after
+// ringcast's own headers; the rules are in core/endpoint_headers.h.
+struct EndpointHeader {
+  std::string name;
+  std::string value;
+  bool operator==(const EndpointHeader&) const = default;
+};
+
 struct RateLimit {
   double per_second = 0;  // 0: unlimited
   uint32_t burst = 0;
@@ -155,6 +163,10 @@ struct Endpoint {
   std::vector<Secret> secrets;  // newest first; all unexpired ones sign (R11.2)
   RateLimit rate_limit;
   uint32_t max_in_flight = 0;  // 0: the engine default
+  // Extra request headers, in the order given (core/endpoint_headers.h: at most 20, 4 KiB).
+  std::vector<EndpointHeader> headers;
+  // Send `Idempotency-Key: <message id>` (the webhook id: the same on every attempt, R11.3).
+  bool idempotency_key = false;
   EndpointState state = EndpointState::kEnabled;
   ErrorCode disabled_reason;
   WallTime created_at;

@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 
 #include "core/classify.h"
+#include "core/endpoint_headers.h"
 #include "core/fanout.h"
 #include "core/url.h"
 #include "net/signing.h"
@@ -824,6 +825,8 @@ void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
     req.message_id.assign(ev->message_id);
     req.body = ev->payload;
   }
+  req.extra_headers.clear();  // the slot's buffer: no allocation once it has grown
+  if (ep && ev) append_endpoint_headers(*ep, ev->message_id, req.extra_headers);
   if (!ep || !ev) {
     // Nothing to send (endpoint deleted under the lease, or the event is gone): complete it
     // on the next turn as an attempt that never left, so the scheduler decides its fate.
@@ -1248,6 +1251,7 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   if (!options_.policies.find(spec.policy))
     return done(
         make_error(Errc::kInvalidArgument, "no policy by this name", "policy", "unknown_policy"));
+  if (auto h = check_endpoint_headers(spec.headers); !h.ok()) return done(h.error());
   WallTime now = loop_->wall_now();
   Endpoint e;
   e.id = next_id(partition_of(tenant));
@@ -1261,6 +1265,8 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   e.secrets.push_back(Secret{std::move(*key), WallTime::max()});
   e.rate_limit = spec.rate_limit;
   e.max_in_flight = spec.max_in_flight;
+  e.headers = std::move(spec.headers);
+  e.idempotency_key = spec.idempotency_key;
   e.created_at = e.updated_at = now;
   auto r = scheduler_->create_endpoint(std::move(e), now, mutations_);
   if (!r.ok()) return done(r.error());
@@ -1317,6 +1323,11 @@ void Shard::update_endpoint(const std::string& tenant, EndpointId id, EndpointPa
   if (patch.signature) e.signature = *patch.signature;
   if (patch.rate_limit) e.rate_limit = *patch.rate_limit;
   if (patch.max_in_flight) e.max_in_flight = *patch.max_in_flight;
+  if (patch.headers) {
+    if (auto h = check_endpoint_headers(*patch.headers); !h.ok()) return done(h.error());
+    e.headers = std::move(*patch.headers);
+  }
+  if (patch.idempotency_key) e.idempotency_key = *patch.idempotency_key;
   WallTime now = loop_->wall_now();
   e.updated_at = now;
   auto r = scheduler_->update_endpoint(e, now, mutations_);

@@ -1060,6 +1060,7 @@ void Impl::write_request(Connection* c) {
   sign.body = rq.body;
   sign.secrets = &rq.secrets;
   append_signature_headers(sign, buf);
+  buf.append(rq.extra_headers);  // the endpoint's own, after ringcast's (ISSUE 17 part 4)
   buf.append("\r\n").append(rq.body);
   if (c->tls) {
     if (c->tls->write(buf.data(), buf.size()) != TlsStream::Status::kOk) {

@@ -276,7 +276,8 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
 
 // ---- endpoint ---------------------------------------------------------------------------------
 void encode_endpoint(const Endpoint& e, std::string& out) {
-  put_u8(out, kValueVersion);
+  const bool extended = e.idempotency_key || !e.headers.empty();
+  put_u8(out, extended ? kEndpointWithHeaders : kValueVersion);
   put_bytes(out, e.tenant);
   put_bytes(out, e.url);
   put_varint(out, e.event_types.size());
@@ -295,11 +296,20 @@ void encode_endpoint(const Endpoint& e, std::string& out) {
   put_code(out, e.disabled_reason);
   put_zigzag(out, e.created_at.ns());
   put_zigzag(out, e.updated_at.ns());
+  if (!extended) return;
+  put_u8(out, e.idempotency_key ? 1 : 0);
+  put_varint(out, e.headers.size());
+  for (const auto& h : e.headers) {
+    put_bytes(out, h.name);
+    put_bytes(out, h.value);
+  }
 }
 
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   Reader r(v);
-  if (!version_ok(r)) return corrupt("endpoint: bad version or empty value");
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kEndpointWithHeaders))
+    return corrupt("endpoint: bad version or empty value");
   Endpoint e;
   e.id = id;
   e.tenant = r.bytes();
@@ -327,6 +337,17 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   e.disabled_reason = get_code(r);
   e.created_at = WallTime::from_ns(r.zz());
   e.updated_at = WallTime::from_ns(r.zz());
+  if (tag == kEndpointWithHeaders) {
+    e.idempotency_key = r.u8_max(1) != 0;
+    // Each header takes at least two bytes (two lengths).
+    n = r.bounded(r.remaining() / 2);
+    for (uint64_t i = 0; i < n && r.ok(); ++i) {
+      EndpointHeader h;
+      h.name = r.bytes();
+      h.value = r.bytes();
+      e.headers.push_back(std::move(h));
+    }
+  }
   if (!r.done()) return corrupt("endpoint: truncated or trailing bytes");
   return e;
 }

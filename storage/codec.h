@@ -317,6 +317,11 @@ Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
                              std::optional<Attempt>* last);
 Result<Attempt> decode_attempt(std::string_view key, std::string_view v);
 
+// An endpoint is written as version 1 while it uses neither extra headers nor the
+// Idempotency-Key option (so a binary from before ISSUE 17 part 4 still reads it), else with
+// its own tag: version 1's fields, then a flags byte (bit 0: idempotency_key), a header count
+// and the name/value pairs. decode_endpoint reads both (version 1: no headers, option off).
+inline constexpr uint8_t kEndpointWithHeaders = 5;
 void encode_endpoint(const Endpoint& e, std::string& out);
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
 

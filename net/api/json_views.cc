@@ -107,6 +107,10 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.field("burst", e.rate_limit.burst);
   w.end_object();
   w.field("max_in_flight", e.max_in_flight);
+  w.key("headers").begin_object();  // in the order they are sent
+  for (const auto& h : e.headers) w.field(h.name, h.value);
+  w.end_object();
+  w.field("idempotency_key", e.idempotency_key);
   w.field("secrets_active", static_cast<unsigned>(e.secrets.size()));
   if (with_secret && !e.secrets.empty()) {
     w.field("secret", secret_text(e.secrets.front()));

@@ -1,5 +1,6 @@
 #include "net/api/rest_api.h"
 
+#include "core/endpoint_headers.h"
 #include "core/input_rules.h"
 
 #include <openssl/mem.h>
@@ -523,6 +524,55 @@ std::optional<Bad> read_event_types(od::value& v, const RestApiOptions& opt,
   return std::nullopt;
 }
 
+// A refused header set as the API's 400, naming the header at fault: field "headers.<Name>"
+// (the name as given, cut to 100 bytes) for a bad, reserved or repeated one, "headers" for the
+// limits.
+Bad header_bad(const std::vector<EndpointHeader>& hs, const HeaderProblem& p) {
+  if (p.index >= hs.size() || std::string_view(p.reason) == "too_many_headers") {
+    return Bad{p.reason,
+               "headers: at most " + std::to_string(kMaxEndpointHeaders) + " headers per endpoint",
+               "headers"};
+  }
+  const std::string name = hs[p.index].name.substr(0, 100);
+  std::string msg = "header \"";
+  msg += name;
+  msg += "\": ";
+  msg += p.message;
+  if (std::string_view(p.reason) == "headers_too_large") return Bad{p.reason, msg, "headers"};
+  std::string field = "headers.";
+  field += name;
+  return Bad{p.reason, std::move(msg), std::move(field)};
+}
+
+// "headers": {"Name": "value", ...}, kept in the order given (ISSUE 17 part 4); checked and
+// trimmed by core/endpoint_headers.h. null: no headers.
+std::optional<Bad> read_headers(od::value& v, std::vector<EndpointHeader>& out) {
+  out.clear();
+  if (is_null(v)) return std::nullopt;
+  od::object o;
+  auto e = v.get_object().get(o);
+  if (e == simdjson::INCORRECT_TYPE)
+    return wrong_type("headers", "an object {\"Name\": \"value\", ...}");
+  if (e) return json_error(e, "headers");
+  for (auto f : o) {
+    std::string_view key;
+    if (auto ke = f.unescaped_key().get(key)) return json_error(ke, "headers");
+    od::value fv;
+    if (auto ve = f.value().get(fv)) return json_error(ve, "headers");
+    std::string field = "headers.";
+    field.append(key.substr(0, 100));
+    std::string value;
+    if (auto bad = get_string(fv, field, value)) return bad;
+    if (out.size() == kMaxEndpointHeaders) {  // read no further than one over the limit
+      out.push_back(EndpointHeader{std::string(key), std::move(value)});
+      break;
+    }
+    out.push_back(EndpointHeader{std::string(key), std::move(value)});
+  }
+  if (auto p = normalize_endpoint_headers(out)) return header_bad(out, *p);
+  return std::nullopt;
+}
+
 // Fields shared by create (EndpointSpec) and PATCH (EndpointPatch).
 struct EndpointFields {
   std::optional<std::string> url;
@@ -532,6 +582,8 @@ struct EndpointFields {
   std::optional<std::string> secret;
   std::optional<RateLimit> rate_limit;
   std::optional<uint32_t> max_in_flight;
+  std::optional<std::vector<EndpointHeader>> headers;
+  std::optional<bool> idempotency_key;
 };
 
 std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
@@ -580,6 +632,14 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
           uint64_t n = 0;
           if (auto bad = get_uint(v, "max_in_flight", 1'000'000, n)) return bad;
           f.max_in_flight = static_cast<uint32_t>(n);
+        } else if (key == "headers") {
+          std::vector<EndpointHeader> hs;
+          if (auto bad = read_headers(v, hs)) return bad;
+          f.headers = std::move(hs);
+        } else if (key == "idempotency_key") {
+          bool b = false;
+          if (auto bad = get_bool(v, "idempotency_key", b)) return bad;
+          f.idempotency_key = b;
         } else {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
@@ -599,6 +659,8 @@ void create_endpoint(Call& c, const std::string& tenant) {
   spec.secret = std::move(f.secret);
   if (f.rate_limit) spec.rate_limit = *f.rate_limit;
   if (f.max_in_flight) spec.max_in_flight = *f.max_in_flight;
+  if (f.headers) spec.headers = std::move(*f.headers);
+  if (f.idempotency_key) spec.idempotency_key = *f.idempotency_key;
   auto r = share(std::move(c.responder));
   c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -618,6 +680,8 @@ void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   patch.signature = f.signature;
   patch.rate_limit = f.rate_limit;
   patch.max_in_flight = f.max_in_flight;
+  patch.headers = std::move(f.headers);
+  patch.idempotency_key = f.idempotency_key;
   auto r = share(std::move(c.responder));
   c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));

@@ -592,6 +592,142 @@ TEST_F(RestApiEngineTest, EndpointBodyErrorsNameTheField) {
   expect_error(call("POST", ep + "/secret/rotate", R"({"key":"x"})"), 400, "unknown_field", "key");
 }
 
+// ISSUE 17 part 4: extra headers and Idempotency-Key are shown, replaced by PATCH, and sent on
+// every attempt after ringcast's own; Idempotency-Key is the webhook id, the same on a retry.
+TEST_F(RestApiEngineTest, EndpointHeadersAreShownPatchedAndSentOnEveryAttempt) {
+  rec_.script("/h", {503, 200});
+  ClientResponse r =
+      call("POST", "/v1/tenants/acme/endpoints", R"({"url":")" + url("/h") + R"(","policy":"fast",
+               "headers":{"X-Tenant":"  acme\t","Authorization":"Bearer t0k","X-Empty":""},
+               "idempotency_key":true})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  auto el = parse(r.body);
+  const std::string id = str(el, "id");
+  // An object in the order given (values trimmed).
+  EXPECT_THAT(
+      r.body,
+      HasSubstr(R"("headers":{"X-Tenant":"acme","Authorization":"Bearer t0k","X-Empty":""})"));
+  bool idem = false;
+  ASSERT_FALSE(el["idempotency_key"].get(idem));
+  EXPECT_TRUE(idem);
+  r = call("GET", "/v1/tenants/acme/endpoints/" + id);
+  EXPECT_THAT(r.body, HasSubstr(R"("X-Tenant":"acme")"));
+  EXPECT_THAT(r.body, HasSubstr(R"("idempotency_key":true)"));
+  r = call("GET", "/v1/tenants/acme/endpoints");
+  EXPECT_THAT(r.body, HasSubstr(R"("Authorization":"Bearer t0k")"));
+
+  ASSERT_EQ(submit("h1", "{}").status, 202);
+  ASSERT_EQ(wait_done(1).size(), 1u);
+  auto got = rec_.to("/h");
+  ASSERT_EQ(got.size(), 2u);  // 503, then the retry's 200
+  const std::string webhook_id = got[0].header("webhook-id");
+  ASSERT_FALSE(webhook_id.empty());
+  for (const auto& g : got) {
+    EXPECT_EQ(g.header("x-tenant"), "acme");
+    EXPECT_EQ(g.header("authorization"), "Bearer t0k");
+    EXPECT_EQ(g.headers.count("x-empty"), 1u);
+    EXPECT_EQ(g.header("idempotency-key"), webhook_id);  // stable over the attempts
+    EXPECT_EQ(g.header("webhook-id"), webhook_id);
+    EXPECT_EQ(g.header("content-type"), "application/json");  // ringcast's own untouched
+  }
+
+  // PATCH replaces the whole set; the option can be turned off.
+  r = call("PATCH", "/v1/tenants/acme/endpoints/" + id,
+           R"({"headers":{"X-Other":"2"},"idempotency_key":false})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("headers":{"X-Other":"2"})"));
+  EXPECT_THAT(r.body, HasSubstr(R"("idempotency_key":false)"));
+  // A PATCH without them keeps them.
+  r = call("PATCH", "/v1/tenants/acme/endpoints/" + id, R"({"max_in_flight":3})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("headers":{"X-Other":"2"})"));
+  ASSERT_EQ(submit("h2", "{}").status, 202);
+  ASSERT_EQ(wait_done(2).size(), 2u);
+  got = rec_.to("/h");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].header("x-other"), "2");
+  EXPECT_EQ(got[2].headers.count("x-tenant"), 0u);
+  EXPECT_EQ(got[2].headers.count("idempotency-key"), 0u);
+  // {} (or null) clears them.
+  r = call("PATCH", "/v1/tenants/acme/endpoints/" + id, R"({"headers":{}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("headers":{})"));
+  r = call("PATCH", "/v1/tenants/acme/endpoints/" + id, R"({"headers":{"X-A":"1"}})");
+  r = call("PATCH", "/v1/tenants/acme/endpoints/" + id, R"({"headers":null})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("headers":{})"));
+}
+
+TEST_F(RestApiEngineTest, EndpointHeaderErrorsNameTheHeader) {
+  const std::string u = R"("url":")" + url("/a") + "\"";
+  auto with = [&](const std::string& headers) {
+    return "{" + u + R"(,"headers":)" + headers + "}";
+  };
+  std::string twenty_one = "{";
+  for (int i = 0; i < 21; ++i) {
+    if (i) twenty_one += ",";
+    twenty_one += "\"X-H" + std::to_string(i) + "\":\"v\"";
+  }
+  twenty_one += "}";
+  // 4 + 4093 = 4097 bytes of name and value.
+  const std::string too_big = R"({"X-Bg":")" + std::string(4093, 'b') + R"("})";
+  const std::string just_fits = R"({"X-Bg":")" + std::string(4092, 'b') + R"("})";
+  struct Case {
+    std::string body;
+    const char* code;
+    const char* field;
+    const char* names;  // the message names this header
+  };
+  const Case cases[] = {
+      {with(R"({"Host":"evil"})"), "reserved_header", "headers.Host", "Host"},
+      {with(R"({"content-length":"5"})"), "reserved_header", "headers.content-length",
+       "content-length"},
+      {with(R"({"X-Ok":"1","TRANSFER-ENCODING":"chunked"})"), "reserved_header",
+       "headers.TRANSFER-ENCODING", "TRANSFER-ENCODING"},
+      {with(R"({"Connection":"close"})"), "reserved_header", "headers.Connection", "Connection"},
+      {with(R"({"Webhook-Signature":"v1,x"})"), "reserved_header", "headers.Webhook-Signature",
+       "Webhook-Signature"},
+      {with(R"({"x-webhook-id":"1"})"), "reserved_header", "headers.x-webhook-id", "x-webhook-id"},
+      {with(R"({"Smengo-Delivery-Id":"1:1"})"), "reserved_header", "headers.Smengo-Delivery-Id",
+       "Smengo-Delivery-Id"},
+      {with(R"({"Idempotency-Key":"k"})"), "reserved_header", "headers.Idempotency-Key",
+       "Idempotency-Key"},
+      {with(R"({"Proxy-Authorization":"x"})"), "reserved_header", "headers.Proxy-Authorization",
+       "Proxy-Authorization"},
+      {with(R"({"X-Foo":"a\r\nX-Evil: 1"})"), "invalid_header", "headers.X-Foo", "X-Foo"},
+      {with(R"({"X-Foo":"a\nb"})"), "invalid_header", "headers.X-Foo", "X-Foo"},
+      {with(R"({"X-Foo":"a\u0000b"})"), "invalid_header", "headers.X-Foo", "X-Foo"},
+      {with(R"({"X Foo":"a"})"), "invalid_header", "headers.X Foo", "X Foo"},
+      {with(R"({"":"a"})"), "invalid_header", "headers.", R"(header \"\")"},
+      {with(R"({"X-A":"1","x-a":"2"})"), "duplicate_header", "headers.x-a", "x-a"},
+      {with(R"({"X-A":"1","X-A":"2"})"), "duplicate_header", "headers.X-A", "X-A"},
+      {with(twenty_one), "too_many_headers", "headers", "20"},
+      {with(too_big), "headers_too_large", "headers", "X-Bg"},
+      {with(R"(["X-A: 1"])"), "invalid_type", "headers", "headers"},
+      {with(R"({"X-N":5})"), "invalid_type", "headers.X-N", "X-N"},
+      {"{" + u + R"(,"idempotency_key":"yes"})", "invalid_type", "idempotency_key",
+       "idempotency_key"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body.substr(0, 200));
+    ClientResponse r = call("POST", "/v1/tenants/acme/endpoints", c.body);
+    expect_error(r, 400, c.code, c.field);
+    EXPECT_THAT(r.body, HasSubstr(c.names));
+  }
+  expect_error(call("GET", "/v1/tenants/acme/endpoints"), 404, "unknown_tenant", "tenant");
+  ClientResponse ok = call("POST", "/v1/tenants/acme/endpoints", with(just_fits));
+  ASSERT_EQ(ok.status, 201) << ok.body.substr(0, 300);
+  const std::string id = str(parse(ok.body), "id");
+  const std::string ep = "/v1/tenants/acme/endpoints/" + id;
+  expect_error(call("PATCH", ep, R"({"headers":{"HOST":"x"}})"), 400, "reserved_header",
+               "headers.HOST");
+  expect_error(call("PATCH", ep, R"({"headers":{"X-V":"a\rb"}})"), 400, "invalid_header",
+               "headers.X-V");
+  // The refused PATCHes changed nothing.
+  ClientResponse g = call("GET", ep);
+  EXPECT_THAT(g.body, HasSubstr("\"X-Bg\":\"bbbb"));
+}
+
 // SPEC R8.1, R8.4: a 410 disables the endpoint and notifies; actions on a disabled endpoint.
 TEST_F(RestApiEngineTest, GoneDisablesTheEndpointWithANotification) {
   rec_.script("/gone", {410});

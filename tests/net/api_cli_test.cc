@@ -197,6 +197,50 @@ TEST_F(CliTest, EndpointsUpdateSendsOnlyTheGivenFields) {
   EXPECT_THAT(r.err, HasSubstr("not_https"));
 }
 
+// ISSUE 17 part 4: --header 'Name: value' (repeatable) and --idempotency-key; an update
+// replaces the whole set, --no-headers / --no-idempotency-key clear them; the API's 400 naming
+// a reserved header reaches the user.
+TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
+  CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
+                     "https://hooks.example.com/h", "--header", "X-Tenant: acme", "-H",
+                     "Authorization:Bearer t0k", "--idempotency-key", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-Tenant":"acme","Authorization":"Bearer t0k"})"));
+  EXPECT_THAT(r.out, HasSubstr(R"("idempotency_key":true)"));
+  simdjson::dom::element el;
+  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
+  std::string_view id_view;
+  ASSERT_FALSE(el["id"].get(id_view));
+  const std::string id(id_view);
+
+  r = client({"endpoints", "get", "--tenant", "acme", id});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("X-Tenant: acme"));
+  EXPECT_THAT(r.out, HasSubstr("Authorization: Bearer t0k"));
+  EXPECT_THAT(r.out, HasSubstr("idempotency key"));
+
+  // The id may follow --header: one value per flag.
+  r = client({"endpoints", "update", "--tenant", "acme", "--header", "X-New: 1", id,
+              "--no-idempotency-key", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-New":"1"})"));
+  EXPECT_THAT(r.out, HasSubstr(R"("idempotency_key":false)"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--no-headers", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("headers":{})"));
+
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--header", "Host: evil"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("reserved_header"));
+  EXPECT_THAT(r.err, HasSubstr("field: headers.Host"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--header", "no colon"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("Name: value"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--header", "X: 1", "--no-headers"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cannot be combined"));
+}
+
 TEST_F(CliTest, TenantBreakerSubscriptionAndNotifications) {
   engine_.open_breaker();
   CliRun r = client({"tenant", "breaker", "--tenant", "acme"});

@@ -152,6 +152,8 @@ class FakeEngine final : public Engine {
           Secret{spec.secret ? *spec.secret : "generated-key-" + std::to_string(e.id)});
       e.rate_limit = spec.rate_limit;
       e.max_in_flight = spec.max_in_flight;
+      e.headers = spec.headers;
+      e.idempotency_key = spec.idempotency_key;
       e.created_at = e.updated_at = WallTime::from_ms(1'767'225'600'000);
       endpoints_[e.id] = e;
       known_tenants.insert(tenant);
@@ -193,6 +195,8 @@ class FakeEngine final : public Engine {
       if (patch.signature) e->signature = *patch.signature;
       if (patch.rate_limit) e->rate_limit = *patch.rate_limit;
       if (patch.max_in_flight) e->max_in_flight = *patch.max_in_flight;
+      if (patch.headers) e->headers = *patch.headers;
+      if (patch.idempotency_key) e->idempotency_key = *patch.idempotency_key;
       done(*e);
     });
   }

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -420,6 +421,35 @@ TEST_F(SinkTest, RecordsDeliveryIdsBeforeAnswering) {
   EXPECT_EQ(ids[2].id, "d3");
   EXPECT_EQ(ids[2].attempt, 4u);
   EXPECT_EQ(ids[3].id, "msg_1");
+}
+
+// --headers-file: one JSON line per request carrying an id, every header in order, written
+// before the answer; quotes, control bytes and bytes above 0x7f are escaped.
+TEST_F(SinkTest, HeadersFileRecordsEveryHeader) {
+  const std::string file = dir.file("headers.jsonl");
+  SinkProcess sink = start({"--headers-file", file, "--fault", "/r=status=503"});
+  Client c(sink.port);
+  ASSERT_EQ(c.request(post("/r?x=1", "{}",
+                           {"webhook-id: msg_1", "X-Quote: a \"b\" \\c", "X-Tab:  a\tb ",
+                            "X-Utf8: caf\xc3\xa9", "Idempotency-Key: msg_1"}))
+                ->status,
+            503);
+  ASSERT_EQ(c.request(post("/a", "{}"))->status, 200);  // no id: not recorded
+  sink.process.kill();
+  const std::string text = read_file(file);
+  ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find(R"({"id":"msg_1","attempt":0,"status":"503","target":"/r?x=1","headers":[)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(["Host","localhost"],["Content-Type","application/json"],)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(["X-Quote","a \"b\" \\c"],["X-Tab","a\u0009b"],)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(["X-Utf8","caf\u00c3\u00a9"],["Idempotency-Key","msg_1"],)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(["Content-Length","2"]]})"), std::string::npos) << text;
 }
 
 TEST_F(SinkTest, UniqueIdsInStats) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 
 #include <functional>
@@ -238,6 +239,86 @@ TEST(StorageCodec, EndpointRoundTrip) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, Errc::kCorruption);
   }
+}
+
+// ISSUE 17 part 4: extra headers and the Idempotency-Key option round-trip under their own tag.
+TEST(StorageCodec, EndpointWithHeadersRoundTrip) {
+  Endpoint e = make_endpoint("acme", 5);
+  e.headers = {{"X-Tenant", "acme"}, {"Authorization", "Bearer a\tb"}, {"X-Empty", ""}};
+  e.idempotency_key = true;
+  std::string v;
+  encode_endpoint(e, v);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(static_cast<uint8_t>(v[0]), kEndpointWithHeaders);
+  auto back = decode_endpoint(e.id, v);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(same_endpoint(*back, e));
+  EXPECT_EQ(back->headers, e.headers);  // the order kept
+  EXPECT_TRUE(back->idempotency_key);
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_endpoint(e.id, x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_endpoint(e.id, x)); });
+
+  // Either field alone needs the new tag.
+  for (int which = 0; which < 2; ++which) {
+    Endpoint one = make_endpoint("acme", 6);
+    if (which == 0) one.idempotency_key = true;
+    if (which == 1) one.headers = {{"X-A", "1"}};
+    std::string ov;
+    encode_endpoint(one, ov);
+    EXPECT_EQ(static_cast<uint8_t>(ov[0]), kEndpointWithHeaders) << which;
+    auto ob = decode_endpoint(one.id, ov);
+    ASSERT_TRUE(ob.ok()) << which;
+    EXPECT_TRUE(same_endpoint(*ob, one)) << which;
+  }
+  // A header count above what the bytes can hold is corrupt, not a huge reserve.
+  Endpoint plain = e;
+  plain.headers.clear();
+  std::string pv;
+  encode_endpoint(plain, pv);  // flags byte, count 0 at the end
+  ASSERT_EQ(pv.back(), 0);
+  pv.pop_back();
+  put_varint(pv, uint64_t{1} << 60);
+  EXPECT_FALSE(decode_endpoint(e.id, pv).ok());
+  // A flags byte other than 0/1 is corrupt.
+  pv.clear();
+  encode_endpoint(plain, pv);
+  pv[pv.size() - 2] = 2;
+  EXPECT_FALSE(decode_endpoint(e.id, pv).ok());
+}
+
+// A record written before ISSUE 17 part 4 (version 1, the layout by hand) decodes with no
+// headers and the option off; an endpoint that uses neither is still written that way, so an
+// older binary reads it.
+TEST(StorageCodec, OldEndpointRecordDecodesWithoutHeaders) {
+  std::string old;
+  put_u8(old, kValueVersion);
+  put_bytes(old, "acme");
+  put_bytes(old, "https://hooks.example.com/old");
+  put_varint(old, 1);
+  put_bytes(old, "payment.*");
+  put_bytes(old, "smengo");
+  put_u8(old, static_cast<uint8_t>(SignatureProfile::kStandard));
+  put_varint(old, 1);
+  put_bytes(old, "key");
+  put_zigzag(old, WallTime::max().ns());
+  put_fixed64(old, std::bit_cast<uint64_t>(2.5));
+  put_varint(old, 3);  // burst
+  put_varint(old, 4);  // max_in_flight
+  put_u8(old, 0);      // enabled
+  put_u8(old, 0);      // disabled reason: kind none,
+  put_zigzag(old, 0);  // detail 0
+  put_zigzag(old, kT0.ns());
+  put_zigzag(old, kT0.ns() + 1);
+  auto e = decode_endpoint(77, old);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(e->url, "https://hooks.example.com/old");
+  EXPECT_EQ(e->max_in_flight, 4u);
+  EXPECT_EQ(e->updated_at.ns(), kT0.ns() + 1);
+  EXPECT_TRUE(e->headers.empty());
+  EXPECT_FALSE(e->idempotency_key);
+  std::string again;
+  encode_endpoint(*e, again);
+  EXPECT_EQ(again, old);  // re-encoded byte for byte as version 1
 }
 
 TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {

@@ -46,11 +46,11 @@ inline bool same_endpoint(const Endpoint& a, const Endpoint& b) {
       return false;
   }
   return std::tie(a.id, a.tenant, a.url, a.event_types, a.policy, a.signature,
-                  a.rate_limit.per_second, a.rate_limit.burst, a.max_in_flight, a.state,
-                  a.disabled_reason, a.created_at, a.updated_at) ==
+                  a.rate_limit.per_second, a.rate_limit.burst, a.max_in_flight, a.headers,
+                  a.idempotency_key, a.state, a.disabled_reason, a.created_at, a.updated_at) ==
          std::tie(b.id, b.tenant, b.url, b.event_types, b.policy, b.signature,
-                  b.rate_limit.per_second, b.rate_limit.burst, b.max_in_flight, b.state,
-                  b.disabled_reason, b.created_at, b.updated_at);
+                  b.rate_limit.per_second, b.rate_limit.burst, b.max_in_flight, b.headers,
+                  b.idempotency_key, b.state, b.disabled_reason, b.created_at, b.updated_at);
 }
 
 inline Event make_event(std::string_view tenant, std::string_view id, uint64_t seq,

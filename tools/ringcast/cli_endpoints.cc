@@ -20,8 +20,22 @@ struct EndpointArgs {
   double rate = -1;
   int64_t burst = -1;
   int64_t max_in_flight = -1;
-  bool all_events = false;  // update: drop the event-type filter
+  bool all_events = false;           // update: drop the event-type filter
+  std::vector<std::string> headers;  // "Name: value", repeatable
+  bool no_headers = false;           // update: drop every extra header
+  bool idempotency_key = false;
+  bool no_idempotency_key = false;  // update: stop sending Idempotency-Key
 };
+
+// "Name: value" → the pair (the server checks and trims; a line without ':' is refused here).
+std::pair<std::string, std::string> split_header(const std::string& h) {
+  const size_t colon = h.find(':');
+  if (colon == std::string::npos || colon == 0)
+    throw CliError("--header wants 'Name: value', got '" + h + "'");
+  std::string name = h.substr(0, colon);
+  while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
+  return {std::move(name), h.substr(colon + 1)};
+}
 
 std::string base(const EndpointArgs& a) {
   return "/v1/tenants/" + url_escape(a.tenant) + "/endpoints";
@@ -64,6 +78,16 @@ void print_endpoint(simdjson::dom::element e) {
   }
   int64_t mif = jint(e, "max_in_flight");
   t.add({"max in flight", mif == 0 ? "default" : std::to_string(mif)});
+  simdjson::dom::object hs;
+  if (!e["headers"].get(hs)) {
+    for (auto f : hs) {
+      std::string_view v;
+      if (f.value.get(v)) continue;
+      t.add({"header", std::string(f.key) + ": " + std::string(v)});
+    }
+  }
+  bool idem = false;
+  if (!e["idempotency_key"].get(idem) && idem) t.add({"idempotency key", "sent (webhook id)"});
   t.add({"active secrets", std::to_string(jint(e, "secrets_active"))});
   t.add({"created", jtext(e, "created_at")});
   t.add({"updated", jtext(e, "updated_at")});
@@ -115,6 +139,16 @@ std::string endpoint_body(const EndpointArgs& a) {
     w.end_object();
   }
   if (a.max_in_flight >= 0) w.field("max_in_flight", a.max_in_flight);
+  if (!a.headers.empty() || a.no_headers) {
+    w.key("headers").begin_object();  // replaces the whole set (an update too)
+    for (const auto& h : a.headers) {
+      auto [name, value] = split_header(h);
+      w.field(name, value);
+    }
+    w.end_object();
+  }
+  if (a.idempotency_key) w.field("idempotency_key", true);
+  if (a.no_idempotency_key) w.field("idempotency_key", false);
   w.end_object();
   return w.take();
 }
@@ -131,11 +165,16 @@ void run_create(GlobalOptions& g, EndpointArgs& a) {
 void run_update(GlobalOptions& g, EndpointArgs& a) {
   if (a.all_events && !a.event_types.empty())
     throw CliError("--all-events and --event-type cannot be combined");
+  if (a.no_headers && !a.headers.empty())
+    throw CliError("--no-headers and --header cannot be combined");
+  if (a.idempotency_key && a.no_idempotency_key)
+    throw CliError("--idempotency-key and --no-idempotency-key cannot be combined");
   std::string body = endpoint_body(a);
   if (body == "{}")
     throw CliError(
         "nothing to update: give --url, --event-type, --all-events, --policy, --signature, "
-        "--rate, --burst or --max-in-flight");
+        "--rate, --burst, --max-in-flight, --header, --no-headers, --idempotency-key or "
+        "--no-idempotency-key");
   auto client = make_client(g);
   simdjson::dom::parser p;
   JsonReply r = call_json(*client, p, "PATCH", base(a) + "/" + url_escape(a.id), body);
@@ -198,6 +237,13 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   create->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
   create->add_option("--max-in-flight", args->max_in_flight, "concurrent requests to it")
       ->check(CLI::NonNegativeNumber);
+  // One value per flag: a header is never taken for the positional id that follows.
+  create
+      ->add_option("--header,-H", args->headers,
+                   "extra request header 'Name: value', repeatable (at most 20, 4 KiB)")
+      ->allow_extra_args(false);
+  create->add_flag("--idempotency-key", args->idempotency_key,
+                   "send Idempotency-Key: <webhook id> (the same on every attempt)");
   create->callback([&g, args] { run_create(g, *args); });
 
   CLI::App* update = ep->add_subcommand("update", "change an endpoint (only the options given)");
@@ -215,6 +261,14 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   update->add_option("--burst", args->burst, "rate limit burst")->check(CLI::NonNegativeNumber);
   update->add_option("--max-in-flight", args->max_in_flight, "concurrent requests (0: default)")
       ->check(CLI::NonNegativeNumber);
+  update
+      ->add_option("--header,-H", args->headers,
+                   "extra request header 'Name: value', repeatable (replaces every current one)")
+      ->allow_extra_args(false);
+  update->add_flag("--no-headers", args->no_headers, "drop every extra header");
+  update->add_flag("--idempotency-key", args->idempotency_key,
+                   "send Idempotency-Key: <webhook id> (the same on every attempt)");
+  update->add_flag("--no-idempotency-key", args->no_idempotency_key, "stop sending it");
   update->callback([&g, args] { run_update(g, *args); });
 
   struct Action {

@@ -89,6 +89,7 @@ ParseResult parse_request_head(const char* data, size_t len, size_t max_head_byt
   }
   bool keep_alive_token = false, close_token = false, has_cl = false, has_te = false;
   int signature_count = 0;
+  if (eol + 2 <= head.size()) req.header_lines = head.substr(eol + 2);
 
   size_t pos = eol + 2;
   while (pos < head.size()) {
@@ -107,7 +108,8 @@ ParseResult parse_request_head(const char* data, size_t len, size_t max_head_byt
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
       value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    for (char c : value) {
+    for (char ch : value) {  // obs-text (bytes above 0x7f, e.g. UTF-8) is allowed: RFC 9110 5.5
+      const auto c = static_cast<unsigned char>(ch);
       if ((c < ' ' && c != '\t') || c == 0x7f) return ParseResult::kError;
     }
     const char first = lower(name.front());

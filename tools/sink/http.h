@@ -25,6 +25,8 @@ struct Request {
   std::string_view x_webhook_id, x_webhook_timestamp, x_webhook_signature;
   std::string_view smengo_delivery_id;
   std::string signature_joined;  // used only when webhook-signature repeats
+  // Every header line as received ("Name: value\r\n" each), for --headers-file.
+  std::string_view header_lines;
 };
 
 enum class ParseResult { kIncomplete, kDone, kError };

@@ -230,6 +230,8 @@ Usage: ringcast-sink [options]
                            (an empty FILE: none)
                            (webhook-id, X-Webhook-Id or Smengo-Delivery-Id), written before the
                            answer; status is the HTTP status or reset / hang
+  --headers-file FILE      append one JSON line per request carrying a delivery id, with its
+                           headers: {"id","attempt","status","target","headers":[["Name","value"],...]}
   --stats-file FILE        write the final /_stats JSON here at exit
   --fault [/PREFIX=]SPEC   fault rule, repeatable; the longest matching path prefix wins
                            (no prefix: "/"). SPEC is ';'-separated items:
@@ -321,6 +323,8 @@ Options parse_options(int argc, char** argv) {
       o.timestamp_tolerance_s = static_cast<int64_t>(parse_u64(next(), "--timestamp-tolerance"));
     } else if (arg == "--ids-file") {
       o.ids_file = next();
+    } else if (arg == "--headers-file") {
+      o.headers_file = next();
     } else if (arg == "--stats-file") {
       o.stats_file = next();
     } else if (arg == "--fault") {

@@ -66,7 +66,8 @@ struct Options {
   VerifyMode verify = VerifyMode::kNone;
   int64_t timestamp_tolerance_s = 0;  // 0: timestamps are not checked
   std::string ids_file;
-  std::string stats_file;  // the final /_stats JSON is written here at exit
+  std::string headers_file;  // one JSON line with the request's headers per recorded id
+  std::string stats_file;    // the final /_stats JSON is written here at exit
   std::vector<FaultRule> faults;
   uint64_t seed = 1;
   int threads = 1;

@@ -205,6 +205,7 @@ struct Shared {
   std::unordered_set<std::string> ids, ids_ok;
   bool ids_capped = false;  // kMaxTrackedIds reached: new ids are no longer counted as unique
   int ids_fd = -1;
+  int headers_fd = -1;  // --headers-file
 
   std::mutex faults_mu;
   std::shared_ptr<FaultTable> faults;
@@ -221,7 +222,8 @@ struct Shared {
   }
 
   // The ids-file line is written before the answer (see server.h).
-  void record(std::string_view id, uint32_t attempt, std::string_view status, bool ok) {
+  void record(std::string_view id, uint32_t attempt, std::string_view status, bool ok,
+              const Request& req) {
     bump(stats.ids_received);
     std::lock_guard<std::mutex> lock(ids_mu);
     auto it = ids.find(std::string(id));
@@ -246,6 +248,63 @@ struct Shared {
       ssize_t n = ::write(ids_fd, line.data(), line.size());
       (void)n;
     }
+    if (headers_fd >= 0) {
+      std::string line = "{\"id\":";
+      append_json_text(line, id);
+      line += ",\"attempt\":";
+      line += std::to_string(attempt);
+      line += ",\"status\":";
+      append_json_text(line, status);
+      line += ",\"target\":";
+      append_json_text(line, req.target);
+      line += ",\"headers\":[";
+      std::string_view header_lines = req.header_lines;
+      bool first = true;
+      while (!header_lines.empty()) {
+        const size_t eol = header_lines.find("\r\n");
+        std::string_view h = header_lines.substr(0, eol);
+        header_lines =
+            eol == std::string_view::npos ? std::string_view() : header_lines.substr(eol + 2);
+        const size_t colon = h.find(':');
+        if (colon == std::string_view::npos) continue;
+        std::string_view value = h.substr(colon + 1);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+          value.remove_prefix(1);
+        while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+          value.remove_suffix(1);
+        if (!first) line += ',';
+        first = false;
+        line += '[';
+        append_json_text(line, h.substr(0, colon));
+        line += ',';
+        append_json_text(line, value);
+        line += ']';
+      }
+      line += "]}\n";
+      ssize_t n = ::write(headers_fd, line.data(), line.size());
+      (void)n;
+    }
+  }
+
+  // A JSON string of `s`: quotes, backslashes and control bytes escaped, and every byte above
+  // 0x7f as \u00XX, so the line is valid JSON whatever a client sent.
+  static void append_json_text(std::string& out, std::string_view s) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += '"';
+    for (char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += ch;
+      } else if (c < 0x20 || c >= 0x7f) {
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += ch;
+      }
+    }
+    out += '"';
   }
 
   std::string stats_json() {
@@ -757,7 +816,7 @@ class Worker {
       if (!sh_.verifier.verify(req, body, static_cast<int64_t>(::time(nullptr)), &reason)) {
         bump(sh_.stats.bad_signatures);
         bump(sh_.stats.by_status[401]);
-        if (!id.empty()) sh_.record(id, attempt, "401", false);
+        if (!id.empty()) sh_.record(id, attempt, "401", false, req);
         send_simple(c, 401, std::string("bad signature: ") + reason + "\n", close_requested);
         return true;
       }
@@ -772,14 +831,14 @@ class Worker {
 
     if (f != nullptr && draw(f->reset)) {
       bump(sh_.stats.resets);
-      if (!id.empty()) sh_.record(id, attempt, "reset", false);
+      if (!id.empty()) sh_.record(id, attempt, "reset", false, req);
       // SO_LINGER 0 drops whatever is still queued, earlier pipelined answers included.
       close_conn(c, /*rst=*/true);
       return false;
     }
     if (f != nullptr && draw(f->hang)) {
       bump(sh_.stats.hangs);
-      if (!id.empty()) sh_.record(id, attempt, "hang", false);
+      if (!id.empty()) sh_.record(id, attempt, "hang", false, req);
       c.state = ConnState::kHung;
       return true;
     }
@@ -804,7 +863,7 @@ class Worker {
     if (!id.empty()) {
       char buf[8];
       std::snprintf(buf, sizeof(buf), "%d", status);
-      sh_.record(id, attempt, buf, status >= 200 && status < 300);
+      sh_.record(id, attempt, buf, status >= 200 && status < 300, req);
     }
 
     bool close = close_requested || (sh_.options.max_requests_per_connection > 0 &&
@@ -1112,6 +1171,10 @@ Sink::Sink(Options options) : shared_(std::make_unique<Shared>(std::move(options
     sh.ids_fd = ::open(o.ids_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (sh.ids_fd < 0) throw std::runtime_error("cannot open --ids-file " + o.ids_file);
   }
+  if (!o.headers_file.empty()) {
+    sh.headers_fd = ::open(o.headers_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (sh.headers_fd < 0) throw std::runtime_error("cannot open --headers-file " + o.headers_file);
+  }
   sh.faults = FaultTable::make(o.faults);
 }
 
@@ -1120,6 +1183,7 @@ Sink::~Sink() {
   if (sh.listen_fd >= 0) ::close(sh.listen_fd);
   if (sh.stop_fd >= 0) ::close(sh.stop_fd);
   if (sh.ids_fd >= 0) ::close(sh.ids_fd);
+  if (sh.headers_fd >= 0) ::close(sh.headers_fd);
 }
 
 uint16_t Sink::port() const {
