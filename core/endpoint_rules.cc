@@ -76,4 +76,39 @@ Notification disable_notification(const Endpoint& e, ErrorCode reason, DeliveryI
   return n;
 }
 
+std::string status_check_url(std::string_view tmpl, std::string_view webhook_id) {
+  std::string out;
+  out.reserve(tmpl.size() + webhook_id.size());
+  size_t at = 0;
+  for (size_t hit; (hit = tmpl.find(kWebhookIdPlaceholder, at)) != std::string_view::npos;) {
+    out.append(tmpl.substr(at, hit - at));
+    out.append(webhook_id);
+    at = hit + kWebhookIdPlaceholder.size();
+  }
+  out.append(tmpl.substr(at));
+  return out;
+}
+
+Result<void> check_reconcile(const Endpoint& e,
+                             const std::function<Result<void>(std::string_view url)>& check) {
+  if (e.status_url.empty()) {
+    if (e.on_unknown != OnUnknown::kReconcile) return ok();
+    return make_error(Errc::kInvalidArgument,
+                      "on_unknown \"reconcile\" needs a status_url to ask (with {webhook_id})",
+                      "status_url", "missing_status_url");
+  }
+  if (e.status_url.find(kWebhookIdPlaceholder) == std::string::npos) {
+    return make_error(Errc::kInvalidArgument,
+                      "status_url must name the delivery with {webhook_id}, e.g. "
+                      "https://example.com/webhooks/{webhook_id}/status",
+                      "status_url", "invalid_status_url");
+  }
+  // A webhook id's longest form (make_message_id): the filled-in URL's length is checked too.
+  Result<void> r = check(status_check_url(e.status_url, "msg_00000000000000000000000000"));
+  if (r.ok()) return r;
+  Error err = r.error();
+  err.field = "status_url";
+  return err;
+}
+
 }  // namespace ringcast

@@ -4,7 +4,9 @@
 // a paused endpoint keeps its queue and sends only test events until resumed.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "core/engine.h"
 #include "core/result.h"
@@ -43,5 +45,16 @@ Notification disable_notification(const Endpoint& e, ErrorCode reason, DeliveryI
                                   uint16_t attempts, WallTime now);
 
 const char* endpoint_action_name(EndpointAction a);
+
+// ISSUE 17 reconciliation: the status URL for one webhook id — every "{webhook_id}" in the
+// template replaced by it (webhook ids are [0-9A-Za-z_]: nothing to escape).
+inline constexpr std::string_view kWebhookIdPlaceholder = "{webhook_id}";
+std::string status_check_url(std::string_view tmpl, std::string_view webhook_id);
+// The endpoint's on_unknown / status_url pair: kReconcile needs a status_url; a status_url
+// names "{webhook_id}" and, filled in, passes `check` (the endpoint URL's own rules). Errors:
+// kInvalidArgument, field "status_url" (reason "missing_status_url", "invalid_status_url" or
+// the URL rule's reason).
+Result<void> check_reconcile(const Endpoint& e,
+                             const std::function<Result<void>(std::string_view url)>& check);
 
 }  // namespace ringcast

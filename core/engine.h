@@ -29,6 +29,8 @@ struct EndpointSpec {
   uint32_t max_in_flight = 0;
   std::vector<EndpointHeader> headers;  // checked by core/endpoint_headers.h
   bool idempotency_key = false;
+  OnUnknown on_unknown = OnUnknown::kRetry;  // ISSUE 17 reconciliation
+  std::string status_url;                    // "{webhook_id}" template; needed by kReconcile
 };
 
 struct EndpointPatch {
@@ -40,6 +42,8 @@ struct EndpointPatch {
   std::optional<uint32_t> max_in_flight;
   std::optional<std::vector<EndpointHeader>> headers;  // replaces the whole set
   std::optional<bool> idempotency_key;
+  std::optional<OnUnknown> on_unknown;
+  std::optional<std::string> status_url;  // "" removes it
 };
 
 enum class EndpointAction : uint8_t { kPause, kResume, kEnable };

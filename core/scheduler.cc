@@ -127,6 +127,7 @@ void Scheduler::free_slot(Slot* s) {
 
 void Scheduler::recycle_slot(Slot* s) {
   assert(!s->te.linked());
+  if (!reconciling_.empty()) reconciling_.erase(s->d.id);
   s->d.id = 0;
   s->te.expiry_ms = 0;
   s->te.prev = nullptr;
@@ -904,8 +905,12 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       postpone_subscription(&ep, s, now, m);
       continue;
     }
+    // ISSUE 17: a delivery whose latest outcome was UNKNOWN, on a reconciling endpoint, asks
+    // the status URL instead of resending; paced and bounded like a send, never a probe.
+    const bool check = wants_check(ep, s->d);
     bool probe = false;
-    if (ep.policy->use_breaker && ep.tenant->breaker.admit(now) == Breaker::Admit::kProbe) {
+    if (!check && ep.policy->use_breaker &&
+        ep.tenant->breaker.admit(now) == Breaker::Admit::kProbe) {
       // SPEC R4.3: this one would be the probe of the cycle. Its held time so far is
       // accounted first (and its mark moved), so the ceiling check below sees it (R4.7).
       probe = true;
@@ -916,6 +921,12 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
     }
     if (!guard(ep, s, now, m)) continue;
     if (!take_token(ep, now)) break;
+    if (check) {
+      ready_unlink(ep, s);
+      lease_check(ep, s, now, out);
+      --sends_left;
+      continue;
+    }
     if (probe) {
       ep.tenant->breaker.on_probe_sent(now);
       ++counters_.probes;
@@ -940,6 +951,13 @@ void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<Se
   }
   d.status = DeliveryStatus::kInFlight;  // SPEC R12.2: the lease, persisted before sending
   put(s, false, m);
+  const uint32_t idx = take_inflight_index(s);
+  ++ep.in_flight;
+  ++counters_.sends;
+  out.push_back(SendCommand{d.id, d.event, d.endpoint, d.attempts, probe, idx});
+}
+
+uint32_t Scheduler::take_inflight_index(Slot* s) {
   uint32_t idx;
   if (!inflight_free_.empty()) {
     idx = inflight_free_.back();
@@ -950,9 +968,113 @@ void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<Se
     inflight_.push_back(s);
   }
   ++inflight_count_;
+  return idx;
+}
+
+bool Scheduler::wants_check(const EpState& ep, const Delivery& d) {
+  return d.last_unknown() && !d.test() && ep.cfg.on_unknown == OnUnknown::kReconcile &&
+         !ep.cfg.status_url.empty();
+}
+
+// Timers fire on their millisecond (or a little before): a check this close to the deadline is
+// the deadline's.
+constexpr Duration kCheckSlack = milliseconds(10);
+
+// ISSUE 17: a status check goes out like a send (it holds an in-flight place) but leases
+// nothing in the store: it is a read, and the delivery stays pending there meanwhile.
+void Scheduler::lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out) {
+  Delivery& d = s->d;
+  clear_wait_flags(d);
+  d.status = DeliveryStatus::kInFlight;               // in memory only
+  reconciling_.try_emplace(d.id, Reconcile{now, 0});  // after a restart: from the first check
+  const uint32_t idx = take_inflight_index(s);
   ++ep.in_flight;
-  ++counters_.sends;
-  out.push_back(SendCommand{d.id, d.event, d.endpoint, d.attempts, probe, idx});
+  ++counters_.checks;
+  SendCommand c{d.id, d.event, d.endpoint, d.attempts, false, idx};
+  c.check = true;
+  out.push_back(c);
+}
+
+void Scheduler::on_check_result(const SendCommand& cmd, Slot* s, const TransportResult& r,
+                                WallTime started_at, WallTime now, Mutations& m) {
+  Delivery& d = s->d;
+  EpState* ep = ep_of(d.endpoint);
+  if (ep != nullptr) --ep->in_flight;
+  if (r.deferred != DeferReason::kNone) {  // never left: no check, nothing recorded
+    d.status = DeliveryStatus::kPending;
+    d.next_attempt_at = std::max(now, r.not_before);
+    schedule_at(s, d.next_attempt_at);
+    if (ep != nullptr) activate(*ep, now);
+    return;
+  }
+  auto [rc, fresh] = reconciling_.try_emplace(d.id, Reconcile{started_at, 0});
+  (void)fresh;
+  const uint32_t index = rc->second.checks++;
+  const uint16_t st = r.response_received ? r.http_status : 0;
+  // 2xx: the receiver has it — but 202 Accepted says "still processing" (seed 003), like 409
+  // and 425; 404: never got it.
+  const bool confirmed = st >= 200 && st < 300 && st != 202;
+  const bool not_received = st == 404;
+
+  Attempt a;  // every ask is in the history (ISSUE 17)
+  a.delivery = d.id;
+  a.number = check_record_number(cmd.attempt, index);
+  a.ladder = Ladder::kNone;
+  a.outcome = confirmed ? Outcome::kSuccess : not_received ? Outcome::kRejected : Outcome::kUnknown;
+  a.code = !r.code.is_none() ? r.code : st != 0 ? ErrorCode::http(st) : ErrorCode::of(K::kNetwork);
+  a.http_status = st;
+  a.request_written = r.request_written;
+  a.started_at = started_at;
+  a.duration = now - started_at;
+  a.timings = r.timings;
+  a.response_prefix = r.body_prefix.substr(0, std::min(r.body_prefix.size(), kResponsePrefixBytes));
+  m.attempts.push_back(std::move(a));
+
+  const ErrorCode kill = d.last_code;  // a disable or delete while it was out (R8.3)
+  if (ep == nullptr || kill.kind == K::kEndpointDisabled || kill.kind == K::kEndpointDeleted) {
+    if (confirmed) {
+      ++counters_.checks_confirmed;
+      note_outcome(d, Outcome::kSuccess);
+      finish(s, DeliveryStatus::kDelivered, ErrorCode::none(), m);
+    } else {
+      finish(s, DeliveryStatus::kDead, ep == nullptr ? ErrorCode::of(K::kEndpointDeleted) : kill,
+             m);
+    }
+    if (ep != nullptr) activate(*ep, now);
+    return;
+  }
+  if (confirmed) {  // the receiver has it: delivered, no second send
+    ++counters_.checks_confirmed;
+    note_outcome(d, Outcome::kSuccess);
+    d.last_http_status = st;
+    d.last_code = ErrorCode::none();
+    finish(s, DeliveryStatus::kDelivered, ErrorCode::none(), m);
+  } else if (not_received) {  // never got it: resent now, on the ladder's budget
+    ++counters_.checks_not_received;
+    note_outcome(d, Outcome::kRejected);
+    reconciling_.erase(rc);
+    d.status = DeliveryStatus::kPending;
+    d.next_attempt_at = now;
+    put(s, false, m);
+    schedule_at(s, now);
+  } else {  // still processing, or no answer: ask again, up to the deadline
+    ++counters_.checks_pending;
+    const WallTime deadline = rc->second.since + opts_.reconcile_deadline;
+    // The last check is the one at the deadline (the timer may fire it a little early).
+    if (now + kCheckSlack >= deadline) {
+      ++counters_.reconcile_expired;
+      finish(s, DeliveryStatus::kUnknown, ErrorCode::of(K::kReconcileExpired), m);
+    } else {
+      const auto& sched = opts_.reconcile_schedule;
+      const Duration pause =
+          sched.empty() ? seconds(60) : sched[std::min<size_t>(index + 1, sched.size() - 1)];
+      d.status = DeliveryStatus::kPending;
+      d.next_attempt_at = std::min(now + pause, deadline);
+      put(s, false, m);
+      schedule_at(s, d.next_attempt_at);
+    }
+  }
+  activate(*ep, now);
 }
 
 void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
@@ -975,6 +1097,10 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
     return;
   }
   --inflight_count_;
+  if (cmd.check) {
+    on_check_result(cmd, s, r, started_at, now, m);
+    return;
+  }
   if (r.deferred != DeferReason::kNone) {
     release_unsent(cmd, s, r, now, m);
     return;
@@ -1038,7 +1164,22 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   if (c.retry_after && *c.retry_after > Duration::zero()) {
     hold_endpoint(*ep, now + std::min(*c.retry_after, kRetryAfterCap), m);  // SPEC R7.2
   }
-  apply_decision(ep, s, decide(d, c, *ep->policy, now, rng_), now, m);
+  Decision dec = decide(d, c, *ep->policy, now, rng_);
+  if (c.outcome == Outcome::kUnknown && dec.kind == Decision::Kind::kRetry) {
+    if (ep->cfg.on_unknown == OnUnknown::kReview) {
+      // ISSUE 17: never resent after an UNKNOWN: straight to review.
+      ++counters_.review_ended;
+      dec.kind = Decision::Kind::kUnknown;
+      dec.code = c.code.is_none() ? ErrorCode::http(c.http_status) : c.code;
+    } else if (wants_check(*ep, d)) {
+      // ISSUE 17: ask before resending. The next attempt keeps the ladder's place; it waits for
+      // the first check instead of the ladder's pause.
+      reconciling_[d.id] = Reconcile{now, 0};
+      const auto& sched = opts_.reconcile_schedule;
+      dec.next_at = now + (sched.empty() ? seconds(5) : sched.front());
+    }
+  }
+  apply_decision(ep, s, dec, now, m);
   activate(*ep, now);
 }
 

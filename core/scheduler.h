@@ -39,6 +39,14 @@ struct SchedulerOptions {
   Duration subscription_postpone = hours(1);  // R6 subscription_inactive
   BreakerConfig breaker;                      // R4 thresholds and pauses
   uint32_t slab_chunk_slots = 4096;           // slots allocated at once
+  // Reconciliation (ISSUE 17, seed 003): after an UNKNOWN outcome on an endpoint with
+  // on_unknown = reconcile, the status URL is asked after reconcile_schedule[0], then after each
+  // next pause (the last one repeats) — often in the first minute, rarer later — until it
+  // answers, and the delivery ends `unknown` (needs review) once reconcile_deadline has passed
+  // since the UNKNOWN outcome without an answer.
+  std::vector<Duration> reconcile_schedule = {seconds(5), seconds(10), seconds(15), seconds(30),
+                                              minutes(1), minutes(2),  minutes(5),  minutes(10)};
+  Duration reconcile_deadline = minutes(30);
 };
 
 // One send the engine must perform, after the Mutations of the same poll() are written.
@@ -49,6 +57,10 @@ struct SendCommand {
   uint16_t attempt = 0;  // 1-based over all ladders (R5.4)
   bool probe = false;    // the tenant breaker's half-open probe (R4.3)
   uint32_t slot = 0;     // handle for O(1) lookup in on_result(); echo it back unchanged
+  // A reconciliation status check (ISSUE 17): GET the endpoint's status_url for this delivery's
+  // webhook id, signed, empty body. Not an attempt: nothing is leased in the store for it (a
+  // crash mid-check loses nothing) and `attempt` is the delivery's count so far.
+  bool check = false;
 };
 
 // The engine assigns ids: make_id(partition, next sequence).
@@ -78,7 +90,12 @@ struct SchedulerStats {
   uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
   uint64_t deferred = 0;  // sends given back unsent (no attempt spent, ISSUE 14 part 1)
   uint64_t delivered = 0, retries = 0, failed = 0, dead = 0;
-  uint64_t unknown = 0;      // ended kUnknown, needs review (R12.10)
+  uint64_t unknown = 0;  // ended kUnknown, needs review (R12.10)
+  // Reconciliation (ISSUE 17): status checks sent, and their answers — the receiver has it
+  // (2xx), has not got it (404: resent), still processing or no answer (asked again) —; the
+  // deliveries whose deadline passed; deliveries ended at once under on_unknown = review.
+  uint64_t checks = 0, checks_confirmed = 0, checks_not_received = 0, checks_pending = 0;
+  uint64_t reconcile_expired = 0, review_ended = 0;
   uint64_t outcome[4] = {};  // by Outcome: success, rejected, retryable, unknown (R12.8)
   uint64_t subscription_postponed = 0, breaker_opened = 0, endpoints_disabled = 0;
   uint64_t hold_expired = 0, deadline_exceeded = 0;
@@ -218,6 +235,11 @@ class Scheduler {
   void clear_wait_flags(Delivery& d);
   static DeliveryStatus ended_status(const Delivery& d);
   static void note_outcome(Delivery& d, Outcome o);
+  static bool wants_check(const EpState& ep, const Delivery& d);
+  void lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out);
+  void on_check_result(const SendCommand& cmd, Slot* s, const TransportResult& r,
+                       WallTime started_at, WallTime now, Mutations& m);
+  uint32_t take_inflight_index(Slot* s);
   void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
   void put(const Slot* s, bool is_new, Mutations& m);
   void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);
@@ -261,6 +283,13 @@ class Scheduler {
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
   // (ms, endpoint): the next rate-limit token, or the end of a Retry-After hold
   std::set<std::pair<int64_t, EndpointId>> rate_timers_;
+  // Deliveries being reconciled (ISSUE 17): since when (the UNKNOWN outcome, or the first check
+  // after a restart) and how many checks were asked. In memory only.
+  struct Reconcile {
+    WallTime since;
+    uint32_t checks = 0;
+  };
+  std::unordered_map<DeliveryId, Reconcile> reconciling_;
   SchedulerStats counters_;
   mutable SchedulerStats gauges_;  // the walked gauges, cached (see stats())
   mutable WallTime gauges_at_;

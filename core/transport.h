@@ -25,6 +25,9 @@ struct SendRequest {
   // The endpoint's own lines ("Name: value\r\n" each: Idempotency-Key, its extra headers;
   // core/endpoint_headers.h), sent after ringcast's headers. Already checked: sent as is.
   std::string extra_headers;
+  // A reconciliation status check (ISSUE 17): GET `url` with no body (no Content-Type), signed
+  // over the empty body like a delivery. False: the delivery's POST.
+  bool status_check = false;
   uint64_t pool_key = 0;  // optional hint: endpoint id, for per-endpoint limits
 };
 

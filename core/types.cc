@@ -97,6 +97,18 @@ const char* endpoint_state_name(EndpointState s) {
   return "?";
 }
 
+const char* on_unknown_name(OnUnknown o) {
+  switch (o) {
+    case OnUnknown::kRetry:
+      return "retry";
+    case OnUnknown::kReconcile:
+      return "reconcile";
+    case OnUnknown::kReview:
+      return "review";
+  }
+  return "?";
+}
+
 const char* delivery_status_name(DeliveryStatus s) {
   switch (s) {
     case DeliveryStatus::kPending:
@@ -180,6 +192,10 @@ std::string ErrorCode::str() const {
       return "resolved_by_operator";
     case K::kResent:
       return "resent";
+    case K::kStatusCheck:
+      return "status_check";
+    case K::kReconcileExpired:
+      return "reconcile_expired";
   }
   return "unknown";
 }

@@ -74,6 +74,10 @@ struct ErrorCode {
     // UNKNOWN delivery, and a resend. Their Attempt::number is kHistoryRecordBase + k.
     kResolvedByOperator,
     kResent,
+    // A reconciliation status check (ISSUE 17): its Attempt::number is in [kCheckBase,
+    // kHistoryRecordBase). The answer's meaning is in the record's outcome.
+    kStatusCheck,
+    kReconcileExpired,  // the reconciliation deadline passed without an answer: needs review
   };
   Kind kind = Kind::kNone;
   int16_t detail = 0;
@@ -98,6 +102,13 @@ const char* signature_profile_name(SignatureProfile p);
 
 enum class EndpointState : uint8_t { kEnabled, kPaused, kDisabled };
 const char* endpoint_state_name(EndpointState s);
+
+// What follows an UNKNOWN outcome (ISSUE 17, SPEC R12.11). kRetry: resend on the ladder
+// (receivers dedupe by webhook id, the Standard Webhooks contract). kReconcile: first ask the
+// endpoint's status URL whether it has the webhook; resend only on "not received". kReview:
+// never resend after an UNKNOWN: the delivery ends `unknown` for an operator.
+enum class OnUnknown : uint8_t { kRetry, kReconcile, kReview };
+const char* on_unknown_name(OnUnknown o);
 
 // Delivery lifecycle. kInFlight doubles as the lease: persisted before the request goes on
 // the wire; a delivery found kInFlight at recovery gets a `lease_expired` attempt (R6).
@@ -169,6 +180,10 @@ struct Endpoint {
   bool idempotency_key = false;
   EndpointState state = EndpointState::kEnabled;
   ErrorCode disabled_reason;
+  OnUnknown on_unknown = OnUnknown::kRetry;
+  // kReconcile: where to ask, "{webhook_id}" replaced by the delivery's webhook id; a GET
+  // signed like a delivery (empty body). Validated like `url`.
+  std::string status_url;
   WallTime created_at;
   WallTime updated_at;
 };
@@ -247,6 +262,17 @@ inline constexpr size_t kResponsePrefixBytes = 512;  // R10.3
 inline constexpr uint16_t kHistoryRecordBase = 0x8000;
 inline bool is_history_record(uint16_t number) {
   return number >= kHistoryRecordBase;
+}
+// Reconciliation status checks (ISSUE 17): number = kCheckBase + (attempt after which it was
+// asked, mod 512) * 32 + min(check index, 31). They sort after the attempts, before the
+// operator's records.
+inline constexpr uint16_t kCheckBase = 0x4000;
+inline bool is_check_record(uint16_t number) {
+  return number >= kCheckBase && number < kHistoryRecordBase;
+}
+inline uint16_t check_record_number(uint16_t after_attempt, uint32_t index) {
+  return static_cast<uint16_t>(kCheckBase + (after_attempt % 512u) * 32u +
+                               (index < 31u ? index : 31u));
 }
 
 struct Attempt {

@@ -90,6 +90,8 @@ EngineOptions engine_options(const Config& cfg) {
   e.scheduler.fairness_cap = cfg.engine.fairness_cap;
   e.scheduler.default_max_in_flight = cfg.engine.max_in_flight;
   e.scheduler.subscription_postpone = cfg.engine.subscription_postpone;
+  e.scheduler.reconcile_schedule = cfg.engine.reconcile_schedule;
+  e.scheduler.reconcile_deadline = cfg.engine.reconcile_deadline;
   const BreakerSettings& b = cfg.engine.breaker;
   e.scheduler.breaker.window = b.window;
   e.scheduler.breaker.min_deliveries = b.min_deliveries;

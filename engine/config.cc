@@ -116,6 +116,8 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("engine.payload_cache", kBytes, engine.payload_cache_bytes, 0,
              64.0 * 1024 * 1024 * 1024),
       RC_KEY("engine.subscription_postpone", kDuration, engine.subscription_postpone),
+      RC_KEY("engine.reconcile_schedule", kDurationList, engine.reconcile_schedule),
+      RC_KEY("engine.reconcile_deadline", kDuration, engine.reconcile_deadline),
       RC_KEY("engine.breaker.window", kDuration, engine.breaker.window),
       RC_KEY("engine.breaker.min_deliveries", kU32, engine.breaker.min_deliveries, 1, 1'000'000),
       RC_KEY("engine.breaker.failure_ratio", kDouble, engine.breaker.failure_ratio, 0.01, 1.0),
@@ -1069,6 +1071,16 @@ void Config::validate() const {
   // engine
   if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");
   positive("engine.subscription_postpone", engine.subscription_postpone);
+  positive("engine.reconcile_deadline", engine.reconcile_deadline);
+  if (engine.reconcile_schedule.empty())
+    fail("", "engine.reconcile_schedule", "must name at least one pause");
+  for (size_t i = 0; i < engine.reconcile_schedule.size(); ++i) {
+    if (engine.reconcile_schedule[i] > Duration(0)) continue;
+    std::string key = "engine.reconcile_schedule[";  // piece by piece: GCC 12's -Wrestrict
+    key += std::to_string(i);
+    key += ']';
+    fail("", key, "must be greater than 0s");
+  }
   const auto& b = engine.breaker;
   positive("engine.breaker.window", b.window);
   positive("engine.breaker.open_pause", b.open_pause);

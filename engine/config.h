@@ -90,6 +90,11 @@ struct EngineConfig {
   uint32_t max_in_flight = 16;  // per endpoint, unless the endpoint sets its own
   uint64_t payload_cache_bytes = 32 << 20;    // recent events kept for the send path (all shards)
   Duration subscription_postpone = hours(1);  // SPEC R6 subscription_inactive
+  // ISSUE 17 reconciliation (core/scheduler.h SchedulerOptions): pauses between status checks
+  // (the last repeats) and the deadline after which an unanswered delivery needs review.
+  std::vector<Duration> reconcile_schedule = {seconds(5), seconds(10), seconds(15), seconds(30),
+                                              minutes(1), minutes(2),  minutes(5),  minutes(10)};
+  Duration reconcile_deadline = minutes(30);
   BreakerSettings breaker;
 };
 

@@ -163,6 +163,22 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
       static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.resolved_delivered; })));
   w.sample("ringcast_deliveries_resolved_total", "outcome=\"failed\"",
            static_cast<double>(w.sum_u([](M s) -> const Counter& { return s.resolved_failed; })));
+  w.header("ringcast_reconcile_checks_total", "counter",
+           "Reconciliation status checks by answer: confirmed (2xx, no resend), not_received (404, "
+           "resent), pending (processing or no answer, asked again).");
+  {
+    const char* answers[] = {"answer=\"confirmed\"", "answer=\"not_received\"",
+                             "answer=\"pending\""};
+    for (size_t i = 0; i < 3; ++i) {
+      w.sample("ringcast_reconcile_checks_total", answers[i],
+               static_cast<double>(
+                   w.sum_u([i](M s) -> const Counter& { return s.reconcile_checks[i]; })));
+    }
+  }
+  w.counter("ringcast_reconcile_expired_total",
+            "Deliveries whose reconciliation deadline passed without an answer: unknown, "
+            "needing review.",
+            [](M s) -> const Counter& { return s.reconcile_expired; });
   w.counter("ringcast_endpoints_disabled_total", "Endpoints auto-disabled (410, exhaustion).",
             [](M s) -> const Counter& { return s.endpoints_disabled; });
   w.counter("ringcast_unknown_attempts_total", "Attempts whose outcome is UNKNOWN (R12.1).",

@@ -55,6 +55,10 @@ struct ShardMetrics {
   // Time spent UNKNOWN (R12.8; seed 003's time in PENDING_CONFIRMATION): from the first
   // UNKNOWN attempt of a streak to the answer that settled it, or to an operator's resolution.
   Histogram unknown_duration;
+  // Reconciliation (ISSUE 17): status checks by answer — confirmed (2xx), not_received (404),
+  // pending (processing or no answer) —, and deliveries whose reconciliation deadline passed.
+  std::array<Counter, 3> reconcile_checks{};
+  Counter reconcile_expired{0};
   Histogram attempt_latency;
   Histogram delivery_latency;  // created → delivered
   // store

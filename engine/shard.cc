@@ -11,6 +11,7 @@
 
 #include "core/classify.h"
 #include "core/endpoint_headers.h"
+#include "core/endpoint_rules.h"
 #include "core/fanout.h"
 #include "core/url.h"
 #include "net/signing.h"
@@ -800,6 +801,7 @@ void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
   SendRequest& req = slot->request;
   // Looked up now, not before a load: the endpoint may have changed while it was outstanding.
   const Endpoint* ep = scheduler_->find_endpoint(cmd.endpoint);
+  req.status_check = cmd.check;
   if (ep) {
     req.url = ep->url;
     req.profile = ep->signature;
@@ -824,6 +826,10 @@ void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
     // part 4; the producer's id is only the intake idempotency key, unique per tenant).
     req.message_id.assign(ev->message_id);
     req.body = ev->payload;
+    if (cmd.check && ep) {  // ISSUE 17: ask the status URL about this webhook id
+      req.url = status_check_url(ep->status_url, ev->message_id);
+      req.body = {};
+    }
   }
   req.extra_headers.clear();  // the slot's buffer: no allocation once it has grown
   if (ep && ev) append_endpoint_headers(*ep, ev->message_id, req.extra_headers);
@@ -878,6 +884,33 @@ void Shard::on_send_complete(SendSlot* slot) {
     metrics_.sends_deferred[static_cast<size_t>(r.deferred)].fetch_add(1,
                                                                        std::memory_order_relaxed);
     scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+    slot->release();
+    free_slots_.push_back(slot);
+    return;
+  }
+  if (slot->cmd.check) {
+    // ISSUE 17: a status check is no attempt: its own counters; a definitive answer (2xx: the
+    // receiver has it; 404: it never got it) settles the delivery's UNKNOWN streak (R12.8).
+    const uint16_t st = r.response_received ? r.http_status : 0;
+    const size_t answer = st >= 200 && st < 300 && st != 202 ? 0 : st == 404 ? 1 : 2;
+    metrics_.reconcile_checks[answer].fetch_add(1, std::memory_order_relaxed);
+    if (answer != 2) {
+      if (auto since = unknown_since_.find(slot->cmd.delivery); since != unknown_since_.end()) {
+        const Duration spent = std::max(Duration(0), now - since->second);
+        metrics_.unknown_seconds_us.fetch_add(static_cast<uint64_t>(spent.count() / 1000),
+                                              std::memory_order_relaxed);
+        metrics_.unknown_duration.observe(spent);
+        unknown_since_.erase(since);
+      }
+    }
+    scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+    for (const DeliveryPut& p : mutations_.deliveries) {
+      if (p.delivery.id == slot->cmd.delivery && p.delivery.status == DeliveryStatus::kUnknown &&
+          p.delivery.last_code.kind == ErrorCode::Kind::kReconcileExpired) {
+        metrics_.reconcile_expired.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+    }
     slot->release();
     free_slots_.push_back(slot);
     return;
@@ -1239,6 +1272,14 @@ static Result<std::string> secret_key(const std::optional<std::string>& given,
   return std::move(*key);
 }
 
+std::function<Result<void>(std::string_view)> Shard::url_check() const {
+  return [this](std::string_view u) -> Result<void> {
+    auto r = check_url(u, options_.url_policy);
+    if (!r.ok()) return r.error();
+    return ok();
+  };
+}
+
 const Endpoint* Shard::owned_endpoint(const std::string& tenant, EndpointId id) const {
   const Endpoint* e = scheduler_->find_endpoint(id);
   return e && e->tenant == tenant ? e : nullptr;
@@ -1254,6 +1295,9 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   if (auto h = check_endpoint_headers(spec.headers); !h.ok()) return done(h.error());
   WallTime now = loop_->wall_now();
   Endpoint e;
+  e.on_unknown = spec.on_unknown;
+  e.status_url = std::move(spec.status_url);
+  if (auto rc = check_reconcile(e, url_check()); !rc.ok()) return done(rc.error());
   e.id = next_id(partition_of(tenant));
   e.tenant = tenant;
   e.url = std::move(spec.url);
@@ -1328,6 +1372,9 @@ void Shard::update_endpoint(const std::string& tenant, EndpointId id, EndpointPa
     e.headers = std::move(*patch.headers);
   }
   if (patch.idempotency_key) e.idempotency_key = *patch.idempotency_key;
+  if (patch.on_unknown) e.on_unknown = *patch.on_unknown;
+  if (patch.status_url) e.status_url = std::move(*patch.status_url);
+  if (auto rc = check_reconcile(e, url_check()); !rc.ok()) return done(rc.error());
   WallTime now = loop_->wall_now();
   e.updated_at = now;
   auto r = scheduler_->update_endpoint(e, now, mutations_);
@@ -1408,14 +1455,16 @@ void Shard::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::strin
   const WallTime now = loop_->wall_now();
   // The history: attempts, then records numbered from kHistoryRecordBase in their order.
   uint16_t number = kHistoryRecordBase;
-  const Attempt* last_attempt = nullptr;
   WallTime unknown_from = now;
   for (const Attempt& a : seen.attempts) {
     if (is_history_record(a.number)) {
       number = std::max<uint16_t>(number, static_cast<uint16_t>(a.number + 1));
       continue;
     }
-    last_attempt = &a;
+    // Written again with the change (see DeliveryPut::rewrite): whichever of them the store
+    // kept inside the ended record stays.
+    mutations_.attempts.push_back(a);
+    if (is_check_record(a.number)) continue;
     // R12.8: the UNKNOWN streak that ended it began at the first UNKNOWN after the last
     // definitive outcome.
     if (a.outcome == Outcome::kUnknown) {
@@ -1433,7 +1482,6 @@ void Shard::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::strin
   put.tenant_hash = tenant_hash(seen.tenant);
   put.rewrite = true;
   mutations_.deliveries.push_back(put);
-  if (last_attempt != nullptr) mutations_.attempts.push_back(*last_attempt);  // see rewrite
   Attempt rec;
   rec.delivery = id;
   rec.number = number;

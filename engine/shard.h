@@ -71,6 +71,8 @@ class Shard final : public IdAllocator {
   void endpoint_action(const std::string& tenant, EndpointId id, EndpointAction action,
                        Callback<Endpoint> done);
   void test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done);
+  // The endpoint URL's rules (UrlPolicy), for a status URL (ISSUE 17).
+  std::function<Result<void>(std::string_view)> url_check() const;
   // Engine::resolve_delivery on the owner: `seen` is the delivery as read from the store.
   void resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
                         Callback<Delivery> done);

@@ -1039,7 +1039,9 @@ void Impl::write_request(Connection* c) {
 
   std::string& buf = c->tls ? req_scratch : send_buffer(c);
   if (c->tls) buf.clear();
-  buf.append("POST ").append(u.path_and_query).append(" HTTP/1.1\r\nHost: ");
+  buf.append(rq.status_check ? "GET " : "POST ")
+      .append(u.path_and_query)
+      .append(" HTTP/1.1\r\nHost: ");
   const bool v6 = u.host.find(':') != std::string::npos;
   if (v6) buf.push_back('[');
   buf.append(u.host);
@@ -1049,9 +1051,13 @@ void Impl::write_request(Connection* c) {
     append_uint(buf, u.port);
   }
   buf.append("\r\nUser-Agent: ").append(opt.user_agent);
-  buf.append("\r\nContent-Type: application/json\r\nContent-Length: ");
-  append_uint(buf, rq.body.size());
-  buf.append("\r\n");
+  if (rq.status_check) {
+    buf.append("\r\n");  // a GET: no body, no Content-Type, no Content-Length
+  } else {
+    buf.append("\r\nContent-Type: application/json\r\nContent-Length: ");
+    append_uint(buf, rq.body.size());
+    buf.append("\r\n");
+  }
   SignInput sign;
   sign.profile = rq.profile;
   sign.message_id = rq.message_id;

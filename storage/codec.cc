@@ -276,8 +276,9 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
 
 // ---- endpoint ---------------------------------------------------------------------------------
 void encode_endpoint(const Endpoint& e, std::string& out) {
-  const bool extended = e.idempotency_key || !e.headers.empty();
-  put_u8(out, extended ? kEndpointWithHeaders : kValueVersion);
+  const bool reconcile = e.on_unknown != OnUnknown::kRetry || !e.status_url.empty();
+  const bool extended = reconcile || e.idempotency_key || !e.headers.empty();
+  put_u8(out, reconcile ? kEndpointWithReconcile : extended ? kEndpointWithHeaders : kValueVersion);
   put_bytes(out, e.tenant);
   put_bytes(out, e.url);
   put_varint(out, e.event_types.size());
@@ -303,12 +304,16 @@ void encode_endpoint(const Endpoint& e, std::string& out) {
     put_bytes(out, h.name);
     put_bytes(out, h.value);
   }
+  if (!reconcile) return;
+  put_u8(out, static_cast<uint8_t>(e.on_unknown));
+  put_bytes(out, e.status_url);
 }
 
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
-  if (!r.ok() || (tag != kValueVersion && tag != kEndpointWithHeaders))
+  if (!r.ok() ||
+      (tag != kValueVersion && tag != kEndpointWithHeaders && tag != kEndpointWithReconcile))
     return corrupt("endpoint: bad version or empty value");
   Endpoint e;
   e.id = id;
@@ -337,7 +342,7 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   e.disabled_reason = get_code(r);
   e.created_at = WallTime::from_ns(r.zz());
   e.updated_at = WallTime::from_ns(r.zz());
-  if (tag == kEndpointWithHeaders) {
+  if (tag == kEndpointWithHeaders || tag == kEndpointWithReconcile) {
     e.idempotency_key = r.u8_max(1) != 0;
     // Each header takes at least two bytes (two lengths).
     n = r.bounded(r.remaining() / 2);
@@ -347,6 +352,10 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
       h.value = r.bytes();
       e.headers.push_back(std::move(h));
     }
+  }
+  if (tag == kEndpointWithReconcile) {
+    e.on_unknown = static_cast<OnUnknown>(r.u8_max(static_cast<uint8_t>(OnUnknown::kReview)));
+    e.status_url = r.bytes();
   }
   if (!r.done()) return corrupt("endpoint: truncated or trailing bytes");
   return e;

@@ -322,6 +322,9 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v);
 // its own tag: version 1's fields, then a flags byte (bit 0: idempotency_key), a header count
 // and the name/value pairs. decode_endpoint reads both (version 1: no headers, option off).
 inline constexpr uint8_t kEndpointWithHeaders = 5;
+// Version 6 adds, after version 5's fields, the reconciliation settings (ISSUE 17): on_unknown
+// (u8) and status_url (bytes). Written only when they differ from the defaults.
+inline constexpr uint8_t kEndpointWithReconcile = 6;
 void encode_endpoint(const Endpoint& e, std::string& out);
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
 

@@ -1,5 +1,6 @@
 #include "net/api/json_views.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -111,6 +112,13 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
   for (const auto& h : e.headers) w.field(h.name, h.value);
   w.end_object();
   w.field("idempotency_key", e.idempotency_key);
+  w.field("on_unknown", on_unknown_name(e.on_unknown));
+  w.key("status_url");
+  if (e.status_url.empty()) {
+    w.null();
+  } else {
+    w.value(e.status_url);
+  }
   w.field("secrets_active", static_cast<unsigned>(e.secrets.size()));
   if (with_secret && !e.secrets.empty()) {
     w.field("secret", secret_text(e.secrets.front()));
@@ -157,6 +165,21 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
 
 void write_attempt(JsonWriter& w, const Attempt& a) {
   w.begin_object();
+  if (is_check_record(a.number)) {  // ISSUE 17: a reconciliation status check
+    w.field("kind", "status_check");
+    w.field("after_attempt", static_cast<unsigned>((a.number - kCheckBase) / 32));
+    // confirmed (2xx: the receiver has it), not_received (404: resent), pending (asked again)
+    w.field("answer", a.outcome == Outcome::kSuccess    ? "confirmed"
+                      : a.outcome == Outcome::kRejected ? "not_received"
+                                                        : "pending");
+    code_field(w, "code", a.code);
+    status_field(w, "http_status", a.http_status);
+    time_field(w, "started_at", a.started_at);
+    w.field("duration_ms", to_ms_double(a.duration));
+    w.field("response_prefix", a.response_prefix);
+    w.end_object();
+    return;
+  }
   if (is_history_record(a.number)) {  // ISSUE 17: an operator's record, not an attempt
     const bool resolution = a.code.kind == ErrorCode::Kind::kResolvedByOperator;
     w.field("kind", resolution ? "resolution" : "resend");
@@ -187,14 +210,27 @@ void write_attempt(JsonWriter& w, const Attempt& a) {
   w.end_object();
 }
 
+void write_history(JsonWriter& w, const std::vector<Attempt>& records) {
+  // The stores keep attempts, status checks and operator records in number ranges of their
+  // own (core/types.h); the history reads in time order.
+  std::vector<const Attempt*> order;
+  order.reserve(records.size());
+  for (const Attempt& a : records) order.push_back(&a);
+  std::stable_sort(order.begin(), order.end(), [](const Attempt* x, const Attempt* y) {
+    return x->started_at < y->started_at;
+  });
+  w.begin_array();
+  for (const Attempt* a : order) write_attempt(w, *a);
+  w.end_array();
+}
+
 void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
   w.begin_object();
   w.key("delivery");
   write_delivery(w, d.delivery);
   w.field("tenant", d.tenant);
-  w.key("attempts").begin_array();
-  for (const auto& a : d.attempts) write_attempt(w, a);
-  w.end_array();
+  w.key("attempts");
+  write_history(w, d.attempts);
   w.end_object();
 }
 

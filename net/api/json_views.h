@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/engine.h"
 #include "core/types.h"
@@ -22,6 +23,8 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret);
 // With `event`: also "event_id" and "event_type" (the producer's id and the type, R10.2).
 void write_delivery(JsonWriter& w, const Delivery& d, const Event* event = nullptr);
 void write_attempt(JsonWriter& w, const Attempt& a);
+// A delivery's attempts, status checks and operator records as one array, in time order.
+void write_history(JsonWriter& w, const std::vector<Attempt>& records);
 void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d);
 void write_event(JsonWriter& w, const Event& e);  // the payload verbatim
 void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b);

@@ -584,6 +584,8 @@ struct EndpointFields {
   std::optional<uint32_t> max_in_flight;
   std::optional<std::vector<EndpointHeader>> headers;
   std::optional<bool> idempotency_key;
+  std::optional<OnUnknown> on_unknown;
+  std::optional<std::string> status_url;
 };
 
 std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
@@ -640,6 +642,21 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
           bool b = false;
           if (auto bad = get_bool(v, "idempotency_key", b)) return bad;
           f.idempotency_key = b;
+        } else if (key == "on_unknown") {
+          std::string s;
+          if (auto bad = get_string(v, "on_unknown", s)) return bad;
+          for (OnUnknown o : {OnUnknown::kRetry, OnUnknown::kReconcile, OnUnknown::kReview})
+            if (s == on_unknown_name(o)) f.on_unknown = o;
+          if (!f.on_unknown) {
+            return Bad{"invalid_value", "on_unknown must be \"retry\", \"reconcile\" or \"review\"",
+                       "on_unknown"};
+          }
+        } else if (key == "status_url") {
+          std::string s;
+          if (!is_null(v)) {
+            if (auto bad = get_string(v, "status_url", s)) return bad;
+          }
+          f.status_url = std::move(s);  // null or "": none
         } else {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
@@ -661,6 +678,8 @@ void create_endpoint(Call& c, const std::string& tenant) {
   if (f.max_in_flight) spec.max_in_flight = *f.max_in_flight;
   if (f.headers) spec.headers = std::move(*f.headers);
   if (f.idempotency_key) spec.idempotency_key = *f.idempotency_key;
+  if (f.on_unknown) spec.on_unknown = *f.on_unknown;
+  if (f.status_url) spec.status_url = std::move(*f.status_url);
   auto r = share(std::move(c.responder));
   c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -682,6 +701,8 @@ void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   patch.max_in_flight = f.max_in_flight;
   patch.headers = std::move(f.headers);
   patch.idempotency_key = f.idempotency_key;
+  patch.on_unknown = f.on_unknown;
+  patch.status_url = std::move(f.status_url);
   auto r = share(std::move(c.responder));
   c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -1057,9 +1078,8 @@ void write_delivery_full(Writer& w, Engine& engine, std::string_view tenant,
   w.begin_object();
   w.key("delivery");
   write_delivery(w, d.delivery);
-  w.key("attempts").begin_array();
-  for (const auto& a : d.attempts) write_attempt(w, a);
-  w.end_array();
+  w.key("attempts");
+  write_history(w, d.attempts);
   w.key("event");
   auto ev = engine.get_event_by_seq(tenant, d.delivery.event);
   if (ev && ev->has_value()) {

@@ -31,6 +31,14 @@ TransportResult http(int status, std::string retry_after = "") {
   return r;
 }
 
+// The whole request was written, then no answer within the deadline: UNKNOWN (R12.1).
+TransportResult net_timeout() {
+  TransportResult r;
+  r.request_written = r.connect_attempted = true;
+  r.code = ErrorCode::of(ErrorCode::Kind::kTimeout);
+  return r;
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -764,6 +772,114 @@ TEST_F(SchedulerTest, ATestDeliveryWithAnUnknownOutcomeEndsUnknown) {
   reply(out[0], http(502));
   EXPECT_EQ(last_put(*id)->status, DeliveryStatus::kUnknown);
   EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
+}
+
+// ISSUE 17 reconciliation: after an UNKNOWN outcome a reconciling endpoint's delivery sends a
+// status check (no lease written, no attempt spent) after the schedule's first pause; 404 →
+// a real resend at once; 2xx (not 202) → delivered with no second send.
+TEST_F(SchedulerTest, ReconcileAsksBeforeResending) {
+  opts.reconcile_schedule = {seconds(5), seconds(10)};
+  opts.reconcile_deadline = minutes(1);
+  s = std::make_unique<Scheduler>(opts, reg, 7, now);
+  Endpoint e = add_ep("acme", "xhub");
+  Endpoint cfg = *s->find_endpoint(e.id);
+  cfg.on_unknown = OnUnknown::kReconcile;
+  cfg.status_url = "https://r.example/status/{webhook_id}";
+  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  m.clear();
+  reply(out[0], http(502));  // UNKNOWN
+  EXPECT_EQ(last_put(id)->next_attempt_at, now + seconds(5));
+  now = now + seconds(5);
+  m.clear();
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].check);
+  EXPECT_EQ(out[0].attempt, 1);
+  EXPECT_EQ(last_put(id), nullptr) << "a check writes no lease";
+  reply(out[0], http(202));  // still processing: asked again after the next pause
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_TRUE(is_check_record(m.attempts[0].number));
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kPending);
+  EXPECT_EQ(last_put(id)->next_attempt_at, now + seconds(10));
+  now = now + seconds(10);
+  m.clear();
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].check);
+  reply(out[0], http(404));  // never got it: resent now, as attempt 2
+  m.clear();
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].check);
+  EXPECT_EQ(out[0].attempt, 2);
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kInFlight);
+  reply(out[0], http(502));  // UNKNOWN again
+  now = now + seconds(5);
+  m.clear();
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].check);
+  reply(out[0], http(200));  // the receiver has it
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kDelivered);
+  EXPECT_EQ(last_put(id)->attempts, 2);
+  EXPECT_EQ(s->stats().checks, 3u);
+  EXPECT_EQ(s->stats().checks_confirmed, 1u);
+  EXPECT_EQ(s->stats().checks_not_received, 1u);
+  EXPECT_EQ(s->stats().checks_pending, 1u);
+  EXPECT_EQ(s->stats().live, 0u);
+}
+
+// Unanswered until the deadline: unknown (reconcile_expired), and never resent.
+TEST_F(SchedulerTest, ReconcileEndsUnknownAtTheDeadline) {
+  opts.reconcile_schedule = {seconds(5), seconds(20)};
+  opts.reconcile_deadline = seconds(30);
+  s = std::make_unique<Scheduler>(opts, reg, 7, now);
+  Endpoint e = add_ep("acme", "xhub");
+  Endpoint cfg = *s->find_endpoint(e.id);
+  cfg.on_unknown = OnUnknown::kReconcile;
+  cfg.status_url = "https://r.example/s/{webhook_id}";
+  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  reply(out[0], net_timeout());
+  int checks = 0;
+  for (int i = 0; i < 10 && s->live() > 0; ++i) {
+    ASSERT_TRUE(s->next_wakeup().has_value());
+    now = std::max(now, *s->next_wakeup());
+    out = poll();
+    for (const SendCommand& c : out) {
+      EXPECT_TRUE(c.check) << "resent blindly";
+      ++checks;
+      reply(c, http(503));
+    }
+  }
+  EXPECT_EQ(checks, 3);  // at 5 s, 25 s, and the deadline (30 s)
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kUnknown);
+  EXPECT_EQ(last_put(id)->last_code, ErrorCode::of(K::kReconcileExpired));
+  EXPECT_EQ(last_put(id)->attempts, 1);
+}
+
+// on_unknown = review: never resent after an UNKNOWN.
+TEST_F(SchedulerTest, ReviewEndsUnknownAtOnce) {
+  Endpoint e = add_ep("acme", "xhub");
+  Endpoint cfg = *s->find_endpoint(e.id);
+  cfg.on_unknown = OnUnknown::kReview;
+  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  m.clear();
+  reply(out[0], http(502));
+  EXPECT_EQ(last_put(out[0].delivery)->status, DeliveryStatus::kUnknown);
+  EXPECT_EQ(last_put(out[0].delivery)->last_code, ErrorCode::http(502));
+  EXPECT_EQ(s->stats().review_ended, 1u);
+  EXPECT_EQ(s->live(), 0u);
 }
 
 TEST_F(SchedulerTest, RecoveredDeliveryOfDisabledEndpointIsDead) {

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "net/api/json_writer.h"
 #include "tools/ringcast/cli_commands.h"
@@ -25,6 +26,8 @@ struct EndpointArgs {
   bool no_headers = false;           // update: drop every extra header
   bool idempotency_key = false;
   bool no_idempotency_key = false;  // update: stop sending Idempotency-Key
+  std::string on_unknown;           // retry | reconcile | review (ISSUE 17)
+  std::optional<std::string> status_url;
 };
 
 // "Name: value" → the pair (the server checks and trims; a line without ':' is refused here).
@@ -88,6 +91,8 @@ void print_endpoint(simdjson::dom::element e) {
   }
   bool idem = false;
   if (!e["idempotency_key"].get(idem) && idem) t.add({"idempotency key", "sent (webhook id)"});
+  t.add({"on unknown", jtext(e, "on_unknown")});
+  if (jtext(e, "status_url") != "-") t.add({"status url", jtext(e, "status_url")});
   t.add({"active secrets", std::to_string(jint(e, "secrets_active"))});
   t.add({"created", jtext(e, "created_at")});
   t.add({"updated", jtext(e, "updated_at")});
@@ -149,6 +154,8 @@ std::string endpoint_body(const EndpointArgs& a) {
   }
   if (a.idempotency_key) w.field("idempotency_key", true);
   if (a.no_idempotency_key) w.field("idempotency_key", false);
+  if (!a.on_unknown.empty()) w.field("on_unknown", a.on_unknown);
+  if (a.status_url) w.field("status_url", *a.status_url);
   w.end_object();
   return w.take();
 }
@@ -173,8 +180,8 @@ void run_update(GlobalOptions& g, EndpointArgs& a) {
   if (body == "{}")
     throw CliError(
         "nothing to update: give --url, --event-type, --all-events, --policy, --signature, "
-        "--rate, --burst, --max-in-flight, --header, --no-headers, --idempotency-key or "
-        "--no-idempotency-key");
+        "--rate, --burst, --max-in-flight, --header, --no-headers, --idempotency-key, "
+        "--no-idempotency-key, --on-unknown or --status-url");
   auto client = make_client(g);
   simdjson::dom::parser p;
   JsonReply r = call_json(*client, p, "PATCH", base(a) + "/" + url_escape(a.id), body);
@@ -244,6 +251,12 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->allow_extra_args(false);
   create->add_flag("--idempotency-key", args->idempotency_key,
                    "send Idempotency-Key: <webhook id> (the same on every attempt)");
+  create
+      ->add_option("--on-unknown", args->on_unknown,
+                   "after an UNKNOWN outcome: retry (default) | reconcile | review")
+      ->check(CLI::IsMember({"retry", "reconcile", "review"}));
+  create->add_option("--status-url", args->status_url,
+                     "reconcile: GET this URL first, {webhook_id} filled in");
   create->callback([&g, args] { run_create(g, *args); });
 
   CLI::App* update = ep->add_subcommand("update", "change an endpoint (only the options given)");
@@ -269,6 +282,12 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
   update->add_flag("--idempotency-key", args->idempotency_key,
                    "send Idempotency-Key: <webhook id> (the same on every attempt)");
   update->add_flag("--no-idempotency-key", args->no_idempotency_key, "stop sending it");
+  update
+      ->add_option("--on-unknown", args->on_unknown,
+                   "after an UNKNOWN outcome: retry | reconcile | review")
+      ->check(CLI::IsMember({"retry", "reconcile", "review"}));
+  update->add_option("--status-url", args->status_url,
+                     "reconcile: GET this URL first, {webhook_id} filled in (\"\": none)");
   update->callback([&g, args] { run_update(g, *args); });
 
   struct Action {

@@ -157,6 +157,8 @@ FaultRule parse_fault_rule(std::string_view arg) {
       f.hang = mode_probability(item, "hang");
     } else if (eq == std::string_view::npos && is_mode(item, "reset")) {
       f.reset = mode_probability(item, "reset");
+    } else if (eq == std::string_view::npos && is_mode(item, "drop")) {
+      f.drop = mode_probability(item, "drop");
     } else if (eq == std::string_view::npos && is_mode(item, "close")) {
       f.close = mode_probability(item, "close");
     } else if (eq == std::string_view::npos && is_mode(item, "endless_chunked")) {
@@ -233,6 +235,9 @@ Usage: ringcast-sink [options]
   --headers-file FILE      append one JSON line per request carrying a delivery id, with its
                            headers: {"id","attempt","status","target","headers":[["Name","value"],...]}
   --stats-file FILE        write the final /_stats JSON here at exit
+  --status                 answer GET .../status/<id>: 200 when a request with that delivery id
+                           was recorded (whatever it was answered), else 404 (a receiver's
+                           status lookup for reconciliation; fault rules match first)
   --fault [/PREFIX=]SPEC   fault rule, repeatable; the longest matching path prefix wins
                            (no prefix: "/"). SPEC is ';'-separated items:
                              status=503:0.3,410:0.01  status mix, the rest gets ok (200)
@@ -242,6 +247,8 @@ Usage: ringcast-sink [options]
                              redirect=URL             302 with Location: URL
                              hang[:p]                 read, record, never answer
                              reset[:p]                read, record the id, then RST
+                             drop[:p]                 read, then RST, record nothing (lost
+                                                      before the receiver saw it)
                              close[:p]                answer with Connection: close, close
                              trickle=1s               send the answer one byte per interval
                              big_headers=N            N KiB of extra response headers
@@ -323,6 +330,8 @@ Options parse_options(int argc, char** argv) {
       o.timestamp_tolerance_s = static_cast<int64_t>(parse_u64(next(), "--timestamp-tolerance"));
     } else if (arg == "--ids-file") {
       o.ids_file = next();
+    } else if (arg == "--status") {
+      o.status_route = true;
     } else if (arg == "--headers-file") {
       o.headers_file = next();
     } else if (arg == "--stats-file") {

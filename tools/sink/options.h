@@ -29,6 +29,7 @@ struct FaultSpec {
   std::string redirect;     // 302 with this Location
   double hang = 0;          // probability: read, record, never answer
   double reset = 0;         // probability: read, record, RST (SPEC R12.9)
+  double drop = 0;          // probability: read, RST, record nothing (it never "arrived")
   double close = 0;         // probability: answer with Connection: close, then close
   double endless_chunked = 0;
   Micros trickle{0};                 // > 0: the response goes out one byte per interval
@@ -46,8 +47,8 @@ struct FaultRule {
 };
 
 // "[/prefix=]item;item;..." with items: status=503:0.3,410:0.01 | ok=204 | delay=50ms |
-// delay=10ms-200ms[:p] | retry_after=V | redirect=URL | hang[:p] | reset[:p] | close[:p] |
-// endless_chunked[:p] | trickle=1s | big_headers=N | body_bytes=N | limit=N | none
+// delay=10ms-200ms[:p] | retry_after=V | redirect=URL | hang[:p] | reset[:p] | drop[:p] | close[:p]
+// | endless_chunked[:p] | trickle=1s | big_headers=N | body_bytes=N | limit=N | none
 FaultRule parse_fault_rule(std::string_view arg);
 // A duration: "50ms", "1s", "1.5s", "200us", "2m"; a bare number is milliseconds.
 Micros parse_duration(std::string_view s);
@@ -76,6 +77,10 @@ struct Options {
   Micros idle_timeout{0};                    // 0: keep idle connections forever
   uint64_t max_requests_per_connection = 0;  // 0: unlimited
   bool stall = false;  // accept, read and discard, never answer (TLS: no ServerHello)
+  // Answer status checks (ISSUE 17 reconciliation): GET .../status/<id> → 200 when a request
+  // with that delivery id was recorded (any answer, a reset or hang included: it "acted"),
+  // 404 when not. Fault rules match the check's path first (e.g. status=202: processing).
+  bool status_route = false;
   bool quiet = false;
 };
 

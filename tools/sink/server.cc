@@ -117,15 +117,31 @@ struct Stats {
   std::atomic<uint64_t> connections_accepted{0}, connections_open{0};
   std::atomic<uint64_t> bytes_received{0}, bytes_sent{0};
   std::atomic<uint64_t> resets{0}, hangs{0}, parse_errors{0}, endless{0}, trickles{0};
-  std::atomic<uint64_t> delayed{0}, redirects{0}, closes{0}, stalls{0};
+  std::atomic<uint64_t> delayed{0}, redirects{0}, closes{0}, stalls{0}, status_checks{0};
   std::atomic<uint64_t> tls_handshakes{0}, tls_resumed{0}, tls_handshake_failures{0};
   std::array<std::atomic<uint64_t>, kMaxStatus> by_status{};
 
   void reset() {
-    for (auto* c : {&requests, &control_requests, &bad_signatures, &ids_received,
-                    &connections_accepted, &bytes_received, &bytes_sent, &resets, &hangs,
-                    &parse_errors, &endless, &trickles, &delayed, &redirects, &closes, &stalls,
-                    &tls_handshakes, &tls_resumed, &tls_handshake_failures}) {
+    for (auto* c : {&requests,
+                    &control_requests,
+                    &bad_signatures,
+                    &ids_received,
+                    &connections_accepted,
+                    &bytes_received,
+                    &bytes_sent,
+                    &resets,
+                    &hangs,
+                    &parse_errors,
+                    &endless,
+                    &trickles,
+                    &delayed,
+                    &redirects,
+                    &closes,
+                    &stalls,
+                    &status_checks,
+                    &tls_handshakes,
+                    &tls_resumed,
+                    &tls_handshake_failures}) {
       c->store(0, std::memory_order_relaxed);
     }
     for (auto& s : by_status) s.store(0, std::memory_order_relaxed);
@@ -348,6 +364,7 @@ struct Shared {
     j += ",\"bytes_sent\":" + g(s.bytes_sent);
     j += ",\"resets\":" + g(s.resets);
     j += ",\"hangs\":" + g(s.hangs);
+    j += ",\"status_checks\":" + g(s.status_checks);
     j += ",\"delayed\":" + g(s.delayed);
     j += ",\"trickles\":" + g(s.trickles);
     j += ",\"endless\":" + g(s.endless);
@@ -791,6 +808,53 @@ class Worker {
     return true;
   }
 
+  // GET .../status/<id> (--status): does the receiver have this webhook? Signed requests are
+  // verified like deliveries; the fault rules of the path answer first (processing, down).
+  bool handle_status(Conn& c, const Request& req, std::string_view body, std::string_view id) {
+    bump(sh_.stats.status_checks);
+    const bool close = !req.keep_alive;
+    if (sh_.verifier.enabled()) {
+      const char* reason = "";
+      if (!sh_.verifier.verify(req, body, static_cast<int64_t>(::time(nullptr)), &reason)) {
+        bump(sh_.stats.bad_signatures);
+        send_simple(c, 401, std::string("bad signature: ") + reason + "\n", close);
+        return true;
+      }
+    }
+    uint64_t v = sh_.faults_version.load(std::memory_order_acquire);
+    if (v != faults_version_ || !faults_) {
+      faults_ = sh_.current_faults();
+      faults_version_ = v;
+    }
+    if (const FaultSpec* f = faults_->match(req.target); f != nullptr) {
+      if (draw(f->reset) || draw(f->drop)) {
+        close_conn(c, /*rst=*/true);
+        return false;
+      }
+      if (draw(f->hang)) {
+        c.state = ConnState::kHung;
+        return true;
+      }
+      if (!f->status_mix.empty()) {
+        double u = uniform(), acc = 0;
+        for (const auto& w : f->status_mix) {
+          acc += w.probability;
+          if (u < acc) {
+            send_simple(c, w.status, "processing\n", close);
+            return true;
+          }
+        }
+      }
+    }
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(sh_.ids_mu);
+      known = sh_.ids.count(std::string(id)) != 0;
+    }
+    send_simple(c, known ? 200 : 404, known ? "received\n" : "not received\n", close);
+    return true;
+  }
+
   // One complete request. False if the connection was closed (reset).
   bool handle(Conn& c, const Request& req, std::string_view body) {
     std::string_view path = req.target.substr(0, req.target.find('?'));
@@ -799,6 +863,14 @@ class Worker {
     }
     bump(sh_.stats.requests);
     ++c.answered;
+    if (sh_.options.status_route && req.method == "GET") {
+      const size_t slash = path.rfind('/');
+      const std::string_view parent = path.substr(0, slash == std::string_view::npos ? 0 : slash);
+      if (slash != std::string_view::npos && slash + 1 < path.size() && parent.size() >= 7 &&
+          parent.substr(parent.size() - 7) == "/status") {
+        return handle_status(c, req, body, path.substr(slash + 1));
+      }
+    }
 
     // The delivery id: Smengo-Delivery-Id (with the attempt, SPEC R5.4), else webhook-id,
     // else X-Webhook-Id (SPEC R11).
@@ -829,6 +901,11 @@ class Worker {
     }
     const FaultSpec* f = faults_->match(req.target);
 
+    if (f != nullptr && draw(f->drop)) {  // lost before the receiver saw it: not recorded
+      bump(sh_.stats.resets);
+      close_conn(c, /*rst=*/true);
+      return false;
+    }
     if (f != nullptr && draw(f->reset)) {
       bump(sh_.stats.resets);
       if (!id.empty()) sh_.record(id, attempt, "reset", false, req);
