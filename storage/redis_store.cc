@@ -170,6 +170,18 @@ local function hex(s)
   for i = 1, #s do t[i] = string.format('%02x', string.byte(s, i)) end
   return table.concat(t)
 end
+-- the exclusive lex bound just past every T at member of the delivery be64 id s
+local function after(s)
+  local b = {string.byte(s, 1, 8)}
+  for i = 8, 1, -1 do
+    if b[i] < 255 then
+      b[i] = b[i] + 1
+      for j = i + 1, 8 do b[j] = 0 end
+      return '(' .. string.char(unpack(b))
+    end
+  end
+  return '+'
+end
 local function inv(s)
   local t = {}
   for i = 1, #s do t[i] = string.char(255 - string.byte(s, i)) end
@@ -183,9 +195,7 @@ for i = 5, #ARGV, 4 do
       redis.call('ZREM', pre .. 'done', a)
       redis.call('ZREM', pre .. 'act', a)
       nd = nd + redis.call('HDEL', pre .. 'dl', a)
-      local at = pre .. 'at:' .. hex(a)
-      na = na + redis.call('HLEN', at)
-      redis.call('DEL', at)
+      na = na + redis.call('ZREMRANGEBYLEX', pre .. 'at', '[' .. a, after(a))
       if b ~= '' then
         redis.call('ZREM', pre .. b, inv(a))
         redis.call('ZREM', pre .. c, inv(a))
@@ -234,10 +244,12 @@ std::string be16s(uint16_t v) {
   put_be16(s, v);
   return s;
 }
+// 16 lowercase hex digits (the key builders run per record: no snprintf).
 std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return std::string(b, 16);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return s;
 }
 std::string key_field(std::string_view tenant, std::string_view id) {
   std::string f(tenant);
@@ -245,8 +257,9 @@ std::string key_field(std::string_view tenant, std::string_view id) {
   f.append(id);
   return f;
 }
-std::string attempts_key(DeliveryId id) {
-  return "at:" + hex16(id);
+// The ZRANGEBYLEX / ZREMRANGEBYLEX bounds of a delivery's members in T at: [be64(id), be64(id+1)).
+std::pair<std::string, std::string> attempts_range(DeliveryId id) {
+  return {"[" + be64s(id), id == ~DeliveryId{0} ? std::string("+") : "(" + be64s(id + 1)};
 }
 std::string tenant_index(uint64_t th) {
   return "ti:" + hex16(th);
@@ -435,7 +448,13 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
     encode_delivery(d, v);
     const std::string id8 = be64s(d.id);
     b.op('H', "dl", id8, v);
-    b.op(is_terminal(d.status) ? 'R' : 'Z', "act", id8);
+    // T act: added when created, removed when it ends. A lease (kInFlight) is always of a
+    // delivery created before or earlier in this batch, so it is in T act already.
+    if (is_terminal(d.status)) {
+      b.op('R', "act", id8);
+    } else if (dp.is_new || d.status != DeliveryStatus::kInFlight) {
+      b.op('Z', "act", id8);
+    }
     if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
@@ -457,10 +476,13 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
     b.saw(d.id);
   }
   for (const Attempt& a : m.attempts) {
+    // T at: one lexicographic ZSET per partition, member be64(id) + be16(number) + attempt, so
+    // a batch's attempts are one ZADD and a delivery's are one ZRANGEBYLEX (attempts_range).
     PartBatch& b = part(id_partition(a.delivery));
-    v.clear();
-    encode_attempt(a, v);
-    b.op('H', attempts_key(a.delivery), be16s(a.number), v);
+    std::string member = be64s(a.delivery);
+    put_be16(member, a.number);
+    encode_attempt(a, member);
+    b.op('Z', "at", std::move(member));
   }
   for (const Endpoint& e : m.endpoints) {
     PartBatch& b = part(id_partition(e.id));
@@ -1533,7 +1555,8 @@ Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
   const std::string pre = impl_->prefix(id_partition(id));
   std::vector<Cmd> cmds;
   cmds.push_back({"HGET", pre + "dl", be64s(id)});
-  cmds.push_back({"HGETALL", pre + attempts_key(id)});
+  auto [lo, hi] = attempts_range(id);
+  cmds.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
   Replies rs = impl_->run(std::move(cmds));
   auto d = check(rs[0]);
   if (!d) return d.error();
@@ -1542,17 +1565,20 @@ Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
   if (auto r = decode_delivery(id, (*d)->str(), detail.delivery); !r) return r.error();
   auto a = check(rs[1]);
   if (!a) return a.error();
-  auto pairs = pairs_of(**a);
-  if (!pairs) return pairs.error();
-  for (auto& [f, val] : *pairs) {
-    if (f.size() != 2) return make_error(Errc::kCorruption, "attempt: bad field");
-    auto k = attempt_key(id, get_be16(f.data()));
-    auto at = decode_attempt(k.view(), val);
+  if (!(*a)->is_array()) return bad_reply();
+  // Members come in (id, number) order; an attempt written twice with other bytes (not done
+  // by the engine) would appear twice: the first of a number is kept.
+  for (const Reply& mem : (*a)->elements()) {
+    const std::string& m = mem.str();
+    if (m.size() < 10 || get_be64(m.data()) != id)
+      return make_error(Errc::kCorruption, "attempt: bad member");
+    const uint16_t n = get_be16(m.data() + 8);
+    if (!detail.attempts.empty() && detail.attempts.back().number == n) continue;
+    auto k = attempt_key(id, n);
+    auto at = decode_attempt(k.view(), std::string_view(m).substr(10));
     if (!at) return at.error();
     detail.attempts.push_back(std::move(*at));
   }
-  std::sort(detail.attempts.begin(), detail.attempts.end(),
-            [](const Attempt& x, const Attempt& y) { return x.number < y.number; });
   auto ev = load_event(detail.delivery.event);
   if (!ev) return ev.error();
   if (*ev) detail.tenant = (*ev)->tenant;
@@ -1744,7 +1770,10 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       }
       if (!leased.empty()) {
         std::vector<Cmd> hk;
-        for (size_t i : leased) hk.push_back({"HKEYS", pre + attempts_key(chunk[i].id)});
+        for (size_t i : leased) {
+          auto [lo, hi] = attempts_range(chunk[i].id);
+          hk.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
+        }
         Replies kr = impl_->run(std::move(hk));
         Mutations m;
         m.event_keys_checked = true;
@@ -1754,9 +1783,10 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           if (!kc) return kc.error();
           // Never overwrite a recorded attempt: number after the last one stored.
           uint32_t number = std::max<uint32_t>(d.attempts, 1);
+          if (!(*kc)->is_array()) return bad_reply();
           for (const Reply& f : (*kc)->elements()) {
-            if (f.str().size() == 2)
-              number = std::max<uint32_t>(number, get_be16(f.str().data()) + 1u);
+            if (f.str().size() >= 10)
+              number = std::max<uint32_t>(number, get_be16(f.str().data() + 8) + 1u);
           }
           number = std::min<uint32_t>(number, 0xffff);
           Attempt a;

@@ -93,10 +93,14 @@ class RedisRetentionTest : public ::testing::Test {
   bool delivery_stored(DeliveryId id) {
     return num({"HEXISTS", key(id_partition(id), "dl"), be64s(id)}) == 1;
   }
+  // How many of the delivery's attempts T at holds (members be64(id) + be16(n) + attempt).
+  long long attempts_stored(DeliveryId id) {
+    return num({"ZLEXCOUNT", key(id_partition(id), "at"), "[" + be64s(id), "(" + be64s(id + 1)});
+  }
   // Everything a delivery leaves in Redis: record, attempts, index members, T done.
   long long delivery_traces(DeliveryId id, uint64_t th, EndpointId ep) {
     const Partition p = id_partition(id);
-    return num({"HEXISTS", key(p, "dl"), be64s(id)}) + num({"EXISTS", key(p, "at:" + hex16(id))}) +
+    return num({"HEXISTS", key(p, "dl"), be64s(id)}) + (attempts_stored(id) > 0 ? 1 : 0) +
            (server_->cmd({"ZSCORE", key(p, "ti:" + hex16(th)), be64s(~id)}).type ==
                     SyncReply::Type::kString
                 ? 1
@@ -203,6 +207,10 @@ TEST_F(RedisRetentionTest, DeletesExactlyTheOldTerminalRecordsAndWhatOnlyTheyNam
   EXPECT_TRUE(delivery_stored(make_id(p, 22)));  // pending: never
   EXPECT_TRUE(delivery_stored(make_id(p, 51)));  // ended 11 days ago
   EXPECT_EQ(delivery_traces(make_id(p, 51), th, ep), 5);
+  // The attempts of the deliveries that stay are all still there, and only theirs.
+  EXPECT_EQ(attempts_stored(make_id(p, 22)), 1);
+  EXPECT_EQ(attempts_stored(make_id(p, 51)), 2);
+  EXPECT_EQ(num({"ZCARD", key(p, "at")}), 3);
   EXPECT_FALSE(event_stored(*s, a));
   EXPECT_TRUE(event_stored(*s, b));  // its pending delivery still names it
   EXPECT_TRUE(event_stored(*s, c));
