@@ -88,27 +88,44 @@ while i <= n do
       end
     end
   elseif op == 'V' then
-    for j = a, b, 2 do
-      local f, v = ARGV[j], ARGV[j + 1]
-      local cur = redis.call('HGET', k, f)
+    -- One HMGET and one HSET for the group; a field named twice builds on its first value.
+    local fs, vals, stored, order = {}, {}, {}, {}
+    for j = a, b, 2 do fs[#fs + 1] = ARGV[j] end
+    local curs = redis.call('HMGET', k, unpack(fs))
+    for q = 1, #fs do
+      local f, v = fs[q], ARGV[a + 2 * q - 1]
+      local cur = vals[f] or curs[q]
+      if not vals[f] then
+        order[#order + 1] = f
+        stored[f] = curs[q]
+      end
       if not cur then
-        redis.call('HSET', k, f, v)
+        vals[f] = v
       else
         local ch = 3 + string.byte(cur, 1) * 256 + string.byte(cur, 2)
         local add = {}
-        for q = 3 + string.byte(v, 1) * 256 + string.byte(v, 2), #v, 8 do
-          local id, seen = string.sub(v, q, q + 7), false
-          for r = ch, #cur, 8 do
-            if string.sub(cur, r, r + 7) == id then
+        for x = 3 + string.byte(v, 1) * 256 + string.byte(v, 2), #v, 8 do
+          local id, seen = string.sub(v, x, x + 7), false
+          for y = ch, #cur, 8 do
+            if string.sub(cur, y, y + 7) == id then
               seen = true
               break
             end
           end
           if not seen then add[#add + 1] = id end
         end
-        if #add > 0 then redis.call('HSET', k, f, cur .. table.concat(add)) end
+        vals[f] = #add > 0 and cur .. table.concat(add) or cur
       end
     end
+    local set = {}
+    for q = 1, #order do
+      local f = order[q]
+      if vals[f] ~= stored[f] then
+        set[#set + 1] = f
+        set[#set + 1] = vals[f]
+      end
+    end
+    if #set > 0 then redis.call('HSET', k, unpack(set)) end
   end
   i = b + 1
 end
