@@ -28,6 +28,7 @@
 # Usage: bench/e2e_cluster.sh          full run (~5 min on an idle 2-core machine)
 #        QUICK=1 bench/e2e_cluster.sh  smoke run (~1 min)
 # Knobs (environment): EVENTS FANOUT TENANTS TRIALS SINGLE=0|1 REDIS_FSYNC=always|everysec|no
+#   REDIS_REPLICA_FSYNC (the cluster's replicas only; default REDIS_FSYNC)
 #   WAIT_REPLICAS WAIT_TIMEOUT CONNECTIONS SHARDS PAYLOAD_BYTES PAYLOAD_FILL SEND_BATCH
 #   SEND_CONNS IDLE_SECONDS TRIAL_TIMEOUT SENDER_CPU SINK_CPU PERF=1 PERF_ARGS PERF_REDIS=1 RINGCAST_BIN
 #   SINK_BIN REDIS_SERVER REDIS_CLI RESULTS_FILE KEEP. See docs/benchmarks.md.
@@ -43,6 +44,7 @@ fi
 TENANTS=${TENANTS:-8}
 SINGLE=${SINGLE:-1}
 REDIS_FSYNC=${REDIS_FSYNC:-always}  # tools/redis-cluster.sh's (and the standalone server's)
+REDIS_REPLICA_FSYNC=${REDIS_REPLICA_FSYNC:-$REDIS_FSYNC}  # the cluster's replicas' (default: the same)
 WAIT_REPLICAS=${WAIT_REPLICAS:-1}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-100ms}  # the default of storage.redis.wait_timeout
 CONNECTIONS=${CONNECTIONS:-32}       # transport.pool_size and engine.max_in_flight
@@ -74,6 +76,7 @@ if [ "$TRIALS" -lt 1 ] || [ "$EVENTS" -lt "$TENANTS" ] || [ "$FANOUT" -lt 1 ] ||
   exit 2
 fi
 case "$REDIS_FSYNC" in always | everysec | no) ;; *) echo "$BENCH_NAME: REDIS_FSYNC: always, everysec or no" >&2; exit 2 ;; esac
+case "$REDIS_REPLICA_FSYNC" in always | everysec | no) ;; *) echo "$BENCH_NAME: REDIS_REPLICA_FSYNC: always, everysec or no" >&2; exit 2 ;; esac
 PER_TENANT=$((EVENTS / TENANTS))
 EVENTS=$((PER_TENANT * TENANTS))
 DELIVERIES=$((EVENTS * FANOUT))
@@ -236,7 +239,7 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 REDIS_VERSION=$("$REDIS_SERVER" --version | grep -o 'v=[0-9.]*' | cut -d= -f2)
 log "ringcast e2e cluster-mode benchmark: commit $COMMIT, $NCPU cores, QUICK=$QUICK, work dir $WORK"
 log "daemons on core $SENDER_CPU; sink, redis $REDIS_VERSION, CLI on core $SINK_CPU; $TRIALS trials of $EVENTS events x $FANOUT endpoints" \
-  "= $DELIVERIES deliveries ($TENANTS tenants); appendfsync $REDIS_FSYNC, wait_replicas $WAIT_REPLICAS, shards $SHARDS"
+  "= $DELIVERIES deliveries ($TENANTS tenants); appendfsync $REDIS_FSYNC (replicas $REDIS_REPLICA_FSYNC), wait_replicas $WAIT_REPLICAS, shards $SHARDS"
 LOAD_START=$(loadavg)
 
 taskset -c "$SINK_CPU" "$BIN/ringcast-sink" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" \
@@ -268,8 +271,9 @@ pids=() prim=() repl=()
 for k in 0 1 2 3 4 5; do
   port=$(cat "$WORK/cluster/node-$k/port")
   pids+=("$(cat "$WORK/cluster/node-$k/redis.pid")")
-  [ "$REDIS_FSYNC" = always ] || rcli "$port" config set appendfsync "$REDIS_FSYNC" >/dev/null
-  if [ "$(rcli "$port" role | head -1)" = master ]; then prim+=("$port"); else repl+=("$port"); fi
+  fsync=$REDIS_FSYNC
+  if [ "$(rcli "$port" role | head -1)" = master ]; then prim+=("$port"); else repl+=("$port"); fsync=$REDIS_REPLICA_FSYNC; fi
+  [ "$fsync" = always ] || rcli "$port" config set appendfsync "$fsync" >/dev/null
 done
 { [ "${#prim[@]}" = 3 ] && [ "${#repl[@]}" = 3 ]; } || die "expected 3 primaries and 3 replicas, got ${#prim[@]} + ${#repl[@]}"
 V_REDIS_PIDS[a]="${pids[*]}"
@@ -617,7 +621,7 @@ done
   echo "== ringcast e2e cluster-mode benchmark — $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT, QUICK=$QUICK"
   echo "   $NCPU cores; load average at start $LOAD_START, at end $(loadavg); daemons on core $SENDER_CPU, sink + redis $REDIS_VERSION + CLI on core $SINK_CPU"
   echo "   $TRIALS trials x $EVENTS events x $FANOUT endpoints = $DELIVERIES deliveries per trial, $TENANTS tenants, $PAYLOAD_BYTES B payloads;" \
-    "appendfsync $REDIS_FSYNC; wait_replicas $WAIT_REPLICAS (wait_timeout $WAIT_TIMEOUT); RocksDB sync interval 10ms; $CONNECTIONS connections, $SHARDS shard(s)"
+    "appendfsync $REDIS_FSYNC (replicas $REDIS_REPLICA_FSYNC); wait_replicas $WAIT_REPLICAS (wait_timeout $WAIT_TIMEOUT); RocksDB sync interval 10ms; $CONNECTIONS connections, $SHARDS shard(s)"
   for r in "${RESULTS[@]}"; do echo "   $r"; done
 } | tee -a "$WORK/log.txt"
 [ -n "${RESULTS_FILE:-}" ] && cp "$WORK/log.txt" "$RESULTS_FILE"

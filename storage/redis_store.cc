@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "cluster/fence.h"
@@ -33,113 +34,101 @@ using Replies = std::vector<Result<Reply>>;
 // unchanged: KEYS[1] = the lease T.."own", KEYS[2] = T.."seq"; ARGV[1] = the writer's node id,
 // ARGV[2] = its epoch (decimal), both read by the prelude only; ARGV[3] = T (the partition's key
 // prefix), ARGV[4] = the highest id sequence the batch names (0: none), ARGV[5] = "1" when the
-// writer checked the event keys itself (Mutations::event_keys_checked), then ops of four: op,
-// key suffix, field or member, value.
-//   E  key  tenant\0id  be64(seq)+record   idempotency key of a new event (checked first)
-//   H  hash field value                    HSET
-//   D  hash field -                        HDEL
-//   Z  zset member -                       ZADD 0
-//   R  zset member -                       ZREM
-//   S  zset member score                   ZADD score (the retention indexes T done/eo/nto)
-//   V  hash field value                    T ed: HSET, or append the delivery ids (be64 each,
-//                                          after the be16-length header) it lacks
+// writer checked the event keys itself (Mutations::event_keys_checked), then groups: a code, a
+// key suffix, the count c of arguments, then those c arguments (PartBatch::compile):
+//   H  hash   field value ...          HSET
+//   D  hash   field ...                HDEL
+//   Z  zset   score member ...         ZADD
+//   R  zset   member ...               ZREM
+//   E  hash   tenant\0id be64(seq)+record ...   idempotency keys of new events: each set unless
+//                                      present (checked first: CONFLICT when it names another)
+//   V  hash   field value ...          T ed: each set, or the delivery ids (be64 each, after the
+//                                      be16-length header) it lacks appended
 // Every check (the fence, then the keys) runs before the first write, so a FENCED or CONFLICT
 // answer leaves the partition untouched.
-// Writes are gathered per key and sent as one multi-field HSET / HDEL and one multi-member
-// ZADD / ZREM per key (Redis's per-command cost — the call, the AOF and replication feeds —
-// was most of a delivery's cost when each record was a command of its own: bench/
-// e2e_cluster.sh). The batch order still decides: a later put of a field drops an earlier
-// delete of it and the reverse, and an op that reads a key (E, V) sees everything before it.
+// The writer gathers a partition's puts by key (one HSET / HDEL / ZADD / ZREM per key and
+// batch: Redis's per-command cost — the call, the AOF and replication feeds — was most of a
+// delivery's cost with one command per record, bench/e2e_cluster.sh) and resolves the batch
+// order itself (a field both set and deleted keeps its last op), so the script does no per-record
+// work of its own: each group is one call with the arguments as they came.
 constexpr std::string_view kApplyBody = R"lua(
 local pre = ARGV[3]
 local checked = ARGV[5] == '1'
 local n = #ARGV
+local i = 6
 if not checked then
-  for i = 6, n, 4 do
+  while i <= n do
+    local c = tonumber(ARGV[i + 2])
     if ARGV[i] == 'E' then
-      local cur = redis.call('HGET', pre .. ARGV[i + 1], ARGV[i + 2])
-      if cur and string.sub(cur, 1, 8) ~= string.sub(ARGV[i + 3], 1, 8) then
-        return redis.error_reply('CONFLICT an event with this id already exists for the tenant')
-      end
-    end
-  end
-end
--- Per key: fields to set (field -> value) and to delete (field -> true); the same for members.
-local hset, hdel, zadd, zrem, keys = {}, {}, {}, {}, {}
-local function pending(t, k)
-  local v = t[k]
-  if not v then
-    v = {}
-    t[k] = v
-    keys[k] = true
-  end
-  return v
-end
-local function send(cmd, k, args)
-  for j = 1, #args, 7000 do
-    redis.call(cmd, k, unpack(args, j, math.min(#args, j + 6999)))
-  end
-end
--- shape: 'fv' field value pairs (HSET), 'sm' score member pairs (ZADD), else names alone
-local function flush_one(t, cmd, k, shape)
-  local m = t[k]
-  if not m then return end
-  local a = {}
-  for f, v in pairs(m) do
-    if shape == 'sm' then a[#a + 1] = v end
-    a[#a + 1] = f
-    if shape == 'fv' then a[#a + 1] = v end
-  end
-  if #a > 0 then send(cmd, k, a) end
-  t[k] = nil
-end
-local function flush(k)
-  flush_one(hset, 'HSET', k, 'fv')
-  flush_one(hdel, 'HDEL', k)
-  flush_one(zadd, 'ZADD', k, 'sm')
-  flush_one(zrem, 'ZREM', k)
-end
-for i = 6, n, 4 do
-  local op, k, f = ARGV[i], pre .. ARGV[i + 1], ARGV[i + 2]
-  if op == 'H' then
-    pending(hset, k)[f] = ARGV[i + 3]
-    if hdel[k] then hdel[k][f] = nil end
-  elseif op == 'D' then
-    pending(hdel, k)[f] = true
-    if hset[k] then hset[k][f] = nil end
-  elseif op == 'Z' or op == 'S' then
-    pending(zadd, k)[f] = op == 'Z' and '0' or ARGV[i + 3]
-    if zrem[k] then zrem[k][f] = nil end
-  elseif op == 'R' then
-    pending(zrem, k)[f] = true
-    if zadd[k] then zadd[k][f] = nil end
-  elseif op == 'E' then
-    flush(k)
-    if checked or redis.call('HEXISTS', k, f) == 0 then redis.call('HSET', k, f, ARGV[i + 3]) end
-  elseif op == 'V' then
-    flush(k)
-    local cur = redis.call('HGET', k, f)
-    local v = ARGV[i + 3]
-    if not cur then
-      redis.call('HSET', k, f, v)
-    else
-      local ch = 3 + string.byte(cur, 1) * 256 + string.byte(cur, 2)
-      local add = {}
-      for j = 3 + string.byte(v, 1) * 256 + string.byte(v, 2), #v, 8 do
-        local id, seen = string.sub(v, j, j + 7), false
-        for q = ch, #cur, 8 do
-          if string.sub(cur, q, q + 7) == id then
-            seen = true
-            break
-          end
+      local k = pre .. ARGV[i + 1]
+      for j = i + 3, i + 2 + c, 2 do
+        local cur = redis.call('HGET', k, ARGV[j])
+        if cur and string.sub(cur, 1, 8) ~= string.sub(ARGV[j + 1], 1, 8) then
+          return redis.error_reply('CONFLICT an event with this id already exists for the tenant')
         end
-        if not seen then add[#add + 1] = id end
       end
-      if #add > 0 then redis.call('HSET', k, f, cur .. table.concat(add)) end
     end
+    i = i + 3 + c
   end
+  i = 6
 end
-for k in pairs(keys) do flush(k) end
+local cmds = {H = 'HSET', D = 'HDEL', Z = 'ZADD', R = 'ZREM'}
+while i <= n do
+  local op, k, a = ARGV[i], pre .. ARGV[i + 1], i + 3
+  local b = i + 2 + tonumber(ARGV[i + 2])
+  local cmd = cmds[op]
+  if cmd then
+    if b >= a then redis.call(cmd, k, unpack(ARGV, a, b)) end
+  elseif op == 'E' then
+    if checked then
+      if b >= a then redis.call('HSET', k, unpack(ARGV, a, b)) end
+    else
+      for j = a, b, 2 do
+        if redis.call('HEXISTS', k, ARGV[j]) == 0 then redis.call('HSET', k, ARGV[j], ARGV[j + 1]) end
+      end
+    end
+  elseif op == 'V' then
+    -- One HMGET and one HSET for the group; a field named twice builds on its first value.
+    local fs, vals, stored, order = {}, {}, {}, {}
+    for j = a, b, 2 do fs[#fs + 1] = ARGV[j] end
+    local curs = redis.call('HMGET', k, unpack(fs))
+    for q = 1, #fs do
+      local f, v = fs[q], ARGV[a + 2 * q - 1]
+      local cur = vals[f] or curs[q]
+      if not vals[f] then
+        order[#order + 1] = f
+        stored[f] = curs[q]
+      end
+      if not cur then
+        vals[f] = v
+      else
+        local ch = 3 + string.byte(cur, 1) * 256 + string.byte(cur, 2)
+        local add = {}
+        for x = 3 + string.byte(v, 1) * 256 + string.byte(v, 2), #v, 8 do
+          local id, seen = string.sub(v, x, x + 7), false
+          for y = ch, #cur, 8 do
+            if string.sub(cur, y, y + 7) == id then
+              seen = true
+              break
+            end
+          end
+          if not seen then add[#add + 1] = id end
+        end
+        vals[f] = #add > 0 and cur .. table.concat(add) or cur
+      end
+    end
+    local set = {}
+    for q = 1, #order do
+      local f = order[q]
+      if vals[f] ~= stored[f] then
+        set[#set + 1] = f
+        set[#set + 1] = vals[f]
+      end
+    end
+    if #set > 0 then redis.call('HSET', k, unpack(set)) end
+  end
+  i = b + 1
+end
 local top = tonumber(ARGV[4])
 if top > 0 and top > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[4])
@@ -170,6 +159,18 @@ local function hex(s)
   for i = 1, #s do t[i] = string.format('%02x', string.byte(s, i)) end
   return table.concat(t)
 end
+-- the exclusive lex bound just past every T at member of the delivery be64 id s
+local function after(s)
+  local b = {string.byte(s, 1, 8)}
+  for i = 8, 1, -1 do
+    if b[i] < 255 then
+      b[i] = b[i] + 1
+      for j = i + 1, 8 do b[j] = 0 end
+      return '(' .. string.char(unpack(b))
+    end
+  end
+  return '+'
+end
 local function inv(s)
   local t = {}
   for i = 1, #s do t[i] = string.char(255 - string.byte(s, i)) end
@@ -183,9 +184,7 @@ for i = 5, #ARGV, 4 do
       redis.call('ZREM', pre .. 'done', a)
       redis.call('ZREM', pre .. 'act', a)
       nd = nd + redis.call('HDEL', pre .. 'dl', a)
-      local at = pre .. 'at:' .. hex(a)
-      na = na + redis.call('HLEN', at)
-      redis.call('DEL', at)
+      na = na + redis.call('ZREMRANGEBYLEX', pre .. 'at', '[' .. a, after(a))
       if b ~= '' then
         redis.call('ZREM', pre .. b, inv(a))
         redis.call('ZREM', pre .. c, inv(a))
@@ -221,6 +220,20 @@ end
 return {nd, na, ne, nn}
 )lua";
 
+// A script's text without its indentation: EVAL sends the text with every call and Redis hashes
+// it (SHA1) each time. Lua does not care about leading blanks (no script has a long string).
+std::string compact_lua(std::string_view src) {
+  std::string out;
+  out.reserve(src.size());
+  bool line_start = true;
+  for (char c : src) {
+    if (line_start && (c == ' ' || c == '\t')) continue;
+    line_start = c == '\n';
+    out.push_back(c);
+  }
+  return out;
+}
+
 constexpr size_t kFetchChunk = 64;
 constexpr size_t kRecoveryChunk = 1024;
 
@@ -234,10 +247,12 @@ std::string be16s(uint16_t v) {
   put_be16(s, v);
   return s;
 }
+// 16 lowercase hex digits (the key builders run per record: no snprintf).
 std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return std::string(b, 16);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return s;
 }
 std::string key_field(std::string_view tenant, std::string_view id) {
   std::string f(tenant);
@@ -245,8 +260,9 @@ std::string key_field(std::string_view tenant, std::string_view id) {
   f.append(id);
   return f;
 }
-std::string attempts_key(DeliveryId id) {
-  return "at:" + hex16(id);
+// The ZRANGEBYLEX / ZREMRANGEBYLEX bounds of a delivery's members in T at: [be64(id), be64(id+1)).
+std::pair<std::string, std::string> attempts_range(DeliveryId id) {
+  return {"[" + be64s(id), id == ~DeliveryId{0} ? std::string("+") : "(" + be64s(id + 1)};
 }
 std::string tenant_index(uint64_t th) {
   return "ti:" + hex16(th);
@@ -336,19 +352,126 @@ Result<std::optional<Event>> parse_event(EventSeq seq, const Result<Reply>& r) {
   return std::optional<Event>(std::move(*e));
 }
 
-// A partition's part of one write(): the script's ARGV.
+// A partition's part of one write(): the script's ARGV. op() takes the puts in batch order and
+// gathers them per (command, key); compile() turns the groups into the script's ARGV tail.
 struct PartBatch {
   Partition p = 0;
   uint64_t epoch = 0;  // the writer's epoch for p (set_partition_epoch) when write() was called
   uint64_t max_seq = 0;
-  std::vector<std::string> ops;  // quads
+  std::vector<std::string> ops;  // compiled: groups of code, key suffix, count, arguments
+
+  //   H hash field value (HSET)   D hash field (HDEL)   Z zset member (ZADD 0)
+  //   S zset member score (ZADD score)   R zset member (ZREM)
+  //   E key field value (idempotency key)   V ed field value (T ed, see kApplyBody)
+  // A key gets either E / V ops or the others, never both (split()).
   void op(char code, std::string key, std::string field, std::string value = {}) {
-    ops.emplace_back(1, code);
-    ops.push_back(std::move(key));
-    ops.push_back(std::move(field));
-    ops.push_back(std::move(value));
+    const char g = code == 'S' ? 'Z' : code;
+    Group& grp = group(g, std::move(key));
+    grp.order.push_back(next_order_++);
+    switch (code) {
+      case 'Z':
+        grp.args.emplace_back("0");
+        grp.args.push_back(std::move(field));
+        break;
+      case 'S':
+        grp.args.push_back(std::move(value));
+        grp.args.push_back(std::move(field));
+        break;
+      case 'D':
+      case 'R':
+        grp.args.push_back(std::move(field));
+        break;
+      default:  // H E V
+        grp.args.push_back(std::move(field));
+        grp.args.push_back(std::move(value));
+    }
   }
   void saw(uint64_t id) { max_seq = std::max(max_seq, id_sequence(id)); }
+
+  // Resolves what one key both sets and deletes (the last op of a field or member decides) and
+  // flattens the groups; a group longer than kMaxArgs becomes several.
+  void compile() {
+    for (Group& del : groups_) {
+      if (del.code != 'D' && del.code != 'R') continue;
+      auto it = index_.find(std::string(1, del.code == 'D' ? 'H' : 'Z') + del.key);
+      if (it != index_.end()) resolve(groups_[it->second], del);
+    }
+    ops.clear();
+    for (Group& grp : groups_) {
+      const size_t width = grp.code == 'D' || grp.code == 'R' ? 1 : 2;
+      for (size_t at = 0; at < grp.args.size();) {
+        const size_t c = std::min(grp.args.size() - at, kMaxArgs / width * width);
+        ops.emplace_back(1, grp.code);
+        ops.push_back(grp.key);
+        ops.push_back(std::to_string(c));
+        for (size_t j = at; j < at + c; ++j) ops.push_back(std::move(grp.args[j]));
+        at += c;
+      }
+    }
+    groups_.clear();
+    index_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxArgs = 6000;  // per call: Lua's unpack stays under its C stack
+  struct Group {
+    char code;
+    std::string key;
+    std::vector<std::string> args;
+    std::vector<uint32_t> order;  // batch position of each op (one per field or member)
+  };
+  Group& group(char code, std::string key) {
+    std::string id(1, code);
+    id += key;
+    auto [it, fresh] = index_.try_emplace(std::move(id), groups_.size());
+    if (fresh) groups_.push_back(Group{code, std::move(key), {}, {}});
+    return groups_[it->second];
+  }
+  // `set` (H: field value pairs, Z: score member pairs) and `del` (names) of one key: an entry of
+  // either whose name has a later op in the other goes.
+  static void resolve(Group& set, Group& del) {
+    std::unordered_map<std::string_view, uint32_t> last_set, last_del;
+    for (size_t i = 0; i < set.order.size(); ++i) {
+      const std::string& name = set.code == 'H' ? set.args[2 * i] : set.args[2 * i + 1];
+      uint32_t& o = last_set[name];
+      o = std::max(o, set.order[i] + 1);
+    }
+    for (size_t i = 0; i < del.order.size(); ++i) {
+      uint32_t& o = last_del[del.args[i]];
+      o = std::max(o, del.order[i] + 1);
+    }
+    // Decide first, then move: the maps' keys view the arguments.
+    std::vector<bool> drop_set(set.order.size()), drop_del(del.order.size());
+    for (size_t i = 0; i < set.order.size(); ++i) {
+      const std::string& name = set.code == 'H' ? set.args[2 * i] : set.args[2 * i + 1];
+      auto d = last_del.find(name);
+      drop_set[i] = d != last_del.end() && d->second > last_set[name];
+    }
+    for (size_t i = 0; i < del.order.size(); ++i) {
+      auto st = last_set.find(del.args[i]);
+      drop_del[i] = st != last_set.end() && st->second > last_del[del.args[i]];
+    }
+    last_set.clear();
+    last_del.clear();
+    std::vector<std::string> keep_set, keep_del;
+    std::vector<uint32_t> order_set, order_del;
+    for (size_t i = 0; i < set.order.size(); ++i) {
+      if (drop_set[i]) continue;
+      keep_set.push_back(std::move(set.args[2 * i]));
+      keep_set.push_back(std::move(set.args[2 * i + 1]));
+      order_set.push_back(set.order[i]);
+    }
+    for (size_t i = 0; i < del.order.size(); ++i) {
+      if (drop_del[i]) continue;
+      keep_del.push_back(std::move(del.args[i]));
+      order_del.push_back(del.order[i]);
+    }
+    set.args = std::move(keep_set), set.order = std::move(order_set);
+    del.args = std::move(keep_del), del.order = std::move(order_del);
+  }
+  std::vector<Group> groups_;
+  std::unordered_map<std::string, size_t> index_;  // code + key -> its group
+  uint32_t next_order_ = 0;
 };
 
 // A batch, split by partition (in partition order); the epochs are left to the caller.
@@ -435,7 +558,13 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
     encode_delivery(d, v);
     const std::string id8 = be64s(d.id);
     b.op('H', "dl", id8, v);
-    b.op(is_terminal(d.status) ? 'R' : 'Z', "act", id8);
+    // T act: added when created, removed when it ends. A lease (kInFlight) is always of a
+    // delivery created before or earlier in this batch, so it is in T act already.
+    if (is_terminal(d.status)) {
+      b.op('R', "act", id8);
+    } else if (dp.is_new || d.status != DeliveryStatus::kInFlight) {
+      b.op('Z', "act", id8);
+    }
     if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
@@ -457,10 +586,13 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
     b.saw(d.id);
   }
   for (const Attempt& a : m.attempts) {
+    // T at: one lexicographic ZSET per partition, member be64(id) + be16(number) + attempt, so
+    // a batch's attempts are one ZADD and a delivery's are one ZRANGEBYLEX (attempts_range).
     PartBatch& b = part(id_partition(a.delivery));
-    v.clear();
-    encode_attempt(a, v);
-    b.op('H', attempts_key(a.delivery), be16s(a.number), v);
+    std::string member = be64s(a.delivery);
+    put_be16(member, a.number);
+    encode_attempt(a, member);
+    b.op('Z', "at", std::move(member));
   }
   for (const Endpoint& e : m.endpoints) {
     PartBatch& b = part(id_partition(e.id));
@@ -491,7 +623,10 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
   }
   std::vector<PartBatch> list;
   list.reserve(parts.size());
-  for (auto& [p, b] : parts) list.push_back(std::move(b));
+  for (auto& [p, b] : parts) {
+    b.compile();
+    list.push_back(std::move(b));
+  }
   return list;
 }
 
@@ -1233,7 +1368,8 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
   Impl* impl = s->impl_.get();
   impl->opt = std::move(options);
   impl->fencing = !impl->opt.node_id.empty();
-  impl->apply_source = impl->fencing ? cluster::fenced_source(kApplyBody) : std::string(kApplyBody);
+  impl->apply_source =
+      compact_lua(impl->fencing ? cluster::fenced_source(kApplyBody) : std::string(kApplyBody));
   impl->retention_source =
       impl->fencing ? cluster::fenced_source(kRetentionBody) : std::string(kRetentionBody);
   impl->durable = &s->durable_;
@@ -1533,7 +1669,8 @@ Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
   const std::string pre = impl_->prefix(id_partition(id));
   std::vector<Cmd> cmds;
   cmds.push_back({"HGET", pre + "dl", be64s(id)});
-  cmds.push_back({"HGETALL", pre + attempts_key(id)});
+  auto [lo, hi] = attempts_range(id);
+  cmds.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
   Replies rs = impl_->run(std::move(cmds));
   auto d = check(rs[0]);
   if (!d) return d.error();
@@ -1542,17 +1679,20 @@ Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
   if (auto r = decode_delivery(id, (*d)->str(), detail.delivery); !r) return r.error();
   auto a = check(rs[1]);
   if (!a) return a.error();
-  auto pairs = pairs_of(**a);
-  if (!pairs) return pairs.error();
-  for (auto& [f, val] : *pairs) {
-    if (f.size() != 2) return make_error(Errc::kCorruption, "attempt: bad field");
-    auto k = attempt_key(id, get_be16(f.data()));
-    auto at = decode_attempt(k.view(), val);
+  if (!(*a)->is_array()) return bad_reply();
+  // Members come in (id, number) order; an attempt written twice with other bytes (not done
+  // by the engine) would appear twice: the first of a number is kept.
+  for (const Reply& mem : (*a)->elements()) {
+    const std::string& m = mem.str();
+    if (m.size() < 10 || get_be64(m.data()) != id)
+      return make_error(Errc::kCorruption, "attempt: bad member");
+    const uint16_t n = get_be16(m.data() + 8);
+    if (!detail.attempts.empty() && detail.attempts.back().number == n) continue;
+    auto k = attempt_key(id, n);
+    auto at = decode_attempt(k.view(), std::string_view(m).substr(10));
     if (!at) return at.error();
     detail.attempts.push_back(std::move(*at));
   }
-  std::sort(detail.attempts.begin(), detail.attempts.end(),
-            [](const Attempt& x, const Attempt& y) { return x.number < y.number; });
   auto ev = load_event(detail.delivery.event);
   if (!ev) return ev.error();
   if (*ev) detail.tenant = (*ev)->tenant;
@@ -1744,7 +1884,10 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       }
       if (!leased.empty()) {
         std::vector<Cmd> hk;
-        for (size_t i : leased) hk.push_back({"HKEYS", pre + attempts_key(chunk[i].id)});
+        for (size_t i : leased) {
+          auto [lo, hi] = attempts_range(chunk[i].id);
+          hk.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
+        }
         Replies kr = impl_->run(std::move(hk));
         Mutations m;
         m.event_keys_checked = true;
@@ -1754,9 +1897,10 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           if (!kc) return kc.error();
           // Never overwrite a recorded attempt: number after the last one stored.
           uint32_t number = std::max<uint32_t>(d.attempts, 1);
+          if (!(*kc)->is_array()) return bad_reply();
           for (const Reply& f : (*kc)->elements()) {
-            if (f.str().size() == 2)
-              number = std::max<uint32_t>(number, get_be16(f.str().data()) + 1u);
+            if (f.str().size() >= 10)
+              number = std::max<uint32_t>(number, get_be16(f.str().data() + 8) + 1u);
           }
           number = std::min<uint32_t>(number, 0xffff);
           Attempt a;

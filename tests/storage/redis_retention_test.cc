@@ -93,10 +93,14 @@ class RedisRetentionTest : public ::testing::Test {
   bool delivery_stored(DeliveryId id) {
     return num({"HEXISTS", key(id_partition(id), "dl"), be64s(id)}) == 1;
   }
+  // How many of the delivery's attempts T at holds (members be64(id) + be16(n) + attempt).
+  long long attempts_stored(DeliveryId id) {
+    return num({"ZLEXCOUNT", key(id_partition(id), "at"), "[" + be64s(id), "(" + be64s(id + 1)});
+  }
   // Everything a delivery leaves in Redis: record, attempts, index members, T done.
   long long delivery_traces(DeliveryId id, uint64_t th, EndpointId ep) {
     const Partition p = id_partition(id);
-    return num({"HEXISTS", key(p, "dl"), be64s(id)}) + num({"EXISTS", key(p, "at:" + hex16(id))}) +
+    return num({"HEXISTS", key(p, "dl"), be64s(id)}) + (attempts_stored(id) > 0 ? 1 : 0) +
            (server_->cmd({"ZSCORE", key(p, "ti:" + hex16(th)), be64s(~id)}).type ==
                     SyncReply::Type::kString
                 ? 1
@@ -203,6 +207,10 @@ TEST_F(RedisRetentionTest, DeletesExactlyTheOldTerminalRecordsAndWhatOnlyTheyNam
   EXPECT_TRUE(delivery_stored(make_id(p, 22)));  // pending: never
   EXPECT_TRUE(delivery_stored(make_id(p, 51)));  // ended 11 days ago
   EXPECT_EQ(delivery_traces(make_id(p, 51), th, ep), 5);
+  // The attempts of the deliveries that stay are all still there, and only theirs.
+  EXPECT_EQ(attempts_stored(make_id(p, 22)), 1);
+  EXPECT_EQ(attempts_stored(make_id(p, 51)), 2);
+  EXPECT_EQ(num({"ZCARD", key(p, "at")}), 3);
   EXPECT_FALSE(event_stored(*s, a));
   EXPECT_TRUE(event_stored(*s, b));  // its pending delivery still names it
   EXPECT_TRUE(event_stored(*s, c));
@@ -248,6 +256,50 @@ TEST_F(RedisRetentionTest, DeletesExactlyTheOldTerminalRecordsAndWhatOnlyTheyNam
   std::vector<std::string> left;
   for (const auto& k : keys.elements) left.push_back(k.str);
   EXPECT_EQ(left, std::vector<std::string>{key(p, "seq")});
+}
+
+// T ed (an event's idempotency key and deliveries) when deliveries of an event come in later
+// batches, two of them in one batch, and a batch is applied twice (a replay): every id once, the
+// key kept; retention then keeps the event until the last of its deliveries goes.
+TEST_F(RedisRetentionTest, DeliveriesAddedLaterAreAppendedToTheirEventOnce) {
+  auto s = open();
+  ASSERT_NE(s, nullptr);
+  const Partition p = partition_of(tenant_);
+  const EndpointId ep = make_id(p, 1);
+  const Event a = make_event(tenant_, "a", 10, "{}");
+  write(*s, new_delivery(a, ep, 11, true));
+  Mutations later = new_delivery(a, ep, 12, false);
+  Mutations third = new_delivery(a, ep, 13, false);
+  later.deliveries.push_back(third.deliveries[0]);
+  later.attempts.push_back(third.attempts[0]);
+  write(*s, later);
+  write(*s, later);  // applied again: nothing appended twice
+  SyncReply ed = server_->cmd({"HGET", key(p, "ed"), be64s(a.seq)});
+  ASSERT_EQ(ed.type, SyncReply::Type::kString);
+  const std::string kf = tenant_ + std::string(1, '\0') + "a";
+  std::string want;
+  want.push_back(static_cast<char>(kf.size() >> 8));
+  want.push_back(static_cast<char>(kf.size() & 0xff));
+  want += kf;
+  for (uint64_t q : {11, 12, 13}) want += be64s(make_id(p, q));
+  EXPECT_EQ(ed.str, want);
+  // Two of the three end and expire: the event stays for the third; then it goes too.
+  Mutations e1 = end(a, ep, 11), e2 = end(a, ep, 12);
+  e1.deliveries.push_back(e2.deliveries[0]);
+  write(*s, e1);
+  clock_.advance(days(31));
+  auto st = s->run_retention(clock_.wall_now(), all_partitions());
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(st->deliveries, 2u);
+  EXPECT_EQ(st->events, 0u);
+  EXPECT_TRUE(event_stored(*s, a));
+  write(*s, end(a, ep, 13));
+  clock_.advance(days(31));
+  st = s->run_retention(clock_.wall_now(), all_partitions());
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->deliveries, 1u);
+  EXPECT_EQ(st->events, 1u);
+  EXPECT_FALSE(event_stored(*s, a));
 }
 
 TEST_F(RedisRetentionTest, IsFencedByTheLease) {
