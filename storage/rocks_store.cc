@@ -587,7 +587,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     }
     // A resend reopened an ended delivery (ISSUE 17): it leaves the archive (the batch holds its
     // latest attempt again, written to the attempts CF, so an embedded one is not lost). Its
-    // old expiry entry finds no archive record, or a later one (run_retention checks).
+    // old expiry entry finds no archive record (skipped) — or, when it ended again before that
+    // entry's time, the new one, which then goes that early (docs/operations.md).
     if (dp.rewrite && !is_terminal(d.status)) batch.Delete(cf(kCfArchive), sl(key));
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
@@ -1184,12 +1185,10 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::functi
         batch.Delete(cf(kCfExpiry), k);
         const auto kind = static_cast<ExpiryKind>(k.data()[10]);
         const uint64_t id = get_be64(k.data() + 11);
-        const uint64_t entry_stamp = get_be64(k.data() + 2);
         ++ids;
         switch (kind) {
           case ExpiryKind::kDelivery:
             dids.push_back(id);
-            dstamps.push_back(entry_stamp);
             break;
           case ExpiryKind::kEvent:
             events.emplace_back(id, true);
@@ -1202,7 +1201,6 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::functi
             for (uint64_t gid : *group) {
               if (kind == ExpiryKind::kDeliveryGroup) {
                 dids.push_back(gid);
-                dstamps.push_back(entry_stamp);
               } else {
                 events.emplace_back(gid, true);
               }
@@ -1252,9 +1250,6 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::functi
         Delivery d;
         std::optional<Attempt> kept;
         if (auto r = decode_archived(dids[i], sv(values[i]), d, &kept); !r) return r.error();
-        // Resent after this entry was written (ISSUE 17: a resend restarts created_at) and
-        // ended again: the later entry, written when it ended again, decides.
-        if (d.created_at.ms() > static_cast<int64_t>(dstamps[i])) continue;
         if (kept) ++st.attempts;
         auto ev = load_event_head(d.event);
         if (!ev) return ev.error();
