@@ -69,6 +69,30 @@ struct SubmitResult {
 enum class Resolution : uint8_t { kDelivered, kFailed };
 inline constexpr size_t kResolutionNoteBytes = 512;  // kept like a response prefix (R10.3)
 
+// ISSUE 17 part 3: a recover job (POST .../endpoints/{id}/recover): re-queues the endpoint's
+// `failed`, `dead` and `unknown` deliveries created in [since, until], paced. Kept in memory by
+// the shard that owns the tenant (a restart forgets it; re-running it is safe: only deliveries
+// that have ended are re-queued).
+struct JobView {
+  enum class State : uint8_t { kRunning, kDone, kFailed };
+  uint64_t id = 0;
+  std::string tenant;
+  EndpointId endpoint = 0;
+  State state = State::kRunning;
+  WallTime since, until;   // the window, on Delivery::created_at (inclusive)
+  uint64_t total = 0;      // deliveries found in the window (known once the scan is over)
+  uint64_t scanned = 0;    // deliveries of the endpoint looked at
+  uint64_t requeued = 0;   // re-queued (resent)
+  uint64_t skipped = 0;    // ended meanwhile in another way, already pending again, ...
+  uint32_t in_flight = 0;  // re-queued by this job and not ended again yet
+  bool scan_done = false;
+  WallTime started_at, finished_at;  // finished_at zero while running
+  std::string error;                 // kFailed: why
+};
+inline const char* job_state_name(JobView::State s) {
+  return s == JobView::State::kRunning ? "running" : s == JobView::State::kDone ? "done" : "failed";
+}
+
 struct BreakerView {
   BreakerSnapshot snapshot;
   uint32_t window_total = 0;  // deliveries in the sliding window
@@ -134,6 +158,41 @@ class Engine {
     (void)tenant, (void)id, (void)verdict, (void)note;
     done(make_error(Errc::kUnavailable, "this engine cannot resolve deliveries", nullptr,
                     "not_supported"));
+  }
+
+  // ISSUE 17 part 3 (replay). Each reads from the store on the calling thread (like
+  // resolve_delivery), then completes on the owning shard once durable.
+  // Resend: a delivery that ended (delivered, failed, dead or unknown) goes out again — the
+  // same delivery, the same event (webhook id), attempts numbered on, a fresh budget; its
+  // history gets a `resent` record with `note`. kNotFound "unknown_delivery"; kConflict
+  // "delivery_pending" (it has not ended: a second resend while the first is pending),
+  // "endpoint_disabled" (R8.5), "test_delivery"; kNotFound "unknown_endpoint" (deleted).
+  virtual void resend_delivery(std::string tenant, DeliveryId id, std::string note,
+                               Callback<Delivery> done) {
+    (void)tenant, (void)id, (void)note;
+    done(make_error(Errc::kUnavailable, "this engine cannot resend deliveries", nullptr,
+                    "not_supported"));
+  }
+  // Replay missing: the event fans out again to every endpoint that matches it now (enabled,
+  // filter) and has no delivery of it yet. Returns how many deliveries were created.
+  // kNotFound "unknown_event".
+  virtual void replay_event(std::string tenant, std::string event_id, Callback<uint32_t> done) {
+    (void)tenant, (void)event_id;
+    done(make_error(Errc::kUnavailable, "this engine cannot replay events", nullptr,
+                    "not_supported"));
+  }
+  // Starts a recover job (JobView); kNotFound "unknown_endpoint", kConflict
+  // "endpoint_disabled", kLimitExceeded "too_many_jobs".
+  virtual void recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+                                Callback<JobView> done) {
+    (void)tenant, (void)id, (void)since, (void)until;
+    done(make_error(Errc::kUnavailable, "this engine cannot recover endpoints", nullptr,
+                    "not_supported"));
+  }
+  // A job's progress; kNotFound "unknown_job".
+  virtual void get_job(std::string tenant, uint64_t id, Callback<JobView> done) {
+    (void)tenant, (void)id;
+    done(make_error(Errc::kNotFound, "no such job", "job", "unknown_job"));
   }
 
   // Prometheus text exposition (no per-endpoint labels).

@@ -802,6 +802,82 @@ Result<DeliveryId> Scheduler::add_test_delivery(EndpointId id, const Event& ev, 
   return d.id;
 }
 
+// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+
+Result<Delivery> Scheduler::reopen_delivery(const Delivery& ended, WallTime now, Mutations& m) {
+  if (!is_terminal(ended.status)) {
+    return make_error(Errc::kConflict, "the delivery has not ended: it is pending already", "state",
+                      "delivery_pending");
+  }
+  if (ended.test()) {
+    return make_error(Errc::kConflict, "a test delivery is not resent: test the endpoint again",
+                      "delivery", "test_delivery");
+  }
+  EpState* ep = ep_of(ended.endpoint);
+  if (ep == nullptr) {
+    return make_error(Errc::kNotFound, "the delivery's endpoint was deleted", "endpoint",
+                      "unknown_endpoint");
+  }
+  if (ep->cfg.state == EndpointState::kDisabled) {  // SPEC R8.5: enable it first
+    return make_error(Errc::kConflict, "the endpoint is disabled: enable it first", "endpoint",
+                      "endpoint_disabled");
+  }
+  Slot* s = alloc_slot();
+  Delivery& d = s->d;
+  d = ended;
+  d.status = DeliveryStatus::kPending;
+  d.fast_attempts = 0;
+  d.slow_attempts = 0;
+  d.first_slow_at = WallTime();
+  d.held = Duration(0);
+  d.flags &= static_cast<uint8_t>(~(Delivery::kFlagSlowLadder | Delivery::kFlagDeferred |
+                                    Delivery::kFlagRetryAfterHold | Delivery::kFlagLastUnknown));
+  d.created_at = now;
+  d.next_attempt_at = now;
+  d.last_code = ErrorCode::of(K::kResent);
+  d.last_http_status = 0;
+  d.breaker_mark = 0;
+  put(s, false, m);
+  m.deliveries.back().rewrite = true;
+  const Delivery out = d;
+  route(s, now, m);
+  return out;
+}
+
+uint32_t Scheduler::fan_out_missing(const Event& ev, const std::vector<EndpointId>& exclude,
+                                    WallTime now, IdAllocator& ids, Mutations& m,
+                                    std::vector<EndpointId>* created) {
+  TenantState* t = find_tenant(ev.tenant);
+  if (t == nullptr) return 0;
+  const Partition part = static_cast<Partition>(t->hash % kPartitions);
+  uint32_t n = 0;
+  const RetryPolicy* money_policy = nullptr;
+  bool money = false;
+  for (EpState* ep : t->endpoints) {
+    if (!accepts_new_deliveries(ep->cfg)) continue;  // SPEC R9.1
+    if (!filter_matches(ep->cfg.event_types, ev.type)) continue;
+    if (std::binary_search(exclude.begin(), exclude.end(), ep->cfg.id)) continue;
+    if (ep->policy != money_policy) {
+      money_policy = ep->policy;
+      money = ep->policy->money.is_money(ev.type, ev.payload);
+    }
+    Slot* s = alloc_slot();
+    Delivery& d = s->d;
+    d.id = ids.next_id(part);
+    d.event = ev.seq;
+    d.endpoint = ep->cfg.id;
+    d.created_at = now;
+    d.next_attempt_at = now;
+    d.status = DeliveryStatus::kPending;
+    if (money) d.flags |= Delivery::kFlagMoney;
+    if (created != nullptr) created->push_back(ep->cfg.id);
+    put(s, true, m);
+    route(s, now, m);
+    ++n;
+  }
+  return n;
+}
+
 // ---- the loop -----------------------------------------------------------------------------------
 
 void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) {

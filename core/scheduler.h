@@ -156,6 +156,23 @@ class Scheduler {
   Result<DeliveryId> add_test_delivery(EndpointId id, const Event& ev, WallTime now,
                                        IdAllocator& ids, Mutations& m);
 
+  // ---- replay (ISSUE 17 part 3) ----------------------------------------------------------------
+  // Resend: `ended` (the store's record of a delivery that ended) goes out again — same id,
+  // event and webhook id; `attempts` keeps counting (the receiver sees attempt N+1) while the
+  // ladders start afresh: fast/slow counters 0, no slow-ladder start, no breaker hold time, the
+  // wait and UNKNOWN flags cleared, and created_at = now, so the ceilings (R3.2, R3.3) count
+  // from the resend. Due now. Appends a DeliveryPut{rewrite} (the store moves it back to the
+  // live set); the caller adds the history records. Errors: kConflict "delivery_pending" (not
+  // ended), "endpoint_disabled" (R8.5), "test_delivery"; kNotFound "unknown_endpoint".
+  Result<Delivery> reopen_delivery(const Delivery& ended, WallTime now, Mutations& m);
+  // Replay missing: fan_out() of an event already stored (not appended to `m` again) to every
+  // endpoint of ev.tenant it matches now except those in `exclude` (sorted: they have a
+  // delivery of it). Returns how many deliveries were created; `created`, when given, gets
+  // their endpoints.
+  uint32_t fan_out_missing(const Event& ev, const std::vector<EndpointId>& exclude, WallTime now,
+                           IdAllocator& ids, Mutations& m,
+                           std::vector<EndpointId>* created = nullptr);
+
   // ---- the loop -----------------------------------------------------------------------------
   // One pass: fires due timers (bounded), breaker timers, applies holds, and emits sends from
   // the per-endpoint FIFO queues within the fairness cap, the in-flight limit and the rate

@@ -18,10 +18,11 @@ struct DeliveryPut {
   Delivery delivery;
   uint64_t tenant_hash = 0;  // for the per-tenant index; needed when is_new
   bool is_new = false;       // first write: also index it (tenant and endpoint time order)
-  // An operator's change of a delivery that had ended (ISSUE 17: a resolution), not an outcome
-  // of the engine's: not counted as one. The batch also holds the delivery's latest attempt
-  // again, so a store that keeps that attempt inside the ended record (RocksStore's archive)
-  // keeps it when the record is replaced.
+  // An operator's change of a delivery that had ended (ISSUE 17: a resolution, or a resend that
+  // reopens it: then the delivery is not terminal and goes back to the live set — out of the
+  // ended records and their retention index), not an outcome of the engine's: not counted. The
+  // batch also holds the delivery's latest attempt again, so a store that keeps that attempt inside
+  // the ended record (RocksStore's archive) keeps it when the record is replaced.
   bool rewrite = false;
 };
 
@@ -149,6 +150,14 @@ class Store {
                                                   std::string_view event_id) = 0;
 
   virtual Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) = 0;
+  // ISSUE 17 (replay missing): every delivery of event `seq` the store still holds (any
+  // state), from its event → deliveries index. Any order.
+  virtual Result<std::vector<Delivery>> event_deliveries(EventSeq seq) {
+    (void)seq;
+    return make_error(Errc::kUnavailable, "this store does not index deliveries by event", nullptr,
+                      "not_supported");
+  }
+
   // R10.2: the newest `limit` deliveries across all endpoints of a tenant.
   virtual Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant,
                                                           size_t limit) = 0;

@@ -108,6 +108,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.url_policy = url_policy(cfg);
   e.secret_rotation_overlap = cfg.signing.rotation_overlap;
   e.stop_grace = cfg.server.shutdown_grace;
+  e.recover_max_in_flight = cfg.limits.recover_max_in_flight;
   net::HttpTransportOptions topts = transport_options(cfg);
   e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
     auto t = net::HttpTransport::create(loop, topts);

@@ -163,6 +163,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_type_bytes", kU32, limits.max_type_bytes, 1, 256),
       RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 256),
       RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
+      RC_KEY("limits.recover_max_in_flight", kU32, limits.recover_max_in_flight, 1, 1'000'000),
 
       RC_KEY("intake.node_id", kString, intake.node_id),
   };

@@ -168,6 +168,8 @@ struct LimitsConfig {
   uint32_t max_type_bytes = 256;
   uint32_t max_event_types = 64;   // filter entries per endpoint
   uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
+  // A recover job (ISSUE 17) has at most this many of its re-queued deliveries live at once.
+  uint32_t recover_max_in_flight = 1000;
 };
 
 // One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same

@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+
+#include "net/system_clock.h"
 
 namespace ringcast::engine {
 
@@ -97,6 +100,12 @@ EngineImpl::~EngineImpl() {
 
 void EngineImpl::stop() {
   if (stopped_.exchange(true)) return;
+  std::vector<std::pair<std::thread, std::shared_ptr<RecoverJob>>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    jobs.swap(job_threads_);
+  }
+  for (auto& t : jobs) t.first.join();  // each sees stopped_ within ~100 ms
   for (auto& s : shards_) s->stop();
 }
 
@@ -172,6 +181,176 @@ void EngineImpl::resolve_delivery(std::string tenant, DeliveryId id, Resolution 
       tenant, ([seen = std::move(**read), verdict, note = std::move(note), done](Shard& s) mutable {
         s.resolve_delivery(std::move(seen), verdict, std::move(note), std::move(done));
       }));
+}
+
+// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+
+void EngineImpl::resend_delivery(std::string tenant, DeliveryId id, std::string note,
+                                 Callback<Delivery> done) {
+  if (note.size() > kResolutionNoteBytes) {
+    return done(
+        make_error(Errc::kInvalidArgument, "note must be at most 512 bytes", "note", "too_long"));
+  }
+  auto read = get_delivery(tenant, id);  // the store's record, here on the caller's thread
+  if (!read) return done(read.error());
+  if (!read->has_value() || (*read)->tenant != tenant) {
+    return done(make_error(Errc::kNotFound, "no such delivery for this tenant", "delivery",
+                           "unknown_delivery"));
+  }
+  RINGCAST_ROUTE(tenant,
+                 ([seen = std::move(**read), note = std::move(note), done](Shard& s) mutable {
+                   s.resend_delivery(std::move(seen), std::move(note), std::move(done));
+                 }));
+}
+
+void EngineImpl::replay_event(std::string tenant, std::string event_id, Callback<uint32_t> done) {
+  auto ev = store_.find_event(tenant, event_id);  // on the caller's thread, like get_event
+  if (!ev) return done(ev.error());
+  if (!ev->has_value()) {
+    return done(
+        make_error(Errc::kNotFound, "no such event for this tenant", "event", "unknown_event"));
+  }
+  auto had = store_.event_deliveries((*ev)->seq);
+  if (!had) return done(had.error());
+  std::vector<EndpointId> have;
+  have.reserve(had->size());
+  for (const Delivery& d : *had) {
+    if (!d.test()) have.push_back(d.endpoint);
+  }
+  RINGCAST_ROUTE(tenant, ([ev = std::move(**ev), have = std::move(have), done](Shard& s) mutable {
+                   s.replay_event(std::move(ev), std::move(have), std::move(done));
+                 }));
+}
+
+void EngineImpl::recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+                                  Callback<JobView> done) {
+  if (until < since) {
+    return done(make_error(Errc::kInvalidArgument, "until must not be before since", "until",
+                           "invalid_value"));
+  }
+  RINGCAST_ROUTE(
+      tenant, ([this, tenant, id, since, until, done](Shard& s) mutable {
+        s.start_recover_job(
+            tenant, id, since, until, [this, done](Result<std::shared_ptr<RecoverJob>> r) {
+              if (!r) return done(r.error());
+              std::shared_ptr<RecoverJob> job = *r;
+              {
+                std::lock_guard<std::mutex> lock(jobs_mu_);
+                if (!stopped_.load()) {
+                  // Join the threads of jobs that have ended (they are returning).
+                  for (auto it = job_threads_.begin(); it != job_threads_.end();) {
+                    if (it->second->snapshot().state == JobView::State::kRunning) {
+                      ++it;
+                      continue;
+                    }
+                    it->first.join();
+                    it = job_threads_.erase(it);
+                  }
+                  job_threads_.emplace_back(std::thread([this, job] { run_recover(job); }), job);
+                } else {
+                  std::lock_guard<std::mutex> jl(job->mu);
+                  job->view.state = JobView::State::kFailed;
+                  job->view.error = "the engine is shutting down";
+                }
+              }
+              done(job->snapshot());
+            });
+      }));
+}
+
+void EngineImpl::get_job(std::string tenant, uint64_t id, Callback<JobView> done) {
+  RINGCAST_ROUTE(
+      tenant, ([tenant, id, done](Shard& s) mutable { s.get_job(tenant, id, std::move(done)); }));
+}
+
+// A recover job, on a thread of its own: the store is read here (never on a shard's loop: a
+// networked store would block it), the resends go to the owning shard in batches, at most
+// options_.recover_max_in_flight of the job's deliveries live at once.
+void EngineImpl::run_recover(std::shared_ptr<RecoverJob> job) {
+  net::SystemClock clock;
+  const std::string tenant = job->view.tenant;
+  const EndpointId endpoint = job->view.endpoint;
+  const WallTime since = job->view.since, until = job->view.until;
+  auto end = [&](JobView::State st, std::string why) {
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->view.state = st;
+    job->view.error = std::move(why);
+    job->view.finished_at = clock.wall_now();
+  };
+  auto stopping = [&] { return stopped_.load() || job->cancel.load(); };
+  // 1. The endpoint's deliveries in the window that ended failed, dead or unknown. Listed
+  //    newest first, every page (a resend restarts created_at, so the id order is not the
+  //    created_at order: no early stop).
+  std::vector<DeliveryId> ids;
+  std::string cursor;
+  do {
+    if (stopping()) return end(JobView::State::kFailed, "stopped before it finished");
+    auto page = store_.list_deliveries(tenant, endpoint, std::nullopt, 1000, cursor);
+    if (!page) return end(JobView::State::kFailed, page.error().message);
+    for (const Delivery& d : page->items) {
+      const bool ended = d.status == DeliveryStatus::kFailed || d.status == DeliveryStatus::kDead ||
+                         d.status == DeliveryStatus::kUnknown;
+      if (ended && !d.test() && d.created_at >= since && d.created_at <= until) {
+        ids.push_back(d.id);
+      }
+    }
+    cursor = page->next_cursor;
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->view.scanned += page->items.size();
+    job->view.total = ids.size();
+  } while (!cursor.empty());
+  {
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->view.scan_done = true;
+  }
+  // 2. Re-queue them, oldest first, in batches within the in-flight bound.
+  std::reverse(ids.begin(), ids.end());
+  const uint32_t bound = std::max<uint32_t>(1, options_.recover_max_in_flight);
+  constexpr size_t kBatch = 100;
+  size_t next = 0;
+  while (next < ids.size()) {
+    if (stopping()) return end(JobView::State::kFailed, "stopped before it finished");
+    const uint32_t live = job->live.load(std::memory_order_relaxed);
+    if (live >= bound) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const size_t take = std::min<size_t>({kBatch, bound - live, ids.size() - next});
+    std::vector<DeliveryDetail> batch;
+    uint64_t skipped = 0;
+    for (size_t k = 0; k < take; ++k) {
+      auto r = get_delivery(tenant, ids[next + k]);
+      if (!r) return end(JobView::State::kFailed, r.error().message);
+      if (!r->has_value() || !is_terminal((*r)->delivery.status)) {
+        ++skipped;  // gone (retention) or pending again already
+        continue;
+      }
+      batch.push_back(std::move(**r));
+    }
+    next += take;
+    ResendCounts counts;
+    if (!batch.empty()) {
+      auto answer = std::make_shared<std::promise<Result<ResendCounts>>>();
+      auto got = answer->get_future();
+      Shard& shard = shard_for(tenant);
+      if (!shard.running()) return end(JobView::State::kFailed, "the engine is shutting down");
+      shard.post([tenant, job, batch = std::move(batch), answer](Shard& s) mutable {
+        if (!s.serves(tenant)) return answer->set_value(not_owner_error());
+        s.resend_batch(std::move(batch), job,
+                       [answer](Result<ResendCounts> r) { answer->set_value(std::move(r)); });
+      });
+      while (got.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+        if (stopped_.load()) return end(JobView::State::kFailed, "the engine is shutting down");
+      }
+      Result<ResendCounts> r = got.get();
+      if (!r) return end(JobView::State::kFailed, r.error().message);
+      counts = *r;
+    }
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->view.requeued += counts.requeued;
+    job->view.skipped += counts.skipped + skipped;
+  }
+  end(JobView::State::kDone, "");
 }
 
 void EngineImpl::rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,

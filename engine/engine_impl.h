@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/engine.h"
@@ -35,6 +37,12 @@ class EngineImpl final : public Engine {
   void test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) override;
   void resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict, std::string note,
                         Callback<Delivery> done) override;
+  void resend_delivery(std::string tenant, DeliveryId id, std::string note,
+                       Callback<Delivery> done) override;
+  void replay_event(std::string tenant, std::string event_id, Callback<uint32_t> done) override;
+  void recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+                        Callback<JobView> done) override;
+  void get_job(std::string tenant, uint64_t id, Callback<JobView> done) override;
   void rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
                      Callback<Endpoint> done) override;
   void submit(EventInput event, Callback<SubmitResult> done) override;
@@ -80,6 +88,10 @@ class EngineImpl final : public Engine {
   Store& store_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> stopped_{false};
+  // Recover jobs (ISSUE 17): one thread each while running, joined by stop().
+  void run_recover(std::shared_ptr<RecoverJob> job);
+  std::mutex jobs_mu_;
+  std::vector<std::pair<std::thread, std::shared_ptr<RecoverJob>>> job_threads_;
 };
 
 }  // namespace ringcast::engine

@@ -78,6 +78,11 @@ struct EngineOptions {
   // answered 503 not_owner.
   Inbox* inbox = nullptr;
   Duration inbox_poll = milliseconds(100);
+  // Recover jobs (ISSUE 17, Engine::recover_endpoint): at most this many of one job's
+  // re-queued deliveries live at once (config limits.recover_max_in_flight), and at most
+  // max_recover_jobs jobs running per engine.
+  uint32_t recover_max_in_flight = 1000;
+  uint32_t max_recover_jobs = 4;
 };
 
 }  // namespace ringcast::engine

@@ -619,6 +619,19 @@ void Shard::forget_partition(Partition p) {
   for (auto it = unknown_since_.begin(); it != unknown_since_.end();) {
     it = id_partition(it->first) == p ? unknown_since_.erase(it) : std::next(it);
   }
+  // Recover jobs of p end here (their worker sees `cancel`); their deliveries are the next
+  // owner's now.
+  for (auto it = job_live_.begin(); it != job_live_.end();) {
+    if (id_partition(it->first) != p) {
+      ++it;
+      continue;
+    }
+    it->second->live.fetch_sub(1, std::memory_order_relaxed);
+    it = job_live_.erase(it);
+  }
+  for (auto& [jid, job] : jobs_) {
+    if (id_partition(jid) == p) job->cancel.store(true);
+  }
   options_.leases->set_epoch(p, 0);
   std::lock_guard<std::mutex> lock(owned_mu_);
   if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
@@ -663,6 +676,12 @@ void Shard::commit() {
           break;
       }
       if (!unknown_since_.empty()) unknown_since_.erase(d.id);
+      if (!job_live_.empty()) {  // a recover job's delivery ended again (ISSUE 17)
+        if (auto it = job_live_.find(d.id); it != job_live_.end()) {
+          it->second->live.fetch_sub(1, std::memory_order_relaxed);
+          job_live_.erase(it);
+        }
+      }
       if (options_.on_delivery_done) {
         turn_acks_.push_back([this, d] { options_.on_delivery_done(d); });
       }
@@ -1504,6 +1523,171 @@ void Shard::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::strin
       .fetch_add(1, std::memory_order_relaxed);
   metrics_.unknown_duration.observe(std::max(Duration(0), now - unknown_from));
   after_durable([done = std::move(done), d] { done(d); });
+}
+
+// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+
+void Shard::note_rewritten(DeliveryId id, size_t history) {
+  if (rewritten_.emplace(id, history).second) {
+    rewritten_order_.push_back(id);
+    if (rewritten_order_.size() > kRewrittenKept) {
+      rewritten_.erase(rewritten_order_.front());
+      rewritten_order_.pop_front();
+    }
+  } else {
+    rewritten_[id] = history;
+  }
+}
+
+Result<Delivery> Shard::resend_one(const DeliveryDetail& seen, const std::string& note,
+                                   const std::shared_ptr<RecoverJob>& job) {
+  const DeliveryId id = seen.delivery.id;
+  // A store read older than a change this shard made (a resend racing another, or a
+  // resolution): the delivery may be pending again already — the idempotency rule.
+  const auto changed = rewritten_.find(id);
+  if (changed != rewritten_.end() && seen.attempts.size() < changed->second) {
+    return make_error(Errc::kConflict, "the delivery changed meanwhile: it is pending again",
+                      "state", "delivery_pending");
+  }
+  if (!owned_endpoint(seen.tenant, seen.delivery.endpoint)) {
+    return make_error(Errc::kNotFound, "the delivery's endpoint was deleted", "endpoint",
+                      "unknown_endpoint");
+  }
+  const WallTime now = loop_->wall_now();
+  uint16_t number = kHistoryRecordBase;
+  const Attempt* last_attempt = nullptr;
+  for (const Attempt& a : seen.attempts) {
+    if (is_history_record(a.number)) {
+      number = std::max<uint16_t>(number, static_cast<uint16_t>(a.number + 1));
+    } else {
+      last_attempt = &a;
+    }
+  }
+  auto r = scheduler_->reopen_delivery(seen.delivery, now, mutations_);
+  if (!r.ok()) return r.error();
+  // RocksStore keeps a delivery's last attempt inside its ended record, which the reopening
+  // removes: written again with the records (see DeliveryPut::rewrite).
+  if (last_attempt != nullptr) mutations_.attempts.push_back(*last_attempt);
+  Attempt rec;
+  rec.delivery = id;
+  rec.number = number;
+  rec.outcome = Outcome::kRetryable;
+  rec.code = ErrorCode::of(ErrorCode::Kind::kResent);
+  rec.started_at = now;
+  rec.response_prefix = note.substr(0, kResolutionNoteBytes);
+  mutations_.attempts.push_back(std::move(rec));
+  note_rewritten(id, seen.attempts.size() + 1);
+  if (unknown_since_.count(id) != 0) unknown_since_.erase(id);
+  if (job) {
+    auto [it, added] = job_live_.emplace(id, job);
+    if (added) job->live.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+void Shard::resend_delivery(DeliveryDetail seen, std::string note, Callback<Delivery> done) {
+  if (draining_) return done(shutting_down());
+  auto r = resend_one(seen, note, nullptr);
+  if (!r.ok()) return done(r.error());
+  after_durable([done = std::move(done), d = *r] { done(d); });
+}
+
+void Shard::replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32_t> done) {
+  if (draining_) return done(shutting_down());
+  if (auto it = replayed_.find(ev.seq); it != replayed_.end()) {
+    have.insert(have.end(), it->second.begin(), it->second.end());
+  }
+  std::sort(have.begin(), have.end());
+  std::vector<EndpointId> created;
+  const uint32_t n =
+      scheduler_->fan_out_missing(ev, have, loop_->wall_now(), *this, mutations_, &created);
+  if (n > 0) {
+    auto [it, added] = replayed_.try_emplace(ev.seq);
+    it->second.insert(it->second.end(), created.begin(), created.end());
+    if (added) {
+      replayed_order_.push_back(ev.seq);
+      if (replayed_order_.size() > kReplayedKept) {
+        replayed_.erase(replayed_order_.front());
+        replayed_order_.pop_front();
+      }
+    }
+  }
+  after_durable([done = std::move(done), n] { done(n); });
+}
+
+void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime since,
+                              WallTime until, Callback<std::shared_ptr<RecoverJob>> done) {
+  if (draining_) return done(shutting_down());
+  const Endpoint* e = owned_endpoint(tenant, id);
+  if (!e) return done(unknown_endpoint());
+  if (e->state == EndpointState::kDisabled) {  // SPEC R8.5
+    return done(make_error(Errc::kConflict, "the endpoint is disabled: enable it first", "endpoint",
+                           "endpoint_disabled"));
+  }
+  uint32_t running = 0;
+  for (const auto& [jid, job] : jobs_) {
+    if (job->snapshot().state == JobView::State::kRunning) ++running;
+  }
+  if (running >= options_.max_recover_jobs) {
+    return done(make_error(Errc::kLimitExceeded, "too many recover jobs are running", nullptr,
+                           "too_many_jobs"));
+  }
+  auto job = std::make_shared<RecoverJob>();
+  job->view.id = next_id(partition_of(tenant));
+  job->view.tenant = tenant;
+  job->view.endpoint = id;
+  job->view.since = since;
+  job->view.until = until;
+  job->view.started_at = loop_->wall_now();
+  jobs_.emplace(job->view.id, job);
+  jobs_order_.push_back(job->view.id);
+  // Forget the oldest jobs that have ended (a running one stays).
+  for (size_t tries = jobs_order_.size(); jobs_order_.size() > kJobsKept && tries > 0; --tries) {
+    const uint64_t oldest = jobs_order_.front();
+    jobs_order_.pop_front();
+    auto it = jobs_.find(oldest);
+    if (it != jobs_.end() && it->second->snapshot().state == JobView::State::kRunning) {
+      jobs_order_.push_back(oldest);
+    } else if (it != jobs_.end()) {
+      jobs_.erase(it);
+    }
+  }
+  done(job);
+}
+
+void Shard::resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,
+                         Callback<ResendCounts> done) {
+  if (draining_) return done(shutting_down());
+  if (job->cancel.load()) {
+    return done(make_error(Errc::kUnavailable, "the tenant's partition moved to another node",
+                           nullptr, "not_owner"));
+  }
+  ResendCounts c;
+  const std::string note = "recover job " + std::to_string(job->view.id);
+  for (const DeliveryDetail& d : seen) {
+    auto r = resend_one(d, note, job);
+    if (r.ok()) {
+      ++c.requeued;
+      continue;
+    }
+    const char* reason = r.error().reason;
+    const std::string_view why = reason != nullptr ? reason : "";
+    if (why == "endpoint_disabled" || why == "unknown_endpoint") {
+      Error err = r.error();
+      after_durable([done, err] { done(err); });  // what was re-queued before it is written
+      return;
+    }
+    ++c.skipped;  // pending again, or a test delivery
+  }
+  after_durable([done = std::move(done), c] { done(c); });
+}
+
+void Shard::get_job(const std::string& tenant, uint64_t id, Callback<JobView> done) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second->view.tenant != tenant) {
+    return done(make_error(Errc::kNotFound, "no such job for this tenant", "job", "unknown_job"));
+  }
+  done(it->second->snapshot());
 }
 
 void Shard::rotate_secret(const std::string& tenant, EndpointId id,

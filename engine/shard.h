@@ -35,6 +35,26 @@ Error not_owner_error();
 // SPEC R11.2: every unexpired secret signs during a rotation; at most this many at once.
 inline constexpr size_t kMaxSigningSecrets = 10;
 
+// A recover job's state (ISSUE 17 part 3): shared by the owning shard (its live count, the
+// job table) and the engine's worker thread that runs the job (everything else).
+struct RecoverJob {
+  mutable std::mutex mu;
+  JobView view;                     // guarded by mu
+  std::atomic<uint32_t> live{0};    // its re-queued deliveries not ended again yet
+  std::atomic<bool> cancel{false};  // the tenant's partition left this shard
+  JobView snapshot() const {
+    std::lock_guard<std::mutex> lock(mu);
+    JobView v = view;
+    v.in_flight = live.load(std::memory_order_relaxed);
+    return v;
+  }
+};
+
+// What a batch of a recover job's resends came to (Shard::resend_batch).
+struct ResendCounts {
+  uint32_t requeued = 0, skipped = 0;
+};
+
 class Shard final : public IdAllocator {
  public:
   Shard(uint32_t index, const EngineOptions& options, Store& store);
@@ -76,6 +96,17 @@ class Shard final : public IdAllocator {
   // Engine::resolve_delivery on the owner: `seen` is the delivery as read from the store.
   void resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
                         Callback<Delivery> done);
+  // ISSUE 17 part 3 (Engine::resend_delivery, replay_event, recover_endpoint, get_job) on the
+  // owner: `seen` as read from the store; `have`: the endpoints that have a delivery of `ev`.
+  void resend_delivery(DeliveryDetail seen, std::string note, Callback<Delivery> done);
+  void replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32_t> done);
+  void start_recover_job(const std::string& tenant, EndpointId id, WallTime since, WallTime until,
+                         Callback<std::shared_ptr<RecoverJob>> done);
+  // A recover job's resends: each is re-queued or skipped (not ended, or a store read older
+  // than a change); an error (endpoint deleted or disabled, shutting down) ends the job.
+  void resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,
+                    Callback<ResendCounts> done);
+  void get_job(const std::string& tenant, uint64_t id, Callback<JobView> done);
   void rotate_secret(const std::string& tenant, EndpointId id, std::optional<std::string> secret,
                      Callback<Endpoint> done);
   void get_breaker(const std::string& tenant, Callback<BreakerView> done);
@@ -265,6 +296,21 @@ class Shard final : public IdAllocator {
   std::unordered_map<DeliveryId, size_t> rewritten_;
   std::deque<DeliveryId> rewritten_order_;  // FIFO, at most kRewrittenKept
   static constexpr size_t kRewrittenKept = 4096;
+  void note_rewritten(DeliveryId id, size_t history);
+  // Resend `seen` (ISSUE 17): reopen it in the scheduler, its history records into mutations_.
+  Result<Delivery> resend_one(const DeliveryDetail& seen, const std::string& note,
+                              const std::shared_ptr<RecoverJob>& job);
+  // Events replayed lately → the endpoints that got a delivery of it then: a replay racing
+  // the store's index (not yet showing them) creates none twice. FIFO, at most kReplayedKept.
+  std::unordered_map<EventSeq, std::vector<EndpointId>> replayed_;
+  std::deque<EventSeq> replayed_order_;
+  static constexpr size_t kReplayedKept = 4096;
+  // Recover jobs of this shard's tenants (kept after they end, at most kJobsKept), and the
+  // live deliveries they re-queued (their ends counted back in commit()).
+  std::unordered_map<uint64_t, std::shared_ptr<RecoverJob>> jobs_;
+  std::deque<uint64_t> jobs_order_;
+  static constexpr size_t kJobsKept = 256;
+  std::unordered_map<DeliveryId, std::shared_ptr<RecoverJob>> job_live_;
 
   ShardMetrics metrics_;
 };

@@ -566,6 +566,8 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
       b.op('Z', "act", id8);
     }
     if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
+    // A resend reopened it (ISSUE 17): live again, out of retention's reach until it ends.
+    if (dp.rewrite && !is_terminal(d.status)) b.op('R', "done", id8);
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
       if (th == 0) {
@@ -1697,6 +1699,28 @@ Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
   if (!ev) return ev.error();
   if (*ev) detail.tenant = (*ev)->tenant;
   return std::optional<DeliveryDetail>(std::move(detail));
+}
+
+// T ed: be16 length + the event's key field, then be64 delivery ids (split(), retention).
+Result<std::vector<Delivery>> RedisStore::event_deliveries(EventSeq seq) {
+  auto r = impl_->run1({"HGET", impl_->prefix(id_partition(seq)) + "ed", be64s(seq)});
+  auto c = check(r);
+  if (!c) return c.error();
+  std::vector<Delivery> out;
+  if ((*c)->is_nil()) return out;
+  const std::string& v = (*c)->str();
+  if (v.size() < 2) return make_error(Errc::kCorruption, "event deliveries: bad record");
+  const size_t head = 2 + get_be16(v.data());
+  if (head > v.size() || (v.size() - head) % 8 != 0)
+    return make_error(Errc::kCorruption, "event deliveries: bad record");
+  std::vector<DeliveryId> ids;
+  for (size_t i = head; i < v.size(); i += 8) ids.push_back(get_be64(v.data() + i));
+  auto ds = impl_->fetch(ids);
+  if (!ds) return ds.error();
+  for (auto& d : *ds) {
+    if (d) out.push_back(*d);
+  }
+  return out;
 }
 
 // ---- log queries ------------------------------------------------------------------------------

@@ -515,8 +515,10 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     for (size_t i = 0; i < m.deliveries.size(); ++i) last[m.deliveries[i].delivery.id] = i;
     if (last.size() != m.deliveries.size()) {
       superseded.assign(m.deliveries.size(), false);
+      // A rewrite is never skipped: it moves the delivery between the archive and the active
+      // records, which a later put of the same batch (a lease: the lease log) does not.
       for (size_t i = 0; i < m.deliveries.size(); ++i)
-        superseded[i] = last[m.deliveries[i].delivery.id] != i;
+        superseded[i] = last[m.deliveries[i].delivery.id] != i && !m.deliveries[i].rewrite;
     }
   }
   std::unordered_set<DeliveryId> new_in_batch;  // only filled when some put is superseded
@@ -583,6 +585,11 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         settled.emplace_back(d.id, di);
       }
     }
+    // A resend reopened an ended delivery (ISSUE 17): it leaves the archive (the batch holds its
+    // latest attempt again, written to the attempts CF, so an embedded one is not lost). Its
+    // old expiry entry finds no archive record (skipped) — or, when it ended again before that
+    // entry's time, the new one, which then goes that early (docs/operations.md).
+    if (dp.rewrite && !is_terminal(d.status)) batch.Delete(cf(kCfArchive), sl(key));
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
       if (th == 0) {  // derive it from the event when it is in this batch
@@ -821,6 +828,20 @@ Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<Del
     if (d) out.push_back(*d);  // an index entry whose delivery retention just removed
   }
   return out;
+}
+
+Result<std::vector<Delivery>> RocksStore::event_deliveries(EventSeq seq) {
+  const auto ek = id_key(seq);
+  std::vector<DeliveryId> ids;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), cf(kCfEventDeliveries)));
+  for (it->Seek(sl(ek)); it->Valid() && starts_with(it->key(), ek.view()); it->Next()) {
+    if (it->key().size() != kEventDeliveryKeyBytes)
+      return make_error(Errc::kCorruption, "event deliveries: bad key");
+    ids.push_back(get_be64(it->key().data() + 8));
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return fetch_deliveries(ids);
 }
 
 Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
@@ -1155,6 +1176,7 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::functi
     while (true) {
       rocksdb::WriteBatch batch;
       std::vector<DeliveryId> dids;
+      std::vector<uint64_t> dstamps;                  // the stamp of each did's expiry entry
       std::vector<std::pair<EventSeq, bool>> events;  // (event, its own expiry entry)
       size_t n = 0, ids = 0;  // entries and the ids they name (a group names many)
       for (; it->Valid() && ids < kRetentionChunk; it->Next(), ++n) {

@@ -98,6 +98,7 @@ class RocksStore final : public Store {
   Result<std::optional<Event>> find_event(std::string_view tenant,
                                           std::string_view event_id) override;
   Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
   // A page can hold fewer than `limit` items with a non-empty cursor when a status filter
   // skipped many entries (the scan per call is bounded by kListScanMax).

@@ -7,12 +7,14 @@
 #include <openssl/sha.h>
 
 #include <simdjson.h>
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -745,6 +747,8 @@ void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
                          endpoint_answer(share(std::move(c.responder)), 200, true));
 }
 
+void recover_endpoint(Call& c, const std::string& tenant, EndpointId id);  // ISSUE 17
+
 void endpoint_routes(Call& c, const std::string& tenant) {
   const auto& segs = c.segs;  // v1 tenants T endpoints [id [action [rotate]]]
   const std::string& m = c.req.method;
@@ -800,6 +804,10 @@ void endpoint_routes(Call& c, const std::string& tenant) {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return c.engine.endpoint_action(tenant, *id, *act,
                                     endpoint_answer(share(std::move(c.responder)), 200, false));
+  }
+  if (action == "recover") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return recover_endpoint(c, tenant, *id);
   }
   if (action == "test") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
@@ -1186,6 +1194,194 @@ void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_te
   });
 }
 
+// -- replay (ISSUE 17 part 3) --
+
+// RFC 3339 ("2026-01-02T03:04:05Z", fractions of a second and a ±hh:mm offset allowed).
+std::optional<WallTime> parse_rfc3339(std::string_view s) {
+  auto digits = [&](size_t at, size_t n, int& out) {
+    if (at + n > s.size()) return false;
+    out = 0;
+    for (size_t i = at; i < at + n; ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      out = out * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  int y, mo, d, h, mi, sec;
+  if (!digits(0, 4, y) || s.size() < 19 || s[4] != '-' || !digits(5, 2, mo) || s[7] != '-' ||
+      !digits(8, 2, d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(11, 2, h) ||
+      s[13] != ':' || !digits(14, 2, mi) || s[16] != ':' || !digits(17, 2, sec)) {
+    return std::nullopt;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  size_t i = 19;
+  int64_t frac_ms = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    size_t n = 0;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++n) {
+      if (n < 3) frac_ms = frac_ms * 10 + (s[i] - '0');
+    }
+    if (n == 0) return std::nullopt;
+    for (; n < 3; ++n) frac_ms *= 10;
+  }
+  int64_t offset_min = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh, om;
+    if (!digits(i + 1, 2, oh) || i + 3 >= s.size() || s[i + 3] != ':' || !digits(i + 4, 2, om))
+      return std::nullopt;
+    offset_min = (s[i] == '-' ? -1 : 1) * (oh * 60 + om);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  // Days from the civil date (H. Hinnant's algorithm).
+  const int yy = y - (mo <= 2 ? 1 : 0);
+  const int era = (yy >= 0 ? yy : yy - 399) / 400;
+  const int yoe = yy - era * 400;
+  const int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = static_cast<int64_t>(era) * 146097 + doe - 719468;
+  const int64_t secs = days * 86400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+  return WallTime::from_ms(secs * 1000 + frac_ms);
+}
+
+// POST .../deliveries/{id}/resend {"note"?}: the same delivery goes out again (202).
+void resend_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
+  auto id = parse_u64(id_text_in);
+  if (!id) return c.answer(unknown("delivery", id_text_in));
+  std::string note;
+  if (!c.req.body.empty()) {
+    auto bad = read_object(
+        c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+        [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+          if (key == "note") {
+            if (auto b = get_string(v, "note", note)) return b;
+            if (note.size() > kResolutionNoteBytes) {
+              return Bad{"invalid_value", "note must be at most 512 bytes", "note"};
+            }
+            return std::nullopt;
+          }
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        });
+    if (bad) return c.answer(*bad);
+  }
+  if (note.empty()) note = "resend";
+  c.read([&engine = c.engine, tenant, id = *id, note = std::move(note)]() mutable -> HttpResponse {
+    auto answer = std::make_shared<std::promise<Result<Delivery>>>();
+    auto got = answer->get_future();
+    engine.resend_delivery(tenant, id, std::move(note),
+                           [answer](Result<Delivery> r) { answer->set_value(std::move(r)); });
+    if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return HttpResponse::error(503, "timeout", "the resend was not confirmed in time");
+    }
+    Result<Delivery> r = got.get();
+    if (!r) return error_response(r.error());
+    auto detail = engine.get_delivery(tenant, id);
+    Writer w;
+    if (detail && detail->has_value()) {
+      write_delivery_full(w, engine, tenant, **detail);
+    } else {
+      DeliveryDetail bare;
+      bare.delivery = *r;
+      write_delivery_full(w, engine, tenant, bare);
+    }
+    return ok_json(202, w);
+  });
+}
+
+// POST .../events/{event_id}/replay: "replay missing" (202 {"event_id", "deliveries"}).
+void replay_event(Call& c, const std::string& tenant, const std::string& event_id) {
+  c.read([&engine = c.engine, tenant, event_id]() mutable -> HttpResponse {
+    auto answer = std::make_shared<std::promise<Result<uint32_t>>>();
+    auto got = answer->get_future();
+    engine.replay_event(tenant, event_id,
+                        [answer](Result<uint32_t> r) { answer->set_value(std::move(r)); });
+    if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return HttpResponse::error(503, "timeout", "the replay was not confirmed in time");
+    }
+    Result<uint32_t> r = got.get();
+    if (!r) return error_response(r.error());
+    Writer w;
+    w.begin_object().field("event_id", event_id).field("deliveries", *r).end_object();
+    return ok_json(202, w);
+  });
+}
+
+void write_job(Writer& w, const JobView& j) {
+  w.begin_object();
+  w.field("id", id_text(j.id));
+  w.field("kind", "recover");
+  w.field("endpoint", id_text(j.endpoint));
+  w.field("state", job_state_name(j.state));
+  w.field("since", rfc3339(j.since));
+  w.field("until", rfc3339(j.until));
+  w.field("total", j.total);
+  w.field("scanned", j.scanned);
+  w.field("requeued", j.requeued);
+  w.field("skipped", j.skipped);
+  w.field("in_flight", static_cast<uint64_t>(j.in_flight));
+  w.field("scan_done", j.scan_done);
+  w.field("started_at", rfc3339(j.started_at));
+  w.key("finished_at");
+  if (j.finished_at == WallTime()) {
+    w.null();
+  } else {
+    w.value(rfc3339(j.finished_at));
+  }
+  w.key("error");
+  if (j.error.empty()) {
+    w.null();
+  } else {
+    w.value(j.error);
+  }
+  w.end_object();
+}
+
+auto job_answer(SharedResponder r, uint16_t status) {
+  return [r, status](Result<JobView> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    w.begin_object().key("job");
+    write_job(w, *res);
+    w.end_object();
+    r->send(ok_json(status, w));
+  };
+}
+
+// POST .../endpoints/{id}/recover {"since", "until"?}: a recover job (202 {"job"}).
+void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
+  std::optional<WallTime> since, until;
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key != "since" && key != "until") {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        std::string text;
+        if (auto b = get_string(v, std::string(key).c_str(), text)) return b;
+        auto t = parse_rfc3339(text);
+        if (!t) {
+          return Bad{"invalid_value",
+                     std::string(key) + " must be an RFC 3339 time (2026-01-02T03:04:05Z)",
+                     std::string(key)};
+        }
+        (key == "since" ? since : until) = *t;
+        return std::nullopt;
+      });
+  if (bad) return c.answer(*bad);
+  if (!since) return c.answer(bad_request("missing_field", "since is required", "since"));
+  if (!until) until = WallTime::max();
+  if (*until < *since) {
+    return c.answer(bad_request("invalid_value", "until must not be before since", "until"));
+  }
+  c.engine.recover_endpoint(tenant, id, *since, *until,
+                            job_answer(share(std::move(c.responder)), 202));
+}
+
 void tenant_routes(Call& c) {
   const auto& segs = c.segs;  // v1 tenants T ...
   const std::string& tenant = segs[2];
@@ -1215,12 +1411,26 @@ void tenant_routes(Call& c) {
         return ok_json(200, w);
       });
     }
+    if (segs.size() == 6 && segs[5] == "replay") {
+      if (m != "POST") return c.answer(method_not_allowed("POST"));
+      return replay_event(c, tenant, segs[4]);
+    }
     return c.answer(not_found("route"));
+  }
+  if (what == "jobs" && segs.size() == 5) {
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    auto id = parse_u64(segs[4]);
+    if (!id) return c.answer(unknown("job", segs[4]));
+    return c.engine.get_job(tenant, *id, job_answer(share(std::move(c.responder)), 200));
   }
   if (what == "deliveries") {
     if (segs.size() == 6 && segs[5] == "resolve") {
       if (m != "POST") return c.answer(method_not_allowed("POST"));
       return resolve_delivery(c, tenant, segs[4]);
+    }
+    if (segs.size() == 6 && segs[5] == "resend") {
+      if (m != "POST") return c.answer(method_not_allowed("POST"));
+      return resend_delivery(c, tenant, segs[4]);
     }
     if (m != "GET") return c.answer(method_not_allowed("GET"));
     if (segs.size() == 4) return list_deliveries(c, tenant);

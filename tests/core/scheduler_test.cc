@@ -882,6 +882,92 @@ TEST_F(SchedulerTest, ReviewEndsUnknownAtOnce) {
   EXPECT_EQ(s->live(), 0u);
 }
 
+// ISSUE 17 part 3: a resend reopens an ended delivery — same id and event, the attempt count
+// goes on (the receiver sees attempt N+1), a fresh budget and ceilings from now — written as a
+// rewrite; a pending one, a test delivery and a disabled endpoint's are refused.
+TEST_F(SchedulerTest, AResendReopensAnEndedDeliveryWithAFreshBudget) {
+  Endpoint e = add_ep("acme", "xhub");
+  Delivery ended;
+  ended.id = make_id(partition_of("acme"), 1);
+  ended.event = make_id(partition_of("acme"), 2);
+  ended.endpoint = e.id;
+  ended.created_at = now - days(31);
+  ended.first_slow_at = now - days(30);
+  ended.attempts = 10;
+  ended.fast_attempts = 4;
+  ended.slow_attempts = 6;
+  ended.status = DeliveryStatus::kUnknown;
+  ended.flags = Delivery::kFlagLastUnknown | Delivery::kFlagSlowLadder | Delivery::kFlagMoney;
+  m.clear();
+  auto r = s->reopen_delivery(ended, now, m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_FALSE(m.deliveries.empty());
+  EXPECT_TRUE(m.deliveries[0].rewrite);
+  EXPECT_FALSE(m.deliveries[0].is_new);
+  const Delivery& put = m.deliveries[0].delivery;
+  EXPECT_EQ(put.id, ended.id);
+  EXPECT_EQ(put.status, DeliveryStatus::kPending);
+  EXPECT_EQ(put.attempts, 10);
+  EXPECT_EQ(put.fast_attempts, 0);
+  EXPECT_EQ(put.slow_attempts, 0);
+  EXPECT_EQ(put.created_at, now);
+  EXPECT_FALSE(put.last_unknown());
+  EXPECT_EQ(put.ladder(), Ladder::kFast);
+  EXPECT_TRUE(put.money());
+  EXPECT_EQ(s->stats().live, 1u);
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].delivery, ended.id);
+  EXPECT_EQ(out[0].attempt, 11);
+  m.clear();
+  reply(out[0], http(200));
+  EXPECT_EQ(last_put(ended.id)->status, DeliveryStatus::kDelivered);
+
+  Delivery pending = ended;
+  pending.status = DeliveryStatus::kPending;
+  auto busy = s->reopen_delivery(pending, now, m);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_STREQ(busy.error().reason, "delivery_pending");
+  Delivery test = ended;
+  test.flags = Delivery::kFlagTest;
+  auto t = s->reopen_delivery(test, now, m);
+  ASSERT_FALSE(t.ok());
+  EXPECT_STREQ(t.error().reason, "test_delivery");
+  Endpoint off = e;
+  off.id = make_id(partition_of("acme"), 99);
+  off.state = EndpointState::kDisabled;
+  ASSERT_TRUE(s->restore_endpoint(off).ok());
+  Delivery of_off = ended;
+  of_off.endpoint = off.id;
+  auto dis = s->reopen_delivery(of_off, now, m);
+  ASSERT_FALSE(dis.ok());
+  EXPECT_STREQ(dis.error().reason, "endpoint_disabled");
+  Delivery orphan = ended;
+  orphan.endpoint = make_id(partition_of("acme"), 1234);
+  auto gone = s->reopen_delivery(orphan, now, m);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_STREQ(gone.error().reason, "unknown_endpoint");
+}
+
+// Replay missing: only the matching endpoints without a delivery of the event get one; the
+// event is not written again.
+TEST_F(SchedulerTest, FanOutMissingSkipsTheEndpointsThatHaveOne) {
+  Endpoint a = add_ep("acme", "xhub");
+  Endpoint b = add_ep("acme", "xhub");
+  Endpoint c = add_ep("acme", "xhub");
+  Event ev = event("acme", "payment.captured");
+  m.clear();
+  std::vector<EndpointId> have = {a.id, c.id};
+  std::sort(have.begin(), have.end());
+  std::vector<EndpointId> created;
+  EXPECT_EQ(s->fan_out_missing(ev, have, now, ids, m, &created), 1u);
+  EXPECT_EQ(created, (std::vector<EndpointId>{b.id}));
+  EXPECT_TRUE(m.events.empty());
+  ASSERT_EQ(m.deliveries.size(), 1u);
+  EXPECT_TRUE(m.deliveries[0].is_new);
+  EXPECT_EQ(m.deliveries[0].delivery.endpoint, b.id);
+}
+
 TEST_F(SchedulerTest, RecoveredDeliveryOfDisabledEndpointIsDead) {
   Endpoint e;
   e.id = make_id(partition_of("acme"), 5);

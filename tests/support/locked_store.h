@@ -43,6 +43,10 @@ class LockedStore : public Store {
     std::lock_guard lock(mu_);
     return inner_.get_delivery(id);
   }
+  Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override {
+    std::lock_guard lock(mu_);
+    return inner_.event_deliveries(seq);
+  }
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
     std::lock_guard lock(mu_);
     return inner_.recent_deliveries(tenant, limit);

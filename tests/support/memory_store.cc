@@ -87,6 +87,14 @@ Result<std::optional<Event>> MemoryStore::find_event(std::string_view tenant,
   return load_event(it->second.seq);
 }
 
+Result<std::vector<Delivery>> MemoryStore::event_deliveries(EventSeq seq) {
+  std::vector<Delivery> out;
+  for (const auto& [id, d] : deliveries_) {
+    if (d.event == seq) out.push_back(d);
+  }
+  return out;
+}
+
 Result<std::optional<DeliveryDetail>> MemoryStore::get_delivery(DeliveryId id) {
   auto it = deliveries_.find(id);
   if (it == deliveries_.end()) return std::optional<DeliveryDetail>();

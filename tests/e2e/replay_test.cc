@@ -1,0 +1,305 @@
+// End to end, ISSUE 17 part 3 (replay): resend a delivery that ended (the same delivery and
+// webhook id, attempts numbered on, its history shows the resend), refused while its endpoint
+// is disabled (R8.5) and while it is pending again (idempotent), kept across a crash between
+// the resend and the send; "replay missing" fans an event out to the endpoints that never had a
+// delivery of it, once; a recover job re-queues an endpoint's ended deliveries of a time window,
+// within the configured in-flight bound, with progress at GET .../jobs/{id}.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "tests/e2e/daemon.h"
+
+namespace ringcast::e2e {
+namespace {
+
+using test::SinkProcess;
+using test::TempDir;
+
+std::string make_endpoint(const Daemon& d, const std::string& tenant, const std::string& url,
+                          const std::string& policy) {
+  Reply r =
+      create_endpoint(d, tenant, "{\"url\":" + quote(url) + ",\"policy\":" + quote(policy) + "}");
+  EXPECT_EQ(r.status, 201) << r.describe();
+  return r.json()["id"].str();
+}
+
+bool ended(const Json& detail) {
+  const std::string& s = detail["delivery"]["status"].str();
+  return s == "delivered" || s == "failed" || s == "dead" || s == "unknown";
+}
+
+Json wait_for(const Daemon& d, const std::string& t, const std::string& ep,
+              const std::string& event_id, const std::function<bool(const Json&)>& pred,
+              Millis timeout) {
+  Json last;
+  wait_until(
+      [&] {
+        last = delivery_for_event(d, t, ep, event_id);
+        return last.is_object() && pred(last);
+      },
+      timeout, 25ms);
+  return last;
+}
+
+std::string show(const Json& j) {
+  const Json& d = j.has("delivery") ? j["delivery"] : j;
+  std::string out = "status=" + d["status"].str() + " attempts=" + d["attempts"].str();
+  for (const Json& a : j["attempts"].items())
+    out += " [" + a["kind"].str() + " " + a["number"].str() + " " + a["code"].str() + "]";
+  return out;
+}
+
+std::vector<std::string> kinds(const Json& detail) {
+  std::vector<std::string> out;
+  for (const Json& a : detail["attempts"].items()) out.push_back(a["kind"].str());
+  return out;
+}
+
+std::string now_rfc3339() {
+  const auto now = std::chrono::system_clock::now();
+  const int64_t ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+Reply action(const Daemon& d, const std::string& t, const std::string& ep, const char* what) {
+  return d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/" + what);
+}
+
+TEST(E2eReplay, ResendReopensTheDeliveryWithTheSameWebhookId) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-replay");
+  // /u: three resets (UNKNOWN each), then 200. /a: three 500s, then 200.
+  SinkProcess sink = SinkProcess::start(
+      {"--quiet", "--fault", "/u=reset;limit=3", "--fault", "/a=status=500;limit=3"}, dir.path());
+  const std::string t = "replays";
+  const std::string ep_u = make_endpoint(d, t, sink.base_url() + "/u", "quick");
+  const std::string ep_a = make_endpoint(d, t, sink.base_url() + "/a", "quick");
+  ASSERT_FALSE(ep_u.empty() || ep_a.empty());
+  Reply in = submit_event(d, t, "r-1", "order.paid", R"({"n":1})");
+  ASSERT_EQ(in.status, 202) << in.describe();
+  const std::string msg = message_id_of(d, t, "r-1");
+  ASSERT_FALSE(msg.empty());
+
+  // Both end (unknown, dead) and auto-disable their endpoints (quick: R8.1).
+  Json u = wait_for(d, t, ep_u, "r-1", ended, scaled(10s));
+  ASSERT_EQ(u["delivery"]["status"].str(), "unknown") << show(u);
+  Json a = wait_for(d, t, ep_a, "r-1", ended, scaled(10s));
+  ASSERT_EQ(a["delivery"]["status"].str(), "dead") << show(a);
+  ASSERT_TRUE(wait_until([&] { return get_endpoint(d, t, ep_a)["state"].str() == "disabled"; },
+                         scaled(5s)));
+  const std::string base = "/v1/tenants/" + t + "/deliveries/";
+  const std::string u_id = u["delivery"]["id"].str();
+  const std::string a_id = a["delivery"]["id"].str();
+
+  // R8.5: a disabled endpoint refuses a resend until it is enabled.
+  Reply refused = d.call("POST", base + a_id + "/resend");
+  EXPECT_EQ(refused.status, 409) << refused.describe();
+  EXPECT_EQ(refused.json()["error"]["code"].str(), "endpoint_disabled") << refused.body;
+  EXPECT_EQ(d.call("POST", base + "424242424242/resend").status, 404);
+  Reply bad_field = d.call("POST", base + a_id + "/resend", R"({"nope":1})");
+  EXPECT_EQ(bad_field.status, 400) << bad_field.describe();
+  EXPECT_EQ(bad_field.json()["error"]["field"].str(), "nope") << bad_field.body;
+
+  ASSERT_EQ(action(d, t, ep_a, "enable").status, 200);
+  Reply resent = d.call("POST", base + a_id + "/resend", R"({"note":"receiver fixed"})");
+  ASSERT_EQ(resent.status, 202) << resent.describe();
+  Json a2 = wait_for(d, t, ep_a, "r-1", ended, scaled(10s));
+  EXPECT_EQ(a2["delivery"]["status"].str(), "delivered") << show(a2);
+  EXPECT_EQ(a2["delivery"]["id"].str(), a_id);
+  EXPECT_EQ(a2["delivery"]["attempts"].i64(), 4) << show(a2);
+  EXPECT_EQ(kinds(a2),
+            (std::vector<std::string>{"attempt", "attempt", "attempt", "resend", "attempt"}))
+      << show(a2);
+  if (a2["attempts"].size() == 5) {
+    EXPECT_EQ(a2["attempts"][3]["note"].str(), "receiver fixed");
+    EXPECT_EQ(a2["attempts"][4]["number"].i64(), 4);
+  }
+
+  // The unknown one: enabled but paused, so that the resend stays pending.
+  if (get_endpoint(d, t, ep_u)["state"].str() == "disabled") {
+    ASSERT_EQ(action(d, t, ep_u, "enable").status, 200);
+  }
+  ASSERT_EQ(action(d, t, ep_u, "pause").status, 200);
+  Reply r1 = d.call("POST", base + u_id + "/resend");
+  ASSERT_EQ(r1.status, 202) << r1.describe();
+  EXPECT_EQ(r1.json()["delivery"]["status"].str(), "pending") << r1.body;
+  Reply r2 = d.call("POST", base + u_id + "/resend");
+  EXPECT_EQ(r2.status, 409) << r2.describe();
+  EXPECT_EQ(r2.json()["error"]["code"].str(), "delivery_pending") << r2.body;
+
+  // A crash between the resend and its send: the store holds it as live again.
+  d.kill9();
+  ASSERT_NO_THROW(d.start());
+  Json after = get_delivery(d, t, u_id);
+  EXPECT_EQ(after["delivery"]["status"].str(), "pending") << show(after);
+  EXPECT_EQ(kinds(after), (std::vector<std::string>{"attempt", "attempt", "attempt", "resend"}))
+      << show(after);
+  ASSERT_EQ(action(d, t, ep_u, "resume").status, 200);
+  Json u2 = wait_for(d, t, ep_u, "r-1", ended, scaled(10s));
+  EXPECT_EQ(u2["delivery"]["status"].str(), "delivered") << show(u2);
+  EXPECT_EQ(u2["delivery"]["attempts"].i64(), 4) << show(u2);
+
+  // The receivers saw one webhook id: 3 + 1 requests each, one 200 each, nothing more.
+  std::this_thread::sleep_for(scaled(300ms));
+  EXPECT_EQ(sink_lines_for(sink, msg), 8u);
+  EXPECT_TRUE(missing_ids(sink, {msg}).empty());
+}
+
+TEST(E2eReplay, ReplayMissingReachesOnlyNewEndpointsOnce) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-replay-missing");
+  SinkProcess sink = SinkProcess::start({"--quiet"}, dir.path());
+  const std::string t = "replay-missing";
+  const std::string ep1 = make_endpoint(d, t, sink.base_url() + "/one", "fast");
+  ASSERT_FALSE(ep1.empty());
+  ASSERT_EQ(submit_event(d, t, "m-1", "order.paid", R"({"n":1})").status, 202);
+  const std::string msg = message_id_of(d, t, "m-1");
+  Json first = wait_for(d, t, ep1, "m-1", ended, scaled(10s));
+  ASSERT_EQ(first["delivery"]["status"].str(), "delivered") << show(first);
+
+  const std::string ep2 = make_endpoint(d, t, sink.base_url() + "/two", "fast");
+  const std::string ep3 = make_endpoint(d, t, sink.base_url() + "/three", "fast");
+  ASSERT_EQ(action(d, t, ep3, "pause").status, 200);  // R9.1: a paused endpoint gets none
+  const std::string path = "/v1/tenants/" + t + "/events/m-1/replay";
+  Reply r = d.call("POST", path);
+  ASSERT_EQ(r.status, 202) << r.describe();
+  EXPECT_EQ(r.json()["deliveries"].i64(), 1) << r.body;
+  EXPECT_EQ(r.json()["event_id"].str(), "m-1") << r.body;
+  Reply again = d.call("POST", path);
+  ASSERT_EQ(again.status, 202) << again.describe();
+  EXPECT_EQ(again.json()["deliveries"].i64(), 0) << again.body;
+  Json second = wait_for(d, t, ep2, "m-1", ended, scaled(10s));
+  EXPECT_EQ(second["delivery"]["status"].str(), "delivered") << show(second);
+  EXPECT_TRUE(delivery_for_event(d, t, ep3, "m-1").is_null() ||
+              !delivery_for_event(d, t, ep3, "m-1").is_object());
+  std::this_thread::sleep_for(scaled(300ms));
+  EXPECT_EQ(sink_lines_for(sink, msg), 2u);
+  Reply unknown = d.call("POST", "/v1/tenants/" + t + "/events/nope/replay");
+  EXPECT_EQ(unknown.status, 404) << unknown.describe();
+  EXPECT_EQ(unknown.json()["error"]["code"].str(), "unknown_event") << unknown.body;
+}
+
+TEST(E2eReplay, RecoverRequeuesTheWindowWithinTheBound) {
+  DaemonOptions o;
+  o.extra_toml = "\n[limits]\nrecover_max_in_flight = 2\n";
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-recover");
+  SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/bad=status=500"}, dir.path());
+  const std::string t = "recovers";
+  const std::string ep = make_endpoint(d, t, sink.base_url() + "/bad", "quick");
+  ASSERT_FALSE(ep.empty());
+  auto all_ended = [&](const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      Json j = wait_for(d, t, ep, id, ended, scaled(10s));
+      if (!j.is_object() || !ended(j)) return false;
+    }
+    return true;
+  };
+  // Outside the window: before `since`.
+  const std::vector<std::string> outside = {"o-1", "o-2"};
+  for (const auto& id : outside) ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
+  ASSERT_TRUE(all_ended(outside));
+  ASSERT_EQ(action(d, t, ep, "enable").status, 200);
+  std::this_thread::sleep_for(50ms);
+  const std::string since = now_rfc3339();
+  std::this_thread::sleep_for(50ms);
+  std::vector<std::string> inside;
+  for (int i = 0; i < 5; ++i) inside.push_back("w-" + std::to_string(i));
+  for (const auto& id : inside) ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
+  ASSERT_TRUE(all_ended(inside));
+  std::this_thread::sleep_for(50ms);
+  const std::string until = now_rfc3339();
+
+  const std::string rec = "/v1/tenants/" + t + "/endpoints/" + ep + "/recover";
+  const std::string window = "{\"since\":" + quote(since) + ",\"until\":" + quote(until) + "}";
+  Reply disabled = d.call("POST", rec, window);
+  EXPECT_EQ(disabled.status, 409) << disabled.describe();
+  EXPECT_EQ(disabled.json()["error"]["code"].str(), "endpoint_disabled") << disabled.body;
+  Reply bad = d.call("POST", rec, R"({"since":"yesterday"})");
+  EXPECT_EQ(bad.status, 400) << bad.describe();
+  EXPECT_EQ(bad.json()["error"]["field"].str(), "since") << bad.body;
+  Reply missing = d.call("POST", rec, "{}");
+  EXPECT_EQ(missing.status, 400) << missing.describe();
+
+  // The receiver is fixed (a new URL); paused, so the bound is visible.
+  Reply patched = d.call("PATCH", "/v1/tenants/" + t + "/endpoints/" + ep,
+                         "{\"url\":" + quote(sink.base_url() + "/good") + "}");
+  ASSERT_EQ(patched.status, 200) << patched.describe();
+  ASSERT_EQ(action(d, t, ep, "enable").status, 200);
+  ASSERT_EQ(action(d, t, ep, "pause").status, 200);
+  Reply started = d.call("POST", rec, window);
+  ASSERT_EQ(started.status, 202) << started.describe();
+  const std::string job = started.json()["job"]["id"].str();
+  ASSERT_FALSE(job.empty()) << started.body;
+  const std::string job_path = "/v1/tenants/" + t + "/jobs/" + job;
+  Json j;
+  std::string body;
+  auto poll = [&] {
+    Reply g = d.call("GET", job_path);
+    body = g.body;
+    if (g.status != 200) return false;
+    j = g.json()["job"];
+    return true;
+  };
+  EXPECT_TRUE(wait_until([&] { return poll() && j["requeued"].i64() == 2; }, scaled(10s))) << body;
+  std::this_thread::sleep_for(scaled(300ms));
+  ASSERT_TRUE(poll());
+  EXPECT_EQ(j["requeued"].i64(), 2) << "the bound: 2 in flight at most: " << body;
+  EXPECT_EQ(j["in_flight"].i64(), 2) << body;
+  EXPECT_EQ(j["state"].str(), "running") << body;
+  EXPECT_EQ(j["total"].i64(), 5) << body;
+
+  ASSERT_EQ(action(d, t, ep, "resume").status, 200);
+  EXPECT_TRUE(wait_until([&] { return poll() && j["state"].str() == "done"; }, scaled(20s)))
+      << body;
+  EXPECT_EQ(j["total"].i64(), 5) << body;
+  EXPECT_EQ(j["requeued"].i64(), 5) << body;
+  EXPECT_EQ(j["skipped"].i64(), 0) << body;
+  EXPECT_EQ(j["scanned"].i64(), 7) << body;
+  EXPECT_FALSE(j["finished_at"].is_null()) << body;
+  for (const auto& id : inside) {
+    Json x = wait_for(
+        d, t, ep, id, [](const Json& y) { return y["delivery"]["status"].str() == "delivered"; },
+        scaled(10s));
+    EXPECT_EQ(x["delivery"]["status"].str(), "delivered") << id << " " << show(x);
+  }
+  for (const auto& id : outside) {
+    EXPECT_EQ(delivery_for_event(d, t, ep, id)["delivery"]["status"].str(), "dead") << id;
+  }
+  const auto ok_ids = sink_ids_with_status(sink);
+  EXPECT_EQ(ok_ids.size(), 5u);
+  EXPECT_EQ(d.call("GET", "/v1/tenants/" + t + "/jobs/12345").status, 404);
+  // Again: nothing left to re-queue in the window.
+  Reply rerun = d.call("POST", rec, window);
+  ASSERT_EQ(rerun.status, 202) << rerun.describe();
+  const std::string job2 = rerun.json()["job"]["id"].str();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        Reply g = d.call("GET", "/v1/tenants/" + t + "/jobs/" + job2);
+        body = g.body;
+        if (g.status != 200) return false;
+        j = g.json()["job"];
+        return j["state"].str() == "done";
+      },
+      scaled(10s)))
+      << body;
+  EXPECT_EQ(j["requeued"].i64(), 0) << body;
+}
+
+}  // namespace
+}  // namespace ringcast::e2e
