@@ -1555,19 +1555,18 @@ Result<Delivery> Shard::resend_one(const DeliveryDetail& seen, const std::string
   }
   const WallTime now = loop_->wall_now();
   uint16_t number = kHistoryRecordBase;
-  const Attempt* last_attempt = nullptr;
   for (const Attempt& a : seen.attempts) {
-    if (is_history_record(a.number)) {
+    if (is_history_record(a.number))
       number = std::max<uint16_t>(number, static_cast<uint16_t>(a.number + 1));
-    } else {
-      last_attempt = &a;
-    }
   }
   auto r = scheduler_->reopen_delivery(seen.delivery, now, mutations_);
   if (!r.ok()) return r.error();
-  // RocksStore keeps a delivery's last attempt inside its ended record, which the reopening
-  // removes: written again with the records (see DeliveryPut::rewrite).
-  if (last_attempt != nullptr) mutations_.attempts.push_back(*last_attempt);
+  // RocksStore keeps the record that ended a delivery (an attempt or a status check) inside
+  // its ended record, which the reopening removes: every record is written again with it (see
+  // DeliveryPut::rewrite).
+  for (const Attempt& a : seen.attempts) {
+    if (!is_history_record(a.number)) mutations_.attempts.push_back(a);
+  }
   Attempt rec;
   rec.delivery = id;
   rec.number = number;

@@ -242,7 +242,13 @@ TEST(E2eReconcile, TheFieldsAreCheckedAndShown) {
   // Kept across a restart (the endpoint codec's version 6).
   d.kill9();
   ASSERT_NO_THROW(d.start());
-  Json after = get_endpoint(d, t, made.json()["id"].str());
+  Json after;  // cluster mode: the partition may still be loading on its new owner (503)
+  wait_until(
+      [&] {
+        after = get_endpoint(d, t, made.json()["id"].str());
+        return !after["on_unknown"].str().empty();
+      },
+      scaled(10s), 50ms);
   EXPECT_EQ(after["on_unknown"].str(), "reconcile");
   EXPECT_EQ(after["status_url"].str(), "http://127.0.0.1:9/s/{webhook_id}");
 }

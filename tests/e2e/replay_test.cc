@@ -301,5 +301,94 @@ TEST(E2eReplay, RecoverRequeuesTheWindowWithinTheBound) {
   EXPECT_EQ(j["requeued"].i64(), 0) << body;
 }
 
+// The CLI of part 3: `deliveries resend`, `endpoints recover` (follows the job with a progress
+// line on stderr until it is done, then prints the job), `jobs get`, `events replay`; bad input
+// is a message and a non-zero exit.
+TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-replay-cli");
+  // A 400 is FAILED at once under the xhub-based policy (no auto-disable); then the receiver
+  // is fixed (the limit) and everything re-sent is delivered.
+  SinkProcess sink =
+      SinkProcess::start({"--quiet", "--fault", "/c=status=400;limit=3"}, dir.path());
+  const std::string t = "replaycli";
+  const std::string ep = make_endpoint(d, t, sink.base_url() + "/c", "hub");
+  ASSERT_FALSE(ep.empty());
+  const std::string since = now_rfc3339();
+  std::this_thread::sleep_for(20ms);
+  for (const char* id : {"c-1", "c-2", "c-3"})
+    ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
+  for (const char* id : {"c-1", "c-2", "c-3"}) {
+    Json j = wait_for(d, t, ep, id, ended, scaled(10s));
+    ASSERT_EQ(j["delivery"]["status"].str(), "failed") << show(j);
+  }
+
+  int runs = 0;
+  auto cli = [&](const std::vector<std::string>& args, bool* ok, std::string* err = nullptr) {
+    const std::string tag = "cli-" + std::to_string(++runs);
+    test::ProcessOptions po;
+    po.stdout_path = dir.file(tag + ".out");
+    po.stderr_path = dir.file(tag + ".err");
+    std::vector<std::string> argv = {ringcast_binary(), "--server",
+                                     "127.0.0.1:" + std::to_string(d.port(0)), "--token",
+                                     Daemon::kToken};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::Process p = test::Process::start(argv, std::move(po));
+    auto st = p.wait(30s);
+    *ok = st && st->ok();
+    if (err != nullptr) *err = test::read_file(dir.file(tag + ".err"));
+    return test::read_file(dir.file(tag + ".out"));
+  };
+  bool ok = false;
+  const std::string d1 = wait_for(d, t, ep, "c-1", ended, 1s)["delivery"]["id"].str();
+  std::string out = cli({"deliveries", "resend", "-t", t, d1, "--note", "receiver fixed"}, &ok);
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find("queued again"), std::string::npos) << out;
+  Json j1 = wait_for(
+      d, t, ep, "c-1", [](const Json& j) { return j["delivery"]["status"].str() == "delivered"; },
+      scaled(10s));
+  EXPECT_EQ(j1["delivery"]["status"].str(), "delivered") << show(j1);
+  out = cli({"deliveries", "resend", "-t", t, "424242424242"}, &ok);
+  EXPECT_FALSE(ok) << "an unknown delivery must fail the command";
+
+  // Recover the window: c-2 and c-3 (c-1 is delivered now), followed to the end.
+  std::string err;
+  out = cli({"--json", "endpoints", "recover", "-t", t, ep, "--since", since, "--poll", "0.1",
+             "--timeout", "20"},
+            &ok, &err);
+  ASSERT_TRUE(ok) << out << err;
+  EXPECT_NE(err.find("requeued"), std::string::npos) << "no progress line: " << err;
+  Json job = Json::parse(out)["job"];
+  EXPECT_EQ(job["state"].str(), "done") << out;
+  EXPECT_EQ(job["requeued"].i64(), 2) << out;
+  for (const char* id : {"c-2", "c-3"}) {
+    Json j = wait_for(
+        d, t, ep, id, [](const Json& x) { return x["delivery"]["status"].str() == "delivered"; },
+        scaled(10s));
+    EXPECT_EQ(j["delivery"]["status"].str(), "delivered") << id << " " << show(j);
+  }
+  out = cli({"jobs", "get", "-t", t, job["id"].str()}, &ok);
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find("done"), std::string::npos) << out;
+  out = cli({"endpoints", "recover", "-t", t, ep, "--since", "last tuesday"}, &ok, &err);
+  EXPECT_FALSE(ok) << out;
+  EXPECT_NE(err.find("since"), std::string::npos) << err;
+
+  // Replay missing: nothing to do, then one new endpoint gets it.
+  out = cli({"events", "replay", "-t", t, "c-1"}, &ok);
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find(": 0 new deliveries"), std::string::npos) << out;
+  const std::string ep2 = make_endpoint(d, t, sink.base_url() + "/other", "hub");
+  ASSERT_FALSE(ep2.empty());
+  out = cli({"events", "replay", "-t", t, "c-1"}, &ok);
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find(": 1 new deliveries"), std::string::npos) << out;
+  Json j2 = wait_for(
+      d, t, ep2, "c-1", [](const Json& x) { return x["delivery"]["status"].str() == "delivered"; },
+      scaled(10s));
+  EXPECT_EQ(j2["delivery"]["status"].str(), "delivered") << show(j2);
+}
+
 }  // namespace
 }  // namespace ringcast::e2e

@@ -14,5 +14,8 @@ void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|pr
 void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|subscription|...
 void add_intake_commands(CLI::App& app, GlobalOptions& g);    // intake status
 void add_cluster_commands(CLI::App& app, GlobalOptions& g);   // cluster status
+// deliveries resend, endpoints recover, events replay, jobs get (ISSUE 17); after the
+// endpoints and deliveries adders (it adds to their commands)
+void add_replay_commands(CLI::App& app, GlobalOptions& g);
 
 }  // namespace ringcast::cli
