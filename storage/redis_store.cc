@@ -261,8 +261,16 @@ std::string key_field(std::string_view tenant, std::string_view id) {
   return f;
 }
 // The ZRANGEBYLEX / ZREMRANGEBYLEX bounds of a delivery's members in T at: [be64(id), be64(id+1)).
+// Built piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
 std::pair<std::string, std::string> attempts_range(DeliveryId id) {
-  return {"[" + be64s(id), id == ~DeliveryId{0} ? std::string("+") : "(" + be64s(id + 1)};
+  std::string from = "[";
+  from += be64s(id);
+  std::string to = "+";
+  if (id != ~DeliveryId{0}) {
+    to = "(";
+    to += be64s(id + 1);
+  }
+  return {std::move(from), std::move(to)};
 }
 std::string tenant_index(uint64_t th) {
   return "ti:" + hex16(th);
