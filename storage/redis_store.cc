@@ -485,7 +485,7 @@ struct PartBatch {
 // A batch, split by partition (in partition order); the epochs are left to the caller.
 // `stamp_ms` (the store's wall clock at write()) scores the retention indexes; a replay sends
 // the same ops, so the stamps stay those of the first send.
-Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
+Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool outbox) {
   const std::string stamp = std::to_string(stamp_ms);
   std::map<Partition, PartBatch> parts;
   auto part = [&](Partition p) -> PartBatch& {
@@ -629,6 +629,11 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms) {
     encode_notification(n, member);
     b.op('Z', notifications_key(th), std::move(member));
     b.op('S', "nto", be64s(th) + be64s(n.seq), stamp);  // retention
+    if (outbox) {  // until the operator webhook has it (outbox_done)
+      std::string v = be64s(th);
+      encode_notification(n, v);
+      b.op('H', "ob", be64s(n.seq), std::move(v));
+    }
     b.saw(n.seq);
   }
   std::vector<PartBatch> list;
@@ -1542,6 +1547,13 @@ RedisMemory RedisStore::memory() const {
   return impl_->mem;
 }
 
+Result<void> RedisStore::outbox_done(uint64_t notification_seq) {
+  auto r = impl_->run1(
+      {"HDEL", impl_->prefix(id_partition(notification_seq)) + "ob", be64s(notification_seq)});
+  if (!r.ok()) return r.error();
+  return ok();
+}
+
 uint64_t RedisStore::retention_fenced() const {
   return impl_->retention_fenced.load(std::memory_order_relaxed);
 }
@@ -1607,7 +1619,7 @@ Result<uint64_t> RedisStore::write(const Mutations& m) {
     if (impl_->error) return *impl_->error;
     if (m.empty()) return impl_->next_commit;
   }
-  auto list = split(m, impl_->stamp_ms());
+  auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox);
   if (!list) return list.error();
   // The epoch of each partition is the one set when write() is called: the one the caller's
   // fenced(p, epoch) check must name.
@@ -1860,7 +1872,26 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
   cmds.push_back(
       {"ZRANGEBYLEX", pre + "act", "-", "+", "LIMIT", "0", std::to_string(kRecoveryChunk)});
   cmds.push_back({"GET", pre + "seq"});
+  const bool outbox = impl_->opt.notification_outbox && impl_->opt.on_outbox;
+  if (outbox) cmds.push_back({"HGETALL", pre + "ob"});
   Replies rs = impl_->run(std::move(cmds));
+  if (outbox) {  // the partition's outbox: sent by this node, its owner now (SPEC R8.4)
+    auto c = check(rs[4]);
+    if (!c) return c.error();
+    auto pairs = pairs_of(**c);
+    if (!pairs) return pairs.error();
+    std::sort(pairs->begin(), pairs->end());  // be64 seq fields: oldest first
+    std::vector<Notification> pending;
+    for (auto& [f, val] : *pairs) {
+      if (f.size() != 8 || val.size() < 8)
+        return make_error(Errc::kCorruption, "outbox: bad entry");
+      auto k = notification_key(get_be64(val.data()), get_be64(f.data()));
+      auto n = decode_notification(k.view(), std::string_view(val).substr(8));
+      if (!n) return n.error();
+      pending.push_back(std::move(*n));
+    }
+    if (!pending.empty()) impl_->opt.on_outbox(std::move(pending));
+  }
   {  // endpoints, in id order
     auto c = check(rs[0]);
     if (!c) return c.error();
@@ -1950,7 +1981,7 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           m.attempts.push_back(std::move(a));
           m.deliveries.push_back(DeliveryPut{d, 0, false});
         }
-        auto list = split(m, impl_->stamp_ms());
+        auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox);
         if (!list) return list.error();
         for (PartBatch& b : *list) b.epoch = epoch;  // all of p
         auto w = impl_->submit(std::move(*list), m.event_keys_checked);

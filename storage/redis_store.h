@@ -122,6 +122,14 @@ struct RedisStoreOptions {
   // 0 and max_memory_bytes 0: no back-pressure, Redis grows until the host runs out). Off for
   // tests that do not care.
   bool check_memory_policy = true;
+
+  // SPEC R8.4 across a crash (the RocksStore outbox's counterpart): every notification written
+  // also gets an entry in its partition's outbox (T ob) until outbox_done(). recover(p) — the
+  // node that now owns p — hands p's entries to on_outbox (on the recovering thread; it must
+  // not block), so a notification its node did not get to the operator webhook before it died
+  // is sent by the next owner, with the same webhook-id.
+  bool notification_outbox = false;
+  std::function<void(std::vector<Notification>)> on_outbox;
 };
 
 // The memory view of the last poll (RedisStore::memory()).
@@ -189,6 +197,9 @@ class RedisStore final : public Store {
   // Embedded stops the engine, cancels, then destroys it); a load still running ends on its
   // own, bounded by the command timeouts, and is joined by the destructor.
   void cancel_recovers();
+  // The notification reached the operator webhook or was given up: its outbox entry goes
+  // (RedisStoreOptions::notification_outbox). Any thread; blocks on Redis.
+  Result<void> outbox_done(uint64_t notification_seq);
 
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);

@@ -83,13 +83,18 @@ int run_serve(const Config& cfg) {
   // The store, once open (null before open and after stop): the notifier's outbox marks and the
   // store-size gauges of /metrics.
   std::atomic<storage::RocksStore*> open_store{nullptr};
+  // Redis mode: the store, for /metrics (its memory view) and the notification outbox.
+  std::atomic<storage::RedisStore*> open_redis{nullptr};
   if (!cfg.notifications.webhook_url.empty()) {
     engine::NotifierOptions nopts = engine::notifier_options(cfg);
-    nopts.on_finished = [&open_store](const Notification& note) {
-      storage::RocksStore* store = open_store.load(std::memory_order_acquire);
-      if (!store) return;  // stays in the outbox: sent again after the next start
-      if (auto r = store->outbox_done(note.seq); !r.ok())
-        std::fprintf(stderr, "ringcast: notification outbox: %s\n", r.error().message);
+    nopts.on_finished = [&open_store, &open_redis](const Notification& note) {
+      Result<void> r = ok();
+      if (storage::RocksStore* store = open_store.load(std::memory_order_acquire)) {
+        r = store->outbox_done(note.seq);
+      } else if (storage::RedisStore* redis = open_redis.load(std::memory_order_acquire)) {
+        r = redis->outbox_done(note.seq);  // Redis mode: the partition's outbox (T ob)
+      }  // neither: stays in the outbox, sent again after the next start
+      if (!r.ok()) std::fprintf(stderr, "ringcast: notification outbox: %s\n", r.error().message);
     };
     auto n = engine::Notifier::start(std::move(nopts));
     if (!n.ok()) {
@@ -104,7 +109,6 @@ int run_serve(const Config& cfg) {
   // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
   std::unique_ptr<engine::RetentionThread> retention;
   std::atomic<engine::RetentionThread*> retention_metrics{nullptr};
-  std::atomic<storage::RedisStore*> open_redis{nullptr};  // its memory view, for /metrics
   // The bus intake sources (ISSUE 15), published once they run (for /metrics and /v1/intake).
   std::vector<std::unique_ptr<intake::RedisSource>> sources;
   std::vector<const intake::RedisSource*> source_views;
@@ -151,6 +155,14 @@ int run_serve(const Config& cfg) {
     // ISSUE 16: Redis (or Redis Cluster) is the system of record; with [cluster] enabled,
     // this node owns the partitions its leases give it.
     engine::RedisModeOptions ro = engine::redis_mode_options(cfg);
+    if (notifier) {
+      // SPEC R8.4 across a crash: a partition's unsent notifications go out from the node that
+      // takes it (after a restart, or from another node after this one died).
+      ro.store.notification_outbox = true;
+      ro.store.on_outbox = [n = notifier.get()](std::vector<Notification> pending) {
+        for (const Notification& note : pending) n->enqueue(note);
+      };
+    }
     if (ro.leases && ro.leases->node_id.empty())
       ro.leases->node_id = intake::default_consumer_name(cfg.storage.data_dir);
     where = "Redis " + cfg.storage.redis.servers.front();
