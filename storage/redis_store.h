@@ -16,6 +16,8 @@
 //   T ep                    hash    be64(endpoint id) -> encode_endpoint
 //   T tn                    hash    tenant name -> encode_tenant
 //   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
+//   T ob                    hash    be64(seq) -> be64(tenant hash) + encode_notification: the
+//                                   notification outbox (notification_outbox), until outbox_done
 //   T own                   hash    {node, epoch}: the partition's lease. Written by the lease
 //                                   manager (cluster/lease.h), only read here (the fence)
 // Retention (SPEC R10.1, run_retention; docs/cluster.md "Retention"):
