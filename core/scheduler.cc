@@ -754,6 +754,14 @@ uint32_t Scheduler::fan_out(const Event& ev, WallTime now, IdAllocator& ids, Mut
 uint32_t Scheduler::fan_out(Event&& in, WallTime now, IdAllocator& ids, Mutations& m) {
   m.events.push_back(std::move(in));
   const Event& ev = m.events.back();  // nothing below adds to m.events
+  return fan_out_to(ev, {}, now, ids, m, nullptr);
+}
+
+// One delivery per enabled endpoint of ev's tenant whose filter matches and whose id is not in
+// `exclude` (sorted). The event itself is the caller's to write.
+uint32_t Scheduler::fan_out_to(const Event& ev, const std::vector<EndpointId>& exclude,
+                               WallTime now, IdAllocator& ids, Mutations& m,
+                               std::vector<EndpointId>* created) {
   TenantState* t = find_tenant(ev.tenant);
   if (t == nullptr) return 0;
   const Partition part = static_cast<Partition>(t->hash % kPartitions);
@@ -763,6 +771,8 @@ uint32_t Scheduler::fan_out(Event&& in, WallTime now, IdAllocator& ids, Mutation
   for (EpState* ep : t->endpoints) {
     if (!accepts_new_deliveries(ep->cfg)) continue;  // SPEC R9.1: paused/disabled get none
     if (!filter_matches(ep->cfg.event_types, ev.type)) continue;
+    if (!exclude.empty() && std::binary_search(exclude.begin(), exclude.end(), ep->cfg.id))
+      continue;
     if (ep->policy != money_policy) {  // SPEC R3.5, decided once per policy
       money_policy = ep->policy;
       money = ep->policy->money.is_money(ev.type, ev.payload);
@@ -776,6 +786,7 @@ uint32_t Scheduler::fan_out(Event&& in, WallTime now, IdAllocator& ids, Mutation
     d.next_attempt_at = now;
     d.status = DeliveryStatus::kPending;
     if (money) d.flags |= Delivery::kFlagMoney;
+    if (created != nullptr) created->push_back(ep->cfg.id);
     put(s, true, m);  // SPEC R12.2: persisted before the first byte
     route(s, now, m);
     ++n;
@@ -847,35 +858,7 @@ Result<Delivery> Scheduler::reopen_delivery(const Delivery& ended, WallTime now,
 uint32_t Scheduler::fan_out_missing(const Event& ev, const std::vector<EndpointId>& exclude,
                                     WallTime now, IdAllocator& ids, Mutations& m,
                                     std::vector<EndpointId>* created) {
-  TenantState* t = find_tenant(ev.tenant);
-  if (t == nullptr) return 0;
-  const Partition part = static_cast<Partition>(t->hash % kPartitions);
-  uint32_t n = 0;
-  const RetryPolicy* money_policy = nullptr;
-  bool money = false;
-  for (EpState* ep : t->endpoints) {
-    if (!accepts_new_deliveries(ep->cfg)) continue;  // SPEC R9.1
-    if (!filter_matches(ep->cfg.event_types, ev.type)) continue;
-    if (std::binary_search(exclude.begin(), exclude.end(), ep->cfg.id)) continue;
-    if (ep->policy != money_policy) {
-      money_policy = ep->policy;
-      money = ep->policy->money.is_money(ev.type, ev.payload);
-    }
-    Slot* s = alloc_slot();
-    Delivery& d = s->d;
-    d.id = ids.next_id(part);
-    d.event = ev.seq;
-    d.endpoint = ep->cfg.id;
-    d.created_at = now;
-    d.next_attempt_at = now;
-    d.status = DeliveryStatus::kPending;
-    if (money) d.flags |= Delivery::kFlagMoney;
-    if (created != nullptr) created->push_back(ep->cfg.id);
-    put(s, true, m);
-    route(s, now, m);
-    ++n;
-  }
-  return n;
+  return fan_out_to(ev, exclude, now, ids, m, created);
 }
 
 // ---- the loop -----------------------------------------------------------------------------------

@@ -252,6 +252,8 @@ class Scheduler {
   void clear_wait_flags(Delivery& d);
   static DeliveryStatus ended_status(const Delivery& d);
   static void note_outcome(Delivery& d, Outcome o);
+  uint32_t fan_out_to(const Event& ev, const std::vector<EndpointId>& exclude, WallTime now,
+                      IdAllocator& ids, Mutations& m, std::vector<EndpointId>* created);
   static bool wants_check(const EpState& ep, const Delivery& d);
   void lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out);
   void on_check_result(const SendCommand& cmd, Slot* s, const TransportResult& r,

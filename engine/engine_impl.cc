@@ -165,20 +165,28 @@ void EngineImpl::test_endpoint(std::string tenant, EndpointId id, Callback<Deliv
                  }));
 }
 
+// An operator's change of a delivery (resolve, resend): the note's bound, then the delivery as
+// the store has it, read on the caller's thread like get_delivery; the owning shard decides.
+Result<DeliveryDetail> EngineImpl::ended_delivery_for(std::string_view tenant, DeliveryId id,
+                                                      const std::string& note) {
+  if (note.size() > kResolutionNoteBytes) {
+    return make_error(Errc::kInvalidArgument, "note must be at most 512 bytes", "note", "too_long");
+  }
+  auto read = get_delivery(tenant, id);
+  if (!read) return read.error();
+  if (!read->has_value() || (*read)->tenant != tenant) {
+    return make_error(Errc::kNotFound, "no such delivery for this tenant", "delivery",
+                      "unknown_delivery");
+  }
+  return std::move(**read);
+}
+
 void EngineImpl::resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict,
                                   std::string note, Callback<Delivery> done) {
-  if (note.size() > kResolutionNoteBytes) {
-    return done(
-        make_error(Errc::kInvalidArgument, "note must be at most 512 bytes", "note", "too_long"));
-  }
-  auto read = get_delivery(tenant, id);  // the store's record, here on the caller's thread
+  auto read = ended_delivery_for(tenant, id, note);
   if (!read) return done(read.error());
-  if (!read->has_value() || (*read)->tenant != tenant) {
-    return done(make_error(Errc::kNotFound, "no such delivery for this tenant", "delivery",
-                           "unknown_delivery"));
-  }
   RINGCAST_ROUTE(
-      tenant, ([seen = std::move(**read), verdict, note = std::move(note), done](Shard& s) mutable {
+      tenant, ([seen = std::move(*read), verdict, note = std::move(note), done](Shard& s) mutable {
         s.resolve_delivery(std::move(seen), verdict, std::move(note), std::move(done));
       }));
 }
@@ -187,18 +195,10 @@ void EngineImpl::resolve_delivery(std::string tenant, DeliveryId id, Resolution 
 
 void EngineImpl::resend_delivery(std::string tenant, DeliveryId id, std::string note,
                                  Callback<Delivery> done) {
-  if (note.size() > kResolutionNoteBytes) {
-    return done(
-        make_error(Errc::kInvalidArgument, "note must be at most 512 bytes", "note", "too_long"));
-  }
-  auto read = get_delivery(tenant, id);  // the store's record, here on the caller's thread
+  auto read = ended_delivery_for(tenant, id, note);
   if (!read) return done(read.error());
-  if (!read->has_value() || (*read)->tenant != tenant) {
-    return done(make_error(Errc::kNotFound, "no such delivery for this tenant", "delivery",
-                           "unknown_delivery"));
-  }
   RINGCAST_ROUTE(tenant,
-                 ([seen = std::move(**read), note = std::move(note), done](Shard& s) mutable {
+                 ([seen = std::move(*read), note = std::move(note), done](Shard& s) mutable {
                    s.resend_delivery(std::move(seen), std::move(note), std::move(done));
                  }));
 }

@@ -37,6 +37,8 @@ class EngineImpl final : public Engine {
   void test_endpoint(std::string tenant, EndpointId id, Callback<DeliveryId> done) override;
   void resolve_delivery(std::string tenant, DeliveryId id, Resolution verdict, std::string note,
                         Callback<Delivery> done) override;
+  Result<DeliveryDetail> ended_delivery_for(std::string_view tenant, DeliveryId id,
+                                            const std::string& note);
   void resend_delivery(std::string tenant, DeliveryId id, std::string note,
                        Callback<Delivery> done) override;
   void replay_event(std::string tenant, std::string event_id, Callback<uint32_t> done) override;

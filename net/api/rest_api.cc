@@ -1136,6 +1136,32 @@ void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_i
       });
 }
 
+// An operator's change of one delivery (resolve, resend), run on a read thread: `start` asks
+// the engine, this waits (bounded) for the owning shard's answer, then answers the delivery as
+// the store has it now, with its history.
+HttpResponse changed_delivery(Engine& engine, const std::string& tenant, DeliveryId id, int status,
+                              const char* timeout_message,
+                              const std::function<void(Callback<Delivery>)>& start) {
+  auto answer = std::make_shared<std::promise<Result<Delivery>>>();
+  auto got = answer->get_future();
+  start([answer](Result<Delivery> r) { answer->set_value(std::move(r)); });
+  if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    return HttpResponse::error(503, "timeout", timeout_message);
+  }
+  Result<Delivery> r = got.get();
+  if (!r) return error_response(r.error());
+  auto detail = engine.get_delivery(tenant, id);
+  Writer w;
+  if (detail && detail->has_value()) {
+    write_delivery_full(w, engine, tenant, **detail);
+  } else {
+    DeliveryDetail bare;
+    bare.delivery = *r;
+    write_delivery_full(w, engine, tenant, bare);
+  }
+  return ok_json(status, w);
+}
+
 // POST .../deliveries/{id}/resolve {"outcome": "delivered" | "failed", "note"?} (ISSUE 17): an
 // operator's verdict on a delivery that ended `unknown`. The engine reads the delivery from the
 // store (so this runs on a read thread) and the owning shard records the verdict.
@@ -1172,25 +1198,11 @@ void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_te
   }
   c.read([&engine = c.engine, tenant, id = *id, verdict = *verdict,
           note = std::move(note)]() mutable -> HttpResponse {
-    auto answer = std::make_shared<std::promise<Result<Delivery>>>();
-    auto got = answer->get_future();
-    engine.resolve_delivery(tenant, id, verdict, std::move(note),
-                            [answer](Result<Delivery> r) { answer->set_value(std::move(r)); });
-    if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-      return HttpResponse::error(503, "timeout", "the resolution was not confirmed in time");
-    }
-    Result<Delivery> r = got.get();
-    if (!r) return error_response(r.error());
-    auto detail = engine.get_delivery(tenant, id);
-    Writer w;
-    if (detail && detail->has_value()) {
-      write_delivery_full(w, engine, tenant, **detail);
-    } else {
-      DeliveryDetail bare;
-      bare.delivery = *r;
-      write_delivery_full(w, engine, tenant, bare);
-    }
-    return ok_json(200, w);
+    return changed_delivery(engine, tenant, id, 200, "the resolution was not confirmed in time",
+                            [&](Callback<Delivery> cb) {
+                              engine.resolve_delivery(tenant, id, verdict, std::move(note),
+                                                      std::move(cb));
+                            });
   });
 }
 
@@ -1271,25 +1283,10 @@ void resend_delivery(Call& c, const std::string& tenant, std::string_view id_tex
   }
   if (note.empty()) note = "resend";
   c.read([&engine = c.engine, tenant, id = *id, note = std::move(note)]() mutable -> HttpResponse {
-    auto answer = std::make_shared<std::promise<Result<Delivery>>>();
-    auto got = answer->get_future();
-    engine.resend_delivery(tenant, id, std::move(note),
-                           [answer](Result<Delivery> r) { answer->set_value(std::move(r)); });
-    if (got.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-      return HttpResponse::error(503, "timeout", "the resend was not confirmed in time");
-    }
-    Result<Delivery> r = got.get();
-    if (!r) return error_response(r.error());
-    auto detail = engine.get_delivery(tenant, id);
-    Writer w;
-    if (detail && detail->has_value()) {
-      write_delivery_full(w, engine, tenant, **detail);
-    } else {
-      DeliveryDetail bare;
-      bare.delivery = *r;
-      write_delivery_full(w, engine, tenant, bare);
-    }
-    return ok_json(202, w);
+    return changed_delivery(engine, tenant, id, 202, "the resend was not confirmed in time",
+                            [&](Callback<Delivery> cb) {
+                              engine.resend_delivery(tenant, id, std::move(note), std::move(cb));
+                            });
   });
 }
 

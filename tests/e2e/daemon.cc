@@ -569,6 +569,38 @@ Json get_delivery(const Daemon& d, const std::string& tenant, const std::string&
   return d.call("GET", "/v1/tenants/" + tenant + "/deliveries/" + delivery_id).json();
 }
 
+std::string endpoint_with_policy(const Daemon& d, const std::string& tenant, const std::string& url,
+                                 const std::string& policy) {
+  Reply r =
+      create_endpoint(d, tenant, "{\"url\":" + quote(url) + ",\"policy\":" + quote(policy) + "}");
+  EXPECT_EQ(r.status, 201) << r.describe();
+  return r.json()["id"].str();
+}
+
+bool delivery_ended(const Json& detail) {
+  const std::string& s = detail["delivery"]["status"].str();
+  return s == "delivered" || s == "failed" || s == "dead" || s == "unknown";
+}
+
+Json wait_delivery(const Daemon& d, const std::string& tenant, const std::string& endpoint_id,
+                   const std::string& event_id, const std::function<bool(const Json&)>& pred,
+                   Millis timeout) {
+  Json last;
+  wait_until(
+      [&] {
+        last = delivery_for_event(d, tenant, endpoint_id, event_id);
+        return last.is_object() && pred(last);
+      },
+      timeout, 25ms);
+  return last;
+}
+
+std::vector<std::string> history_kinds(const Json& detail) {
+  std::vector<std::string> out;
+  for (const Json& a : detail["attempts"].items()) out.push_back(a["kind"].str());
+  return out;
+}
+
 Json delivery_for_event(const Daemon& d, const std::string& tenant, const std::string& endpoint_id,
                         const std::string& event_id) {
   Json ev = d.call("GET", "/v1/tenants/" + tenant + "/events/" + event_id).json();

@@ -191,6 +191,19 @@ Json get_delivery(const Daemon& d, const std::string& tenant, const std::string&
 // The delivery of `event_id` to `endpoint_id` ({} when none): looks up the event's seq.
 Json delivery_for_event(const Daemon& d, const std::string& tenant, const std::string& endpoint_id,
                         const std::string& event_id);
+// POST an endpoint {"url", "policy"}; expects 201 (a test failure otherwise); its id ("" on
+// failure).
+std::string endpoint_with_policy(const Daemon& d, const std::string& tenant, const std::string& url,
+                                 const std::string& policy);
+// True once a delivery detail's status is terminal: delivered, failed, dead or unknown.
+bool delivery_ended(const Json& detail);
+// Waits (bounded) until the delivery of `event_id` to `endpoint_id` satisfies `pred`; returns
+// the last detail read ({} when there was none).
+Json wait_delivery(const Daemon& d, const std::string& tenant, const std::string& endpoint_id,
+                   const std::string& event_id, const std::function<bool(const Json&)>& pred,
+                   Millis timeout);
+// The "kind" of each record of a delivery's history, in order ("attempt", "resolution", ...).
+std::vector<std::string> history_kinds(const Json& detail);
 // GET /v1/tenants/{tenant}/endpoints/{id}.
 Json get_endpoint(const Daemon& d, const std::string& tenant, const std::string& endpoint_id);
 

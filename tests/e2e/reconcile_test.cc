@@ -39,21 +39,9 @@ std::string endpoint_with(const Daemon& d, const std::string& tenant, const std:
   return r.json()["id"].str();
 }
 
-bool ended(const Json& detail) {
-  const std::string& s = detail["delivery"]["status"].str();
-  return s == "delivered" || s == "failed" || s == "dead" || s == "unknown";
-}
-
 Json wait_ended(const Daemon& d, const std::string& t, const std::string& ep,
                 const std::string& event_id, Millis timeout) {
-  Json last;
-  wait_until(
-      [&] {
-        last = delivery_for_event(d, t, ep, event_id);
-        return last.is_object() && ended(last);
-      },
-      timeout, 25ms);
-  return last;
+  return wait_delivery(d, t, ep, event_id, delivery_ended, timeout);
 }
 
 // "attempt:unknown status_check:not_received attempt:success" — the history, for asserts.

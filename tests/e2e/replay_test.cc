@@ -19,43 +19,11 @@ namespace {
 using test::SinkProcess;
 using test::TempDir;
 
-std::string make_endpoint(const Daemon& d, const std::string& tenant, const std::string& url,
-                          const std::string& policy) {
-  Reply r =
-      create_endpoint(d, tenant, "{\"url\":" + quote(url) + ",\"policy\":" + quote(policy) + "}");
-  EXPECT_EQ(r.status, 201) << r.describe();
-  return r.json()["id"].str();
-}
-
-bool ended(const Json& detail) {
-  const std::string& s = detail["delivery"]["status"].str();
-  return s == "delivered" || s == "failed" || s == "dead" || s == "unknown";
-}
-
-Json wait_for(const Daemon& d, const std::string& t, const std::string& ep,
-              const std::string& event_id, const std::function<bool(const Json&)>& pred,
-              Millis timeout) {
-  Json last;
-  wait_until(
-      [&] {
-        last = delivery_for_event(d, t, ep, event_id);
-        return last.is_object() && pred(last);
-      },
-      timeout, 25ms);
-  return last;
-}
-
 std::string show(const Json& j) {
   const Json& d = j.has("delivery") ? j["delivery"] : j;
   std::string out = "status=" + d["status"].str() + " attempts=" + d["attempts"].str();
   for (const Json& a : j["attempts"].items())
     out += " [" + a["kind"].str() + " " + a["number"].str() + " " + a["code"].str() + "]";
-  return out;
-}
-
-std::vector<std::string> kinds(const Json& detail) {
-  std::vector<std::string> out;
-  for (const Json& a : detail["attempts"].items()) out.push_back(a["kind"].str());
   return out;
 }
 
@@ -85,8 +53,8 @@ TEST(E2eReplay, ResendReopensTheDeliveryWithTheSameWebhookId) {
   SinkProcess sink = SinkProcess::start(
       {"--quiet", "--fault", "/u=reset;limit=3", "--fault", "/a=status=500;limit=3"}, dir.path());
   const std::string t = "replays";
-  const std::string ep_u = make_endpoint(d, t, sink.base_url() + "/u", "quick");
-  const std::string ep_a = make_endpoint(d, t, sink.base_url() + "/a", "quick");
+  const std::string ep_u = endpoint_with_policy(d, t, sink.base_url() + "/u", "quick");
+  const std::string ep_a = endpoint_with_policy(d, t, sink.base_url() + "/a", "quick");
   ASSERT_FALSE(ep_u.empty() || ep_a.empty());
   Reply in = submit_event(d, t, "r-1", "order.paid", R"({"n":1})");
   ASSERT_EQ(in.status, 202) << in.describe();
@@ -94,9 +62,9 @@ TEST(E2eReplay, ResendReopensTheDeliveryWithTheSameWebhookId) {
   ASSERT_FALSE(msg.empty());
 
   // Both end (unknown, dead) and auto-disable their endpoints (quick: R8.1).
-  Json u = wait_for(d, t, ep_u, "r-1", ended, scaled(10s));
+  Json u = wait_delivery(d, t, ep_u, "r-1", delivery_ended, scaled(10s));
   ASSERT_EQ(u["delivery"]["status"].str(), "unknown") << show(u);
-  Json a = wait_for(d, t, ep_a, "r-1", ended, scaled(10s));
+  Json a = wait_delivery(d, t, ep_a, "r-1", delivery_ended, scaled(10s));
   ASSERT_EQ(a["delivery"]["status"].str(), "dead") << show(a);
   ASSERT_TRUE(wait_until([&] { return get_endpoint(d, t, ep_a)["state"].str() == "disabled"; },
                          scaled(5s)));
@@ -116,11 +84,11 @@ TEST(E2eReplay, ResendReopensTheDeliveryWithTheSameWebhookId) {
   ASSERT_EQ(action(d, t, ep_a, "enable").status, 200);
   Reply resent = d.call("POST", base + a_id + "/resend", R"({"note":"receiver fixed"})");
   ASSERT_EQ(resent.status, 202) << resent.describe();
-  Json a2 = wait_for(d, t, ep_a, "r-1", ended, scaled(10s));
+  Json a2 = wait_delivery(d, t, ep_a, "r-1", delivery_ended, scaled(10s));
   EXPECT_EQ(a2["delivery"]["status"].str(), "delivered") << show(a2);
   EXPECT_EQ(a2["delivery"]["id"].str(), a_id);
   EXPECT_EQ(a2["delivery"]["attempts"].i64(), 4) << show(a2);
-  EXPECT_EQ(kinds(a2),
+  EXPECT_EQ(history_kinds(a2),
             (std::vector<std::string>{"attempt", "attempt", "attempt", "resend", "attempt"}))
       << show(a2);
   if (a2["attempts"].size() == 5) {
@@ -145,10 +113,11 @@ TEST(E2eReplay, ResendReopensTheDeliveryWithTheSameWebhookId) {
   ASSERT_NO_THROW(d.start());
   Json after = get_delivery(d, t, u_id);
   EXPECT_EQ(after["delivery"]["status"].str(), "pending") << show(after);
-  EXPECT_EQ(kinds(after), (std::vector<std::string>{"attempt", "attempt", "attempt", "resend"}))
+  EXPECT_EQ(history_kinds(after),
+            (std::vector<std::string>{"attempt", "attempt", "attempt", "resend"}))
       << show(after);
   ASSERT_EQ(action(d, t, ep_u, "resume").status, 200);
-  Json u2 = wait_for(d, t, ep_u, "r-1", ended, scaled(10s));
+  Json u2 = wait_delivery(d, t, ep_u, "r-1", delivery_ended, scaled(10s));
   EXPECT_EQ(u2["delivery"]["status"].str(), "delivered") << show(u2);
   EXPECT_EQ(u2["delivery"]["attempts"].i64(), 4) << show(u2);
 
@@ -164,15 +133,15 @@ TEST(E2eReplay, ReplayMissingReachesOnlyNewEndpointsOnce) {
   TempDir dir("e2e-replay-missing");
   SinkProcess sink = SinkProcess::start({"--quiet"}, dir.path());
   const std::string t = "replay-missing";
-  const std::string ep1 = make_endpoint(d, t, sink.base_url() + "/one", "fast");
+  const std::string ep1 = endpoint_with_policy(d, t, sink.base_url() + "/one", "fast");
   ASSERT_FALSE(ep1.empty());
   ASSERT_EQ(submit_event(d, t, "m-1", "order.paid", R"({"n":1})").status, 202);
   const std::string msg = message_id_of(d, t, "m-1");
-  Json first = wait_for(d, t, ep1, "m-1", ended, scaled(10s));
+  Json first = wait_delivery(d, t, ep1, "m-1", delivery_ended, scaled(10s));
   ASSERT_EQ(first["delivery"]["status"].str(), "delivered") << show(first);
 
-  const std::string ep2 = make_endpoint(d, t, sink.base_url() + "/two", "fast");
-  const std::string ep3 = make_endpoint(d, t, sink.base_url() + "/three", "fast");
+  const std::string ep2 = endpoint_with_policy(d, t, sink.base_url() + "/two", "fast");
+  const std::string ep3 = endpoint_with_policy(d, t, sink.base_url() + "/three", "fast");
   ASSERT_EQ(action(d, t, ep3, "pause").status, 200);  // R9.1: a paused endpoint gets none
   const std::string path = "/v1/tenants/" + t + "/events/m-1/replay";
   Reply r = d.call("POST", path);
@@ -182,7 +151,7 @@ TEST(E2eReplay, ReplayMissingReachesOnlyNewEndpointsOnce) {
   Reply again = d.call("POST", path);
   ASSERT_EQ(again.status, 202) << again.describe();
   EXPECT_EQ(again.json()["deliveries"].i64(), 0) << again.body;
-  Json second = wait_for(d, t, ep2, "m-1", ended, scaled(10s));
+  Json second = wait_delivery(d, t, ep2, "m-1", delivery_ended, scaled(10s));
   EXPECT_EQ(second["delivery"]["status"].str(), "delivered") << show(second);
   EXPECT_TRUE(delivery_for_event(d, t, ep3, "m-1").is_null() ||
               !delivery_for_event(d, t, ep3, "m-1").is_object());
@@ -201,12 +170,12 @@ TEST(E2eReplay, RecoverRequeuesTheWindowWithinTheBound) {
   TempDir dir("e2e-recover");
   SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/bad=status=500"}, dir.path());
   const std::string t = "recovers";
-  const std::string ep = make_endpoint(d, t, sink.base_url() + "/bad", "quick");
+  const std::string ep = endpoint_with_policy(d, t, sink.base_url() + "/bad", "quick");
   ASSERT_FALSE(ep.empty());
   auto all_ended = [&](const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
-      Json j = wait_for(d, t, ep, id, ended, scaled(10s));
-      if (!j.is_object() || !ended(j)) return false;
+      Json j = wait_delivery(d, t, ep, id, delivery_ended, scaled(10s));
+      if (!j.is_object() || !delivery_ended(j)) return false;
     }
     return true;
   };
@@ -273,7 +242,7 @@ TEST(E2eReplay, RecoverRequeuesTheWindowWithinTheBound) {
   EXPECT_EQ(j["scanned"].i64(), 7) << body;
   EXPECT_FALSE(j["finished_at"].is_null()) << body;
   for (const auto& id : inside) {
-    Json x = wait_for(
+    Json x = wait_delivery(
         d, t, ep, id, [](const Json& y) { return y["delivery"]["status"].str() == "delivered"; },
         scaled(10s));
     EXPECT_EQ(x["delivery"]["status"].str(), "delivered") << id << " " << show(x);
@@ -313,14 +282,14 @@ TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
   SinkProcess sink =
       SinkProcess::start({"--quiet", "--fault", "/c=status=400;limit=3"}, dir.path());
   const std::string t = "replaycli";
-  const std::string ep = make_endpoint(d, t, sink.base_url() + "/c", "hub");
+  const std::string ep = endpoint_with_policy(d, t, sink.base_url() + "/c", "hub");
   ASSERT_FALSE(ep.empty());
   const std::string since = now_rfc3339();
   std::this_thread::sleep_for(20ms);
   for (const char* id : {"c-1", "c-2", "c-3"})
     ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
   for (const char* id : {"c-1", "c-2", "c-3"}) {
-    Json j = wait_for(d, t, ep, id, ended, scaled(10s));
+    Json j = wait_delivery(d, t, ep, id, delivery_ended, scaled(10s));
     ASSERT_EQ(j["delivery"]["status"].str(), "failed") << show(j);
   }
 
@@ -341,11 +310,11 @@ TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
     return test::read_file(dir.file(tag + ".out"));
   };
   bool ok = false;
-  const std::string d1 = wait_for(d, t, ep, "c-1", ended, 1s)["delivery"]["id"].str();
+  const std::string d1 = wait_delivery(d, t, ep, "c-1", delivery_ended, 1s)["delivery"]["id"].str();
   std::string out = cli({"deliveries", "resend", "-t", t, d1, "--note", "receiver fixed"}, &ok);
   EXPECT_TRUE(ok) << out;
   EXPECT_NE(out.find("queued again"), std::string::npos) << out;
-  Json j1 = wait_for(
+  Json j1 = wait_delivery(
       d, t, ep, "c-1", [](const Json& j) { return j["delivery"]["status"].str() == "delivered"; },
       scaled(10s));
   EXPECT_EQ(j1["delivery"]["status"].str(), "delivered") << show(j1);
@@ -363,7 +332,7 @@ TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
   EXPECT_EQ(job["state"].str(), "done") << out;
   EXPECT_EQ(job["requeued"].i64(), 2) << out;
   for (const char* id : {"c-2", "c-3"}) {
-    Json j = wait_for(
+    Json j = wait_delivery(
         d, t, ep, id, [](const Json& x) { return x["delivery"]["status"].str() == "delivered"; },
         scaled(10s));
     EXPECT_EQ(j["delivery"]["status"].str(), "delivered") << id << " " << show(j);
@@ -379,12 +348,12 @@ TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
   out = cli({"events", "replay", "-t", t, "c-1"}, &ok);
   EXPECT_TRUE(ok) << out;
   EXPECT_NE(out.find(": 0 new deliveries"), std::string::npos) << out;
-  const std::string ep2 = make_endpoint(d, t, sink.base_url() + "/other", "hub");
+  const std::string ep2 = endpoint_with_policy(d, t, sink.base_url() + "/other", "hub");
   ASSERT_FALSE(ep2.empty());
   out = cli({"events", "replay", "-t", t, "c-1"}, &ok);
   EXPECT_TRUE(ok) << out;
   EXPECT_NE(out.find(": 1 new deliveries"), std::string::npos) << out;
-  Json j2 = wait_for(
+  Json j2 = wait_delivery(
       d, t, ep2, "c-1", [](const Json& x) { return x["delivery"]["status"].str() == "delivered"; },
       scaled(10s));
   EXPECT_EQ(j2["delivery"]["status"].str(), "delivered") << show(j2);

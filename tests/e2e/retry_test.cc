@@ -13,14 +13,6 @@ namespace {
 using test::SinkProcess;
 using test::TempDir;
 
-std::string make_endpoint(const Daemon& d, const std::string& tenant, const std::string& url,
-                          const std::string& policy) {
-  Reply r =
-      create_endpoint(d, tenant, "{\"url\":" + quote(url) + ",\"policy\":" + quote(policy) + "}");
-  EXPECT_EQ(r.status, 201) << r.describe();
-  return r.json()["id"].str();
-}
-
 // Start times (ms since the epoch) of the delivery's attempts, in order.
 std::vector<int64_t> attempt_starts(const Json& detail) {
   std::vector<int64_t> out;
@@ -33,27 +25,13 @@ bool is_terminal(const Json& detail) {
   return s == "delivered" || s == "failed" || s == "dead";
 }
 
-// Waits until the delivery of `event_id` to `ep` satisfies `pred`; returns the last detail.
-Json wait_delivery(const Daemon& d, const std::string& t, const std::string& ep,
-                   const std::string& event_id, const std::function<bool(const Json&)>& pred,
-                   Millis timeout) {
-  Json last;
-  wait_until(
-      [&] {
-        last = delivery_for_event(d, t, ep, event_id);
-        return last.is_object() && pred(last);
-      },
-      timeout, 25ms);
-  return last;
-}
-
 TEST(E2eRetry, AttemptsFollowTheMillisecondLadder) {
   Daemon d;
   ASSERT_NO_THROW(d.start());
   TempDir dir("e2e-ladder");
   SinkProcess sink = SinkProcess::start({"--fault", "/fail=status=503", "--quiet"}, dir.path());
   const std::string t = "ladder";
-  std::string ep = make_endpoint(d, t, sink.base_url() + "/fail", "fast");  // 100/200/300 ms
+  std::string ep = endpoint_with_policy(d, t, sink.base_url() + "/fail", "fast");  // 100/200/300 ms
   ASSERT_FALSE(ep.empty());
   ASSERT_EQ(submit_event(d, t, "ladder-1", "job.done", "{\"k\":1}").status, 202);
 
@@ -108,10 +86,10 @@ TEST(E2eRetry, RetryAfterPostponesNeverHastensAndIsCapped) {
       dir2.path());
 
   const std::string t = "ra";
-  std::string ep1 = make_endpoint(d, t, sink.base_url() + "/ra1", "fast");
-  std::string ep0 = make_endpoint(d, t, sink.base_url() + "/ra0", "fast");
-  std::string epcap = make_endpoint(d, t, sink.base_url() + "/racap", "fast");
-  std::string epdate = make_endpoint(d, t, date_sink.base_url() + "/radate", "fast");
+  std::string ep1 = endpoint_with_policy(d, t, sink.base_url() + "/ra1", "fast");
+  std::string ep0 = endpoint_with_policy(d, t, sink.base_url() + "/ra0", "fast");
+  std::string epcap = endpoint_with_policy(d, t, sink.base_url() + "/racap", "fast");
+  std::string epdate = endpoint_with_policy(d, t, date_sink.base_url() + "/radate", "fast");
   ASSERT_FALSE(ep1.empty() || ep0.empty() || epcap.empty() || epdate.empty());
   // Each event goes to all four endpoints; each endpoint's rule decides its fate.
   ASSERT_EQ(submit_event(d, t, "ra-1", "x.y", "{}").status, 202);

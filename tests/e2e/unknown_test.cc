@@ -16,32 +16,6 @@ namespace {
 using test::SinkProcess;
 using test::TempDir;
 
-std::string make_endpoint(const Daemon& d, const std::string& tenant, const std::string& url,
-                          const std::string& policy) {
-  Reply r =
-      create_endpoint(d, tenant, "{\"url\":" + quote(url) + ",\"policy\":" + quote(policy) + "}");
-  EXPECT_EQ(r.status, 201) << r.describe();
-  return r.json()["id"].str();
-}
-
-bool ended(const Json& detail) {
-  const std::string& s = detail["delivery"]["status"].str();
-  return s == "delivered" || s == "failed" || s == "dead" || s == "unknown";
-}
-
-Json wait_for(const Daemon& d, const std::string& t, const std::string& ep,
-              const std::string& event_id, const std::function<bool(const Json&)>& pred,
-              Millis timeout) {
-  Json last;
-  wait_until(
-      [&] {
-        last = delivery_for_event(d, t, ep, event_id);
-        return last.is_object() && pred(last);
-      },
-      timeout, 25ms);
-  return last;
-}
-
 // A delivery detail, briefly, for failure messages.
 std::string show(const Json& j) {
   const Json& d = j.has("delivery") ? j["delivery"] : j;
@@ -49,13 +23,6 @@ std::string show(const Json& j) {
                     " outcome_pending=" + d["outcome_pending"].str() + " state=" + d["state"].str();
   for (const Json& a : j["attempts"].items())
     out += " [" + a["kind"].str() + " " + a["outcome"].str() + " " + a["code"].str() + "]";
-  return out;
-}
-
-// The kinds of a delivery's history records, in order ("attempt", "resolution").
-std::vector<std::string> kinds(const Json& detail) {
-  std::vector<std::string> out;
-  for (const Json& a : detail["attempts"].items()) out.push_back(a["kind"].str());
   return out;
 }
 
@@ -68,16 +35,16 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
                                         dir.path());
   const std::string t = "unknowns";
   // quick: 3 attempts, auto-disable on exhaustion; steady: 13 attempts over ~4.7 s, no disable.
-  const std::string ep_q = make_endpoint(d, t, sink.base_url() + "/q", "quick");
-  const std::string ep_s = make_endpoint(d, t, sink.base_url() + "/s", "steady");
-  const std::string ep_m = make_endpoint(d, t, sink.base_url() + "/m", "quick");
-  const std::string ep_r = make_endpoint(d, t, sink.base_url() + "/r", "quick");
+  const std::string ep_q = endpoint_with_policy(d, t, sink.base_url() + "/q", "quick");
+  const std::string ep_s = endpoint_with_policy(d, t, sink.base_url() + "/s", "steady");
+  const std::string ep_m = endpoint_with_policy(d, t, sink.base_url() + "/m", "quick");
+  const std::string ep_r = endpoint_with_policy(d, t, sink.base_url() + "/r", "quick");
   ASSERT_FALSE(ep_q.empty() || ep_s.empty() || ep_m.empty() || ep_r.empty());
   Reply in = submit_event(d, t, "u-1", "payment.captured", R"({"amount":4200})");
   ASSERT_EQ(in.status, 202) << in.describe();
 
   // Still retrying after an UNKNOWN attempt: shown as such.
-  Json retrying = wait_for(
+  Json retrying = wait_delivery(
       d, t, ep_s, "u-1",
       [](const Json& j) {
         return j["delivery"]["attempts"].i64() >= 1 && j["delivery"]["status"].str() == "pending";
@@ -87,7 +54,7 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
   EXPECT_EQ(retrying["delivery"]["outcome_pending"].str(), "unknown") << show(retrying);
 
   // Budget spent on UNKNOWN outcomes: unknown, and the endpoint is auto-disabled all the same.
-  Json q = wait_for(d, t, ep_q, "u-1", ended, scaled(10s));
+  Json q = wait_delivery(d, t, ep_q, "u-1", delivery_ended, scaled(10s));
   EXPECT_EQ(q["delivery"]["status"].str(), "unknown") << show(q);
   EXPECT_EQ(q["delivery"]["attempts"].i64(), 3);
   for (const Json& a : q["attempts"].items()) EXPECT_EQ(a["outcome"].str(), "unknown") << show(q);
@@ -95,16 +62,16 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
   EXPECT_EQ(ep_q_now["state"].str(), "disabled") << show(ep_q_now);
 
   // One UNKNOWN, then a 200: delivered, nothing pending.
-  Json m = wait_for(d, t, ep_m, "u-1", ended, scaled(10s));
+  Json m = wait_delivery(d, t, ep_m, "u-1", delivery_ended, scaled(10s));
   EXPECT_EQ(m["delivery"]["status"].str(), "delivered") << show(m);
   EXPECT_EQ(m["delivery"]["attempts"].i64(), 2);
   EXPECT_TRUE(m["delivery"]["outcome_pending"].is_null()) << show(m);
 
   // Definitive failures (400, retried by smengo until spent): dead as before, not unknown.
-  Json r = wait_for(d, t, ep_r, "u-1", ended, scaled(10s));
+  Json r = wait_delivery(d, t, ep_r, "u-1", delivery_ended, scaled(10s));
   EXPECT_EQ(r["delivery"]["status"].str(), "dead") << show(r);
 
-  Json s = wait_for(d, t, ep_s, "u-1", ended, scaled(20s));
+  Json s = wait_delivery(d, t, ep_s, "u-1", delivery_ended, scaled(20s));
   EXPECT_EQ(s["delivery"]["status"].str(), "unknown") << show(s);
   EXPECT_EQ(get_endpoint(d, t, ep_s)["state"].str(), "enabled");
 
@@ -144,7 +111,8 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
   ASSERT_EQ(resolved.status, 200) << resolved.describe();
   Json rj = resolved.json();
   EXPECT_EQ(rj["delivery"]["status"].str(), "delivered") << resolved.body;
-  EXPECT_EQ(kinds(rj), (std::vector<std::string>{"attempt", "attempt", "attempt", "resolution"}))
+  EXPECT_EQ(history_kinds(rj),
+            (std::vector<std::string>{"attempt", "attempt", "attempt", "resolution"}))
       << resolved.body;
   const Json& record = rj["attempts"][3];
   EXPECT_EQ(record["resolved_as"].str(), "delivered");
@@ -195,7 +163,7 @@ TEST(E2eUnknown, UnknownEndsNeedingReviewAndAnOperatorResolvesIt) {
   ASSERT_NO_THROW(d.start());
   Json q_after = get_delivery(d, t, q_id);
   EXPECT_EQ(q_after["delivery"]["status"].str(), "delivered") << show(q_after);
-  EXPECT_EQ(kinds(q_after),
+  EXPECT_EQ(history_kinds(q_after),
             (std::vector<std::string>{"attempt", "attempt", "attempt", "resolution"}))
       << show(q_after);
   Json s_after = get_delivery(d, t, s_id);
