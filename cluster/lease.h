@@ -67,7 +67,7 @@ struct LeaseOptions {
   Duration forget_after = minutes(1);
   Duration command_timeout = seconds(1);
   // The URL of this node's API, published with the heartbeat ({ns}:addr) so that other nodes
-  // can forward calls for the partitions this node owns (net/api/forward.h); empty: none yet
+  // can forward calls for the partitions this node owns (api/forward.h); empty: none yet
   // (set_advertise_url() once the listener is bound).
   std::string advertise_url;
 };

@@ -5,7 +5,7 @@
 // (ZADD, ZREM of the silent, ZRANGEBYSCORE) and returns the live list. The same script
 // publishes the node's API address (advertise_url) in the hash {ns}:addr, prunes the addresses
 // of pruned members, and returns the live members' addresses (for forwarding API calls to a
-// partition's owner, net/api/forward.h).
+// partition's owner, api/forward.h).
 // Invariants:
 //   - runs on one net::Loop thread (the caller's); nothing blocks; every command has a deadline;
 //   - the live list is sorted, without duplicates, and always contains this node while it runs

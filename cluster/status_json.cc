@@ -3,13 +3,13 @@
 #include <atomic>
 #include <cstdint>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 
 namespace ringcast::cluster {
 
 std::string render_cluster_status_json(const ClusterStatus& s, const LeaseCounters& c,
                                        const std::vector<std::string>& redis_nodes) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object();
   w.field("node_id", s.node_id);
   w.field("synced", s.synced);

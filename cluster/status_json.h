@@ -8,7 +8,7 @@
 //    "redis_nodes": [str, ...],                            the lease servers (or cluster seeds)
 //    "counters": {"acquired", "released", "lost", "fenced", "acquire_refused", "renewals",
 //                 "redis_errors"}}                         LeaseCounters, since the start
-// Strings are escaped (and invalid UTF-8 repaired) by net::api::JsonWriter, so the output is
+// Strings are escaped (and invalid UTF-8 repaired) by net::JsonWriter, so the output is
 // valid JSON whatever the node ids hold.
 #pragma once
 

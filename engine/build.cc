@@ -152,8 +152,8 @@ NotifierOptions notifier_options(const Config& cfg) {
   return n;
 }
 
-net::api::RestApiOptions api_options(const Config& cfg) {
-  net::api::RestApiOptions a;
+api::RestApiOptions api_options(const Config& cfg) {
+  api::RestApiOptions a;
   a.api_token = cfg.server.api_token;
   a.max_body_bytes = cfg.limits.max_body_bytes;
   a.max_bulk_body_bytes = cfg.limits.max_bulk_body_bytes;

@@ -7,7 +7,7 @@
 #include "engine/embedded.h"
 #include "engine/notifier.h"
 #include "engine/options.h"
-#include "net/api/rest_api.h"
+#include "api/rest_api.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "storage/rocks_store.h"
@@ -21,7 +21,7 @@ RedisModeOptions redis_mode_options(const Config& cfg);
 net::HttpTransportOptions transport_options(const Config& cfg);
 // Throws ConfigError when a named policy does not validate.
 EngineOptions engine_options(const Config& cfg);
-net::api::RestApiOptions api_options(const Config& cfg);
+api::RestApiOptions api_options(const Config& cfg);
 // The operator webhook (SPEC R8.4): the shards' transport options (same address guard,
 // allow-list, URL policy and CA) and the decoded secret. url is empty when none is configured.
 NotifierOptions notifier_options(const Config& cfg);

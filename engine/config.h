@@ -217,7 +217,7 @@ struct ClusterConfig {
   // queued for them, core/inbox.h): the most a queued event waits before its fan-out.
   Duration inbox_poll = milliseconds(100);
   // Where the other nodes reach this node's API ("http://<IP>:<port>"): published with the
-  // heartbeat; calls for partitions this node owns are forwarded there (net/api/forward.h).
+  // heartbeat; calls for partitions this node owns are forwarded there (api/forward.h).
   // Empty: derived from server.listen (with the bound port when it is 0); a listener on
   // 0.0.0.0 / :: names no address, so it then must be set.
   std::string advertise_url;

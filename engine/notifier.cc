@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "core/classify.h"
-#include "net/api/json_views.h"
-#include "net/api/json_writer.h"
+#include "api/json_views.h"
+#include "net/json_writer.h"
 #include "net/loop.h"
 
 namespace ringcast::engine {
@@ -33,7 +33,7 @@ class Notifier::Op final : public SendOp {
 };
 
 std::string notification_json(const Notification& n) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object();
   w.field("type", "ringcast.notification");
   w.field("kind", n.kind);
@@ -42,7 +42,7 @@ std::string notification_json(const Notification& n) {
   if (n.endpoint == 0) {
     w.null();
   } else {
-    w.value(net::api::id_text(n.endpoint));
+    w.value(api::id_text(n.endpoint));
   }
   w.key("reason");
   if (n.reason.is_none()) {
@@ -55,9 +55,9 @@ std::string notification_json(const Notification& n) {
   if (n.at == WallTime() || n.at == WallTime::max()) {
     w.null();
   } else {
-    w.value(net::api::rfc3339(n.at));
+    w.value(api::rfc3339(n.at));
   }
-  w.field("seq", net::api::id_text(n.seq));
+  w.field("seq", api::id_text(n.seq));
   w.end_object();
   return w.take();
 }

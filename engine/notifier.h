@@ -54,7 +54,7 @@ struct NotifierStats {
 };
 
 // {"type":"ringcast.notification","kind","tenant","endpoint","reason","message","at","seq"}:
-// the REST API's notification fields (net/api/json_views.cc write_notification: ids as decimal
+// the REST API's notification fields (api/json_views.cc write_notification: ids as decimal
 // strings, endpoint and reason null when unset, `at` RFC 3339 UTC) plus the envelope type.
 std::string notification_json(const Notification& n);
 // "ntf_<seq>": the webhook-id, stable across the retries of one notification (R11.3).

@@ -1,5 +1,5 @@
 // One Redis Stream entry mapped to an engine EventInput, checked by the same rules as the HTTP
-// intake's (net/api/rest_api.cc read_event): required fields, tenant / id / type form and
+// intake's (api/rest_api.cc read_event): required fields, tenant / id / type form and
 // length, and a payload that is one valid JSON value (SPEC R1). Invariant: map() either fills
 // `out` with a well-formed event or returns the reason (a stable code for the dead-letter
 // stream's `error_code`, and a message), never both; it allocates only for the event's bytes.

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 #include "net/http_request_parser.h"
 
 namespace ringcast::net {
@@ -47,7 +47,7 @@ const std::string* HttpRequest::header(std::string_view lower_name) const {
 
 HttpResponse HttpResponse::error(uint16_t status, std::string_view code, std::string_view message,
                                  std::string_view field) {
-  api::JsonWriter w;
+  JsonWriter w;
   w.begin_object().key("error").begin_object();
   w.field("code", code).field("message", message);
   if (!field.empty()) w.field("field", field);

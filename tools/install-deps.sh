@@ -26,6 +26,9 @@ TEST=(
   nginx-light wrk curl time util-linux procps iproute2 openssl ca-certificates python3
   redis-server redis-tools
   git clang-format
+  # the portal's browser tests (tests/portal: playwright-core from npm drives Debian's
+  # chromium) and the owner e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
+  chromium nodejs python3-aiosmtpd
 )
 case "$SET" in
   runtime) PKGS=("${RUNTIME[@]}") ;;
@@ -34,6 +37,9 @@ case "$SET" in
 esac
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# Debian's nodejs comes without npm (package npm); a nodejs from elsewhere (NodeSource's) has
+# npm inside and conflicts with Debian's npm package: ask for it only when no npm is there.
+if [ "$SET" = test ] && ! command -v npm >/dev/null; then PKGS+=(npm); fi
 
 missing=()
 for p in "${PKGS[@]}"; do installed "$p" || missing+=("$p"); done

@@ -1,6 +1,6 @@
 // The API addresses that nodes publish with their heartbeat ({ns}:addr, cluster/membership.h)
 // and LeaseManager::find_owner(), which the REST layer uses to forward a call to a partition's
-// owner (net/api/forward.h), against one real redis-server: each node's address is published
+// owner (api/forward.h), against one real redis-server: each node's address is published
 // (also one set after the start, as `ringcast serve` does once its port is bound), the lookup
 // names the lease holder and its address, a node that leaves takes its address along, a
 // crashed one loses it when it is pruned, and a stopped manager answers the lookup with an

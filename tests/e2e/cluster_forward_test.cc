@@ -1,7 +1,7 @@
 // End to end, cluster mode (ISSUE 16 "any node answers any API call"): three `ringcast serve`
 // nodes on a 3 + 3 Redis Cluster (tests/e2e/cluster_rig.h). For a tenant owned by each node,
 // every tenant-scoped call but intake is made on a node that does not own it — the call is
-// forwarded to the owner (net/api/forward.h) and answers what the owner answers; reads on a
+// forwarded to the owner (api/forward.h) and answers what the owner answers; reads on a
 // third node see what the second one changed. Then the owner of a tenant is SIGKILLed: a call
 // for it answers 503 with Retry-After at once (never hangs), and works again once another node
 // holds the partition.

@@ -1,10 +1,10 @@
-// The REST adapter (net/api/rest_api) on the real engine: engine::Embedded over RocksDB in a
+// The REST adapter (api/rest_api) on the real engine: engine::Embedded over RocksDB in a
 // temp dir, two shard threads, the HTTP transport delivering to a receiver on 127.0.0.1, the
 // API served over loopback sockets. Every route: its success shape, 400 naming the field, 401
 // without the token, 404 naming what is unknown, 409 conflicts, bulk per-line results, and
 // what a stopping engine answers (503). The tests live here, not in tests/net, because the
 // net test binary must not link the engine (engine depends on net, not the other way round).
-#include "net/api/rest_api.h"
+#include "api/rest_api.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -28,10 +28,10 @@
 #include "net/http_server.h"
 #include "net/signing.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/net/api_test_client.h"
+#include "tests/net/http_test_client.h"
 #include "tests/support/temp_dir.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 using examples::ReceivedRequest;
@@ -147,7 +147,7 @@ class RestApiEngineTest : public ::testing::Test {
     }
     o.api_token = o.api_token.empty() ? kToken : o.api_token;
     api_ = std::make_unique<RestApi>(core_->engine(), o);
-    server_ = std::make_unique<HttpServerThread>(*api_, HttpServerOptions{});
+    server_ = std::make_unique<net::HttpServerThread>(*api_, net::HttpServerOptions{});
     ASSERT_TRUE(server_->start().ok());
     client_ = std::make_unique<TestClient>(server_->port());
   }
@@ -229,7 +229,7 @@ class RestApiEngineTest : public ::testing::Test {
   std::vector<Delivery> done_;
   std::unique_ptr<engine::Embedded> core_;
   std::unique_ptr<RestApi> api_;
-  std::unique_ptr<HttpServerThread> server_;
+  std::unique_ptr<net::HttpServerThread> server_;
   std::unique_ptr<TestClient> client_;
   std::vector<std::unique_ptr<simdjson::dom::parser>> parsers_;
 };
@@ -285,7 +285,7 @@ TEST_F(RestApiEngineTest, NoConfiguredTokenRefusesEverything) {
   RestApiOptions o;
   o.api_token = "";
   api_ = std::make_unique<RestApi>(core_->engine(), o);  // start() would put the token back
-  server_ = std::make_unique<HttpServerThread>(*api_, HttpServerOptions{});
+  server_ = std::make_unique<net::HttpServerThread>(*api_, net::HttpServerOptions{});
   ASSERT_TRUE(server_->start().ok());
   TestClient c(server_->port());
   ClientResponse r =
@@ -1129,4 +1129,4 @@ TEST_F(RestApiEngineTest, ClusterRouteAnswersTheStatusJson) {
 }
 
 }  // namespace
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "net/api/rest_api.h"
+#include "api/rest_api.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/support/stub_engine.h"
 
@@ -21,8 +21,8 @@ inline constexpr const char* kToken = "fuzz-token";
 
 struct Api {
   test::StubEngine engine;
-  net::api::RestApiOptions options;
-  std::unique_ptr<net::api::RestApi> api;
+  api::RestApiOptions options;
+  std::unique_ptr<api::RestApi> api;
   simdjson::dom::parser dom;
 
   Api() {
@@ -33,7 +33,7 @@ struct Api {
     options.max_tenant_bytes = 16;
     options.max_type_bytes = 32;
     options.max_event_types = 4;
-    api = std::make_unique<net::api::RestApi>(engine, options);
+    api = std::make_unique<api::RestApi>(engine, options);
   }
 
   // No object repeats a name, at any depth.

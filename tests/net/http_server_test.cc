@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "tests/net/api_test_client.h"
+#include "tests/net/http_test_client.h"
 
 namespace ringcast::net {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 
 #include "tools/ringcast/cli_commands.h"
 
@@ -142,7 +142,7 @@ void run_get(GlobalOptions& g, DeliveryArgs& a) {
 }
 
 void run_resolve(GlobalOptions& g, DeliveryArgs& a) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object().field("outcome", a.outcome);
   if (!a.note.empty()) w.field("note", a.note);
   w.end_object();

@@ -4,7 +4,7 @@
 #include <memory>
 #include <optional>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 #include "tools/ringcast/cli_commands.h"
 
 namespace ringcast::cli {
@@ -126,7 +126,7 @@ void run_list(GlobalOptions& g, EndpointArgs& a) {
 
 // The JSON body of a create (POST) or an update (PATCH): only the fields given.
 std::string endpoint_body(const EndpointArgs& a) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object();
   if (!a.url.empty()) w.field("url", a.url);
   if (!a.event_types.empty() || a.all_events) {
@@ -197,7 +197,7 @@ void run_on_one(GlobalOptions& g, EndpointArgs& a, const std::string& method,
   if (!action.empty()) target += "/" + action;
   std::string body;
   if (action == "secret/rotate" && !a.secret.empty()) {
-    net::api::JsonWriter w;
+    net::JsonWriter w;
     w.begin_object().field("secret", a.secret).end_object();
     body = w.take();
   }

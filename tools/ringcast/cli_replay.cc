@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 #include "tools/ringcast/cli_commands.h"
 
 namespace ringcast::cli {
@@ -70,7 +70,7 @@ void print_job(simdjson::dom::element job) {
 }
 
 void run_resend(GlobalOptions& g, ReplayArgs& a) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object();
   if (!a.note.empty()) w.field("note", a.note);
   w.end_object();
@@ -106,7 +106,7 @@ void run_jobs_get(GlobalOptions& g, ReplayArgs& a) {
 }
 
 void run_recover(GlobalOptions& g, ReplayArgs& a) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object().field("since", a.since);
   if (!a.until.empty()) w.field("until", a.until);
   w.end_object();

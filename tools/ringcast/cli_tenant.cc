@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 #include "tools/ringcast/cli_commands.h"
 
 namespace ringcast::cli {
@@ -43,7 +43,7 @@ void run_breaker(GlobalOptions& g, const TenantArgs& a, bool reset) {
 }
 
 void run_subscription(GlobalOptions& g, const TenantArgs& a) {
-  net::api::JsonWriter w;
+  net::JsonWriter w;
   w.begin_object().field("active", a.active == "true").end_object();
   auto client = make_client(g);
   simdjson::dom::parser p;

@@ -210,7 +210,7 @@ int run_serve(const Config& cfg) {
     core->close();
   };
 
-  net::api::RestApiOptions api_opts = engine::api_options(cfg);
+  api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
   if (!cfg.intake.redis.empty()) {
     api_opts.intake_status = [&intake_views] {
@@ -224,12 +224,12 @@ int run_serve(const Config& cfg) {
       return cluster::render_cluster_status_json(lm->status(), lm->counters(), servers);
     };
     // Any node answers any tenant call (ISSUE 16): what this node does not own goes to the
-    // lease holder of the tenant's partition, at the address it publishes (net/api/forward.h).
+    // lease holder of the tenant's partition, at the address it publishes (api/forward.h).
     api_opts.forward.node_id = lm->options().node_id;
     api_opts.forward.timeout = cfg.cluster.forward_timeout;
     api_opts.forward.max_forwards = cfg.cluster.max_forwards;
     api_opts.forward.find_owner = [lm](Partition p,
-                                       Duration wait) -> Result<net::api::ForwardTarget> {
+                                       Duration wait) -> Result<api::ForwardTarget> {
       auto answer = std::make_shared<std::promise<Result<cluster::OwnerInfo>>>();
       std::future<Result<cluster::OwnerInfo>> got = answer->get_future();
       lm->find_owner(p, [answer](Result<cluster::OwnerInfo> r) { answer->set_value(r); });
@@ -238,7 +238,7 @@ int run_serve(const Config& cfg) {
                           "timeout");
       Result<cluster::OwnerInfo> r = got.get();
       if (!r.ok()) return r.error();
-      return net::api::ForwardTarget{std::move(r->node_id), std::move(r->url)};
+      return api::ForwardTarget{std::move(r->node_id), std::move(r->url)};
     };
   }
   for (const auto& r : cfg.intake.redis) {
@@ -256,7 +256,7 @@ int run_serve(const Config& cfg) {
     sources.push_back(std::move(*s));
   }
   if (!sources.empty()) intake_views.store(&source_views, std::memory_order_release);
-  net::api::RestApi api(*eng, std::move(api_opts));
+  api::RestApi api(*eng, std::move(api_opts));
   net::HttpServerThread server(api, engine::server_options(cfg));
   if (auto r = server.start(); !r.ok()) {
     std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
@@ -269,7 +269,7 @@ int run_serve(const Config& cfg) {
     // Config::validate() made sure one of the two exists.
     std::string url = cfg.cluster.advertise_url;
     if (url.empty())
-      url = net::api::derive_advertise_url(cfg.server.listen_ip, server.port()).value_or("");
+      url = api::derive_advertise_url(cfg.server.listen_ip, server.port()).value_or("");
     lm->set_advertise_url(url);
     std::printf("ringcast: cluster node %s advertises %s\n", lm->options().node_id.c_str(),
                 url.c_str());

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ringcast::net::api {
+namespace ringcast::net {
 
 // Appends `s` as a JSON string literal (with the quotes).
 void append_json_string(std::string& out, std::string_view s);
@@ -50,4 +50,4 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::net

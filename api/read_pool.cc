@@ -1,4 +1,4 @@
-#include "net/api/read_pool.h"
+#include "api/read_pool.h"
 
 #include <pthread.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 
 ReadPool::ReadPool(ReadPoolOptions options) : options_(options) {
   uint32_t n = std::max<uint32_t>(1, options_.threads);
@@ -92,4 +92,4 @@ HttpResponse ReadPool::stopped_response() {
   return r;
 }
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -14,7 +14,14 @@
 
 #include "net/http_server.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
+
+// The HTTP server's types (net/http_server.h) by their short names in this module.
+using net::HttpHandler;
+using net::HttpHeader;
+using net::HttpRequest;
+using net::HttpResponse;
+using net::Responder;
 
 struct ReadPoolOptions {
   uint32_t threads = 2;          // workers; at least 1
@@ -63,4 +70,4 @@ class ReadPool {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -1,10 +1,10 @@
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 
 #include <cassert>
 #include <charconv>
 #include <cmath>
 
-namespace ringcast::net::api {
+namespace ringcast::net {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -200,4 +200,4 @@ JsonWriter& JsonWriter::raw(std::string_view json) {
   return *this;
 }
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::net

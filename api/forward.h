@@ -32,7 +32,14 @@
 #include "core/types.h"
 #include "net/http_server.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
+
+// The HTTP server's types (net/http_server.h) by their short names in this module.
+using net::HttpHandler;
+using net::HttpHeader;
+using net::HttpRequest;
+using net::HttpResponse;
+using net::Responder;
 
 class ReadPool;
 
@@ -153,4 +160,4 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
   std::atomic<uint64_t> micros_total_{0};
 };
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -1,4 +1,4 @@
-#include "net/api/forward.h"
+#include "api/forward.h"
 
 #include <arpa/inet.h>
 #include <llhttp.h>
@@ -13,9 +13,9 @@
 #include <cstring>
 #include <utility>
 
-#include "net/api/read_pool.h"
+#include "api/read_pool.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 
 namespace {
 
@@ -510,4 +510,4 @@ std::string Forwarder::metrics_text() const {
   return out;
 }
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

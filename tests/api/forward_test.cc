@@ -1,10 +1,10 @@
-// Cluster mode's forwarding of tenant calls to the partition's owner (net/api/forward.h, ISSUE
+// Cluster mode's forwarding of tenant calls to the partition's owner (api/forward.h, ISSUE
 // 16), over real loopback sockets: two REST APIs, "node-a" whose engine answers not_owner and
 // "node-b" that owns the tenant; the owner lookup is a test function. Checks the address
 // parsing and derivation, the marking of forwarded requests, the hop limit, the failure answers
 // (nobody owns it, the owner has no address, refuses, never answers, too many forwards) and that
 // a forwarded call answers what the owner answers.
-#include "net/api/forward.h"
+#include "api/forward.h"
 
 #include <gtest/gtest.h>
 
@@ -21,11 +21,11 @@
 #include <thread>
 #include <vector>
 
-#include "net/api/rest_api.h"
-#include "tests/net/api_fake_engine.h"
-#include "tests/net/api_test_client.h"
+#include "api/rest_api.h"
+#include "tests/api/fake_engine.h"
+#include "tests/net/http_test_client.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 using test::ClientResponse;
@@ -146,7 +146,7 @@ struct Node {
       return owner;
     };
     api = std::make_unique<RestApi>(engine, o);
-    server = std::make_unique<HttpServerThread>(*api, HttpServerOptions{});
+    server = std::make_unique<net::HttpServerThread>(*api, net::HttpServerOptions{});
     if (!server->start().ok()) throw std::runtime_error("server did not start");
   }
   ~Node() {
@@ -170,7 +170,7 @@ struct Node {
   std::string node_id;
   OwnershipEngine engine;
   std::unique_ptr<RestApi> api;
-  std::unique_ptr<HttpServerThread> server;
+  std::unique_ptr<net::HttpServerThread> server;
   std::mutex mu;
   Result<ForwardTarget> owner = ForwardTarget{};
   std::atomic<int> lookups{0};
@@ -542,4 +542,4 @@ TEST(ForwardApi, AnOwnerThatNeverAnswersTimesOut) {
 }
 
 }  // namespace
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

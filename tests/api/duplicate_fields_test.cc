@@ -1,4 +1,4 @@
-// net/api/rest_api: a JSON name repeated at any depth of a request body is refused (400
+// api/rest_api: a JSON name repeated at any depth of a request body is refused (400
 // duplicate_field) with the field's path, never resolved to one of the values (issue 14.5).
 // Sans-I/O: RestApi::handle() against a StubEngine that answers inline, reads run inline.
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "net/api/rest_api.h"
+#include "api/rest_api.h"
 #include "tests/support/stub_engine.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 constexpr const char* kToken = "dup-test-token";
@@ -32,7 +32,7 @@ class DuplicateFieldsTest : public ::testing::Test {
     req.method = std::move(method);
     req.target = std::move(target);
     req.headers.push_back({"authorization", std::string("Bearer ") + kToken});
-    req.body.reserve(body.size() + kBodyPadding);  // as the server hands bodies over
+    req.body.reserve(body.size() + net::kBodyPadding);  // as the server hands bodies over
     req.body.assign(body);
     std::optional<HttpResponse> out;
     api_.handle(std::move(req), Responder::from_function([&](HttpResponse r) { out = r; }));
@@ -167,4 +167,4 @@ TEST_F(DuplicateFieldsTest, SameNamesInDifferentObjectsAreValidAndPassThroughByt
 }
 
 }  // namespace
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

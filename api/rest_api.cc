@@ -1,4 +1,4 @@
-#include "net/api/rest_api.h"
+#include "api/rest_api.h"
 
 #include "core/endpoint_headers.h"
 #include "core/input_rules.h"
@@ -20,13 +20,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "net/api/json_views.h"
-#include "net/api/json_writer.h"
-#include "net/api/read_pool.h"
+#include "api/json_views.h"
+#include "net/json_writer.h"
+#include "api/read_pool.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 
-static_assert(kBodyPadding >= simdjson::SIMDJSON_PADDING,
+static_assert(net::kBodyPadding >= simdjson::SIMDJSON_PADDING,
               "request bodies must carry simdjson's padding");
 
 namespace od = simdjson::ondemand;
@@ -1609,4 +1609,4 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
   c.answer(not_found("route " + std::string(path)));
 }
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -9,9 +9,12 @@
 
 #include "core/engine.h"
 #include "core/types.h"
-#include "net/api/json_writer.h"
+#include "net/json_writer.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
+
+using net::append_json_string;
+using net::JsonWriter;
 
 std::string rfc3339(WallTime t);   // "2026-01-01T00:00:00.000Z"
 std::string id_text(uint64_t id);  // decimal
@@ -33,4 +36,4 @@ void write_notification(JsonWriter& w, const Notification& n);
 const char* breaker_state_name(BreakerSnapshot::State s);
 const char* ladder_name(Ladder l);
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -10,12 +10,12 @@
 #include <mutex>
 #include <string>
 
-#include "net/api/rest_api.h"
-#include "tests/net/api_fake_engine.h"
+#include "api/rest_api.h"
+#include "tests/api/fake_engine.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 using ::testing::HasSubstr;
@@ -41,7 +41,7 @@ class CliTest : public ::testing::Test {
     RestApiOptions o;
     o.api_token = kToken;
     api_ = std::make_unique<RestApi>(engine_, o);
-    server_ = std::make_unique<HttpServerThread>(*api_, HttpServerOptions{});
+    server_ = std::make_unique<net::HttpServerThread>(*api_, net::HttpServerOptions{});
     ASSERT_TRUE(server_->start().ok());
     server_arg_ = "127.0.0.1:" + std::to_string(server_->port());
   }
@@ -81,7 +81,7 @@ class CliTest : public ::testing::Test {
 
   test::FakeEngine engine_;
   std::unique_ptr<RestApi> api_;
-  std::unique_ptr<HttpServerThread> server_;
+  std::unique_ptr<net::HttpServerThread> server_;
   std::string server_arg_;
   test::TempDir dir_;
   int runs_ = 0;
@@ -473,7 +473,7 @@ TEST_F(CliTest, ClusterStatus) {
     return body;
   };
   RestApi api(engine_, o);
-  HttpServerThread server(api, HttpServerOptions{});
+  net::HttpServerThread server(api, net::HttpServerOptions{});
   ASSERT_TRUE(server.start().ok());
   const std::string addr = "127.0.0.1:" + std::to_string(server.port());
 
@@ -559,4 +559,4 @@ TEST_F(CliTest, ClusterStatus) {
 }
 
 }  // namespace
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

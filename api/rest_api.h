@@ -42,10 +42,10 @@
 
 #include "core/engine.h"
 #include "core/result.h"
-#include "net/api/forward.h"
+#include "api/forward.h"
 #include "net/http_server.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 
 struct RestApiOptions {
   std::string api_token;                              // empty: every /v1 request gets 401
@@ -71,7 +71,7 @@ struct RestApiOptions {
   // unset (single-node mode): 404 not_cluster. Called on the HTTP loop thread; it must not
   // block.
   std::function<std::string()> cluster_status;
-  // Cluster mode (ISSUE 16, net/api/forward.h): a tenant call this node's engine answers
+  // Cluster mode (ISSUE 16, api/forward.h): a tenant call this node's engine answers
   // not_owner (every tenant route but event intake) is forwarded to the partition's owner and
   // its answer relayed. Off while forward.find_owner is unset.
   ForwardOptions forward;
@@ -128,4 +128,4 @@ bool is_url_form_code(std::string_view code);
 // on a bad escape.
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

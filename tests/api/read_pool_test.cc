@@ -2,7 +2,7 @@
 // engine stalls neither probes nor intake, a full read queue answers 503 + Retry-After, the held
 // read completes with the same body as an inline read, and stopping with reads in flight is
 // clean (run under ASan too).
-#include "net/api/read_pool.h"
+#include "api/read_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "net/api/rest_api.h"
-#include "tests/net/api_fake_engine.h"
-#include "tests/net/api_test_client.h"
+#include "api/rest_api.h"
+#include "tests/api/fake_engine.h"
+#include "tests/net/http_test_client.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 using test::ClientResponse;
@@ -51,7 +51,7 @@ class ReadPoolApiTest : public ::testing::Test {
     o.read_threads = 1;
     o.max_queued_reads = 1;
     api_ = std::make_unique<RestApi>(engine_, o);
-    server_ = std::make_unique<HttpServerThread>(*api_, HttpServerOptions{});
+    server_ = std::make_unique<net::HttpServerThread>(*api_, net::HttpServerOptions{});
     ASSERT_TRUE(server_->start().ok());
   }
   void TearDown() override {
@@ -100,7 +100,7 @@ class ReadPoolApiTest : public ::testing::Test {
 
   FakeEngine engine_;
   std::unique_ptr<RestApi> api_;
-  std::unique_ptr<HttpServerThread> server_;
+  std::unique_ptr<net::HttpServerThread> server_;
 };
 
 TEST_F(ReadPoolApiTest, HeldReadStallsNeitherProbesNorIntakeAndCompletes) {
@@ -316,4 +316,4 @@ TEST(ReadPool, AnswersEveryJobOnceAndBoundsTheQueue) {
 }
 
 }  // namespace
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api

@@ -1,4 +1,4 @@
-#include "net/api/json_views.h"
+#include "api/json_views.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "net/signing.h"
 
-namespace ringcast::net::api {
+namespace ringcast::api {
 namespace {
 
 bool is_set(WallTime t) {
@@ -64,7 +64,7 @@ std::string id_text(uint64_t id) {
 }
 
 std::string secret_text(const Secret& s) {
-  return "whsec_" + base64_encode(s.key);
+  return "whsec_" + net::base64_encode(s.key);
 }
 
 const char* breaker_state_name(BreakerSnapshot::State s) {
@@ -281,4 +281,4 @@ void write_notification(JsonWriter& w, const Notification& n) {
   w.end_object();
 }
 
-}  // namespace ringcast::net::api
+}  // namespace ringcast::api
