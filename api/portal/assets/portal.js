@@ -574,8 +574,15 @@
           clear($('secret-body')); // the new secret is shown once, never kept
           clear($('secret-foot'));
         }
-        const back = lastFocus;
+        let back = lastFocus;
         lastFocus = null;
+        if (back && !document.contains(back) && back.dataset && back.closest) {
+          // The list was redrawn meanwhile: the same row's button, or the same card's action.
+          const row = back.dataset.testid === 'delivery-open' && openedDelivery
+            ? document.querySelector(`[data-testid="delivery-row"][data-delivery-id="${CSS.escape(openedDelivery)}"] [data-testid="delivery-open"]`)
+            : null;
+          back = row;
+        }
         if (back && document.contains(back) && typeof back.focus === 'function') back.focus();
       });
     }
@@ -833,8 +840,10 @@
   }
 
   let detailSeq = 0;
+  let openedDelivery = '';
   async function openDelivery(id) {
     const seq = ++detailSeq;
+    openedDelivery = id;
     const dlg = $('delivery-dialog');
     const box = $('delivery-detail');
     clear(box);
