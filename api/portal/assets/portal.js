@@ -335,7 +335,7 @@
     const i = state.endpoints.findIndex((e) => e.id === ep.id);
     if (i < 0) return;
     state.endpoints[i] = Object.assign({}, state.endpoints[i], ep);
-    const card = document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(ep.id)}"]`);
+    const card = cardOf(ep.id);
     if (card) {
       const focusedAction = document.activeElement && card.contains(document.activeElement)
         ? document.activeElement.dataset.action : null;
@@ -450,17 +450,22 @@
         })));
   }
 
+  const cardOf = (id) =>
+    document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(id)}"]`);
+
+  // The result line of an endpoint's card (looked up at each write: the card may be redrawn).
   function cardResult(id) {
-    const card = document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(id)}"]`);
-    const el = card && card.querySelector('[data-testid="card-result"]');
     return {
-      set(kind, ...content) {
-        const live = document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(id)}"] [data-testid="card-result"]`) || el;
+      set(kind, content, extra = {}) {
+        const card = cardOf(id);
+        const live = card && card.querySelector('[data-testid="card-result"]');
         if (!live) return;
         clear(live);
-        live.dataset.kind = kind;
         live.className = `card-result result-${kind}`;
-        append(live, content);
+        live.dataset.kind = kind;
+        if (extra.deliveryId) live.dataset.deliveryId = extra.deliveryId;
+        else delete live.dataset.deliveryId;
+        append(live, [content]);
       },
     };
   }
@@ -482,7 +487,7 @@
   }
 
   function setCardBusy(id, busy) {
-    const card = document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(id)}"]`);
+    const card = cardOf(id);
     if (!card) return;
     card.setAttribute('aria-busy', busy ? 'true' : 'false');
     for (const b of card.querySelectorAll('.card-actions button')) b.disabled = busy;
@@ -500,18 +505,18 @@
       resume: 'Resumed: deliveries go out again.',
       enable: 'Enabled: new events are delivered again.' }[action];
     if (data && data.id) replaceEndpoint(data);
-    cardResult(id).set('ok', done);
+    out.set('ok', done);
     $('endpoints-status').textContent = done;
     refreshHealth();
   }
 
+  // R8.5 "send a test event, see 2xx": POST .../test, then follow the test delivery to its end.
   async function sendTest(id, out) {
     out.set('wait', 'Sending a test event…');
     const { data } = await api('POST', `${tenantPath()}/endpoints/${encodeURIComponent(id)}/test`);
     const did = data && data.delivery_id;
     if (!did) throw new Error('the server did not name the test delivery');
-    const res = cardResult(id);
-    res.set('wait', `Test sent (delivery ${did}); waiting for your server's answer…`);
+    out.set('wait', `Test sent (delivery ${did}); waiting for your server's answer…`);
     const deadline = Date.now() + 60000;
     let detail = null;
     while (Date.now() < deadline) {
@@ -520,34 +525,31 @@
       } catch (e) {
         if (!(e instanceof ApiError) || e.status !== 404) throw e; // not readable yet
       }
-      if (detail && detail.delivery && TERMINAL.has(detail.delivery.status)) break;
-      if (detail && detail.delivery && detail.delivery.attempts > 0 && detail.delivery.status === 'pending') {
-        // Retrying: report the first answer, keep waiting for the end.
-        res.set('wait', `Test delivery ${did}: attempt ${detail.delivery.attempts} got ${responseText(detail.delivery)}; retrying…`);
+      const d = detail && detail.delivery;
+      if (d && TERMINAL.has(d.status)) break;
+      if (d && d.attempts > 0) {
+        out.set('wait', `Test delivery ${did}: attempt ${d.attempts} got ${responseText(d)}; retrying…`);
       }
       await sleep(400);
     }
     loadDeliveries();
-    if (!detail || !detail.delivery || !TERMINAL.has(detail.delivery.status)) {
-      res.set('wait', `Test delivery ${did} is still running; see Recent deliveries.`);
+    const d = detail && detail.delivery;
+    if (!d || !TERMINAL.has(d.status)) {
+      out.set('wait', `Test delivery ${did} is still running; see Recent deliveries.`);
       return;
     }
-    const d = detail.delivery;
     const last = (detail.attempts || []).filter((a) => a.kind === 'attempt').pop();
     const took = last ? ` in ${fmtMs(last.duration_ms)}` : '';
-    const link = h('button', {
+    const details = h('button', {
       type: 'button',
       class: 'btn-link',
-      text: 'details',
+      text: 'Show details',
       on: { click: () => openDelivery(did) },
     });
-    if (d.status === 'delivered') {
-      res.set('ok', `Test delivered: your server answered ${responseText(d)}${took}. `, link);
-    } else {
-      res.set('bad', `Test ${humanize(d.status)}: ${responseText(d)}${took}. `, link);
-    }
-    const card = document.querySelector(`[data-testid="endpoint-card"][data-endpoint-id="${CSS.escape(id)}"] [data-testid="card-result"]`);
-    if (card) card.dataset.deliveryId = did;
+    const text = d.status === 'delivered'
+      ? `Test delivered: your server answered ${responseText(d)}${took}. `
+      : `Test ${humanize(d.status)}: ${responseText(d)}${took}. `;
+    out.set(d.status === 'delivered' ? 'ok' : 'bad', [text, details], { deliveryId: did });
   }
 
   // ---------------------------------------------------------------------------------------
