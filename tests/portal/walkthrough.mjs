@@ -16,6 +16,8 @@
 //   RINGCAST_PORTAL_NODE_DIR      the dir tests/portal/setup.sh installed node_modules into
 //   RINGCAST_PORTAL_CHROMIUM      the browser (default /usr/bin/chromium)
 //   RINGCAST_PORTAL_TIMEOUT_MS    per-wait timeout (default 20000)
+// Links are minted here with the admin token: POST /v1/tenants/{t}/portal-links
+// {"scope", "ttl_seconds"?} → {"url", "token", "scope", "expires_at"}.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -437,16 +439,20 @@ async function main() {
     // Without a session the REST API refuses the browser too.
     const st = await p.evaluate((u) => fetch(u, { credentials: 'same-origin' }).then((r) => r.status), `${tpath}/endpoints`);
     check(st === 401, `GET ${tpath}/endpoints without a session answered ${st}`);
-    const expired = process.env.RINGCAST_PORTAL_EXPIRED_TOKEN;
-    if (expired) {
-      await p.goto('about:blank');
-      await p.goto(`${base}/portal/#link=${encodeURIComponent(expired)}`);
-      await p.waitForSelector('#auth-error', { state: 'visible' });
-      const c2 = await p.getAttribute('#auth-error', 'data-code');
-      check(c2 === 'link_expired', `an expired link gives "${c2}"`);
-      summary.expired_link_code = c2;
-    }
     summary.tampered_link_code = code;
+    // A link minted with the shortest life the API allows (ttl_seconds: 1), opened after it.
+    const short = await mintLink({ scope: 'manage', ttl_seconds: 1 });
+    let left = new Date(short.expires_at).getTime() - Date.now();
+    if (!Number.isFinite(left)) left = 1000;
+    await p.waitForTimeout(Math.max(0, Math.min(left, 5000)) + 600);
+    await p.goto('about:blank');
+    await p.goto(linkUrl(short));
+    await p.waitForSelector('#auth-error', { state: 'visible' });
+    const c2 = await p.getAttribute('#auth-error', 'data-code');
+    check(c2 === 'link_expired', `an expired link gives "${c2}"`);
+    check(/expired/i.test(await p.textContent('#auth-error-title')), 'the expired link\'s page does not say it expired');
+    check(await p.locator('[data-testid="endpoint-card"]').count() === 0, 'cards are shown after an expired link');
+    summary.expired_link_code = c2;
     const title = await p.textContent('#auth-error-title');
     check(/expired|not valid/i.test(title), `the refusal's title reads "${title}"`);
     const file = path.join(shots, 'expired-link.png');
