@@ -292,6 +292,18 @@ struct Attempt {
   std::string response_prefix;  // first kResponsePrefixBytes of the body
 };
 
+// A tenant-scoped API key (ISSUE 18). The key a client holds is "rck_<id>_<secret>"; the store
+// keeps only the SHA-256 of the secret part, so a store dump reveals no usable key.
+struct ApiKey {
+  std::string id;           // 16 lower-case hex digits; public (shown as the prefix "rck_<id>")
+  std::string tenant;       // the only tenant it reaches
+  std::string secret_hash;  // SHA-256 of the secret part, 32 raw bytes
+  std::string name;         // the admin's label, may be empty
+  bool read_only = false;   // GET and HEAD only
+  WallTime created_at;
+  WallTime expires_at;  // zero: never
+};
+
 // Operator notification (R8.4): e.g. an endpoint was auto-disabled.
 struct Notification {
   uint64_t seq = 0;  // (partition << 48) | sequence, like the other ids

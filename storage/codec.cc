@@ -393,6 +393,32 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   return t;
 }
 
+// ---- API key (ISSUE 18) ------------------------------------------------------------------------
+void encode_api_key(const ApiKey& k, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_bytes(out, k.tenant);
+  put_bytes(out, k.secret_hash);
+  put_bytes(out, k.name);
+  put_u8(out, k.read_only ? 1 : 0);
+  put_zigzag(out, k.created_at.ns());
+  put_zigzag(out, k.expires_at.ns());
+}
+
+Result<ApiKey> decode_api_key(std::string_view id, std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("api key: bad version or empty value");
+  ApiKey k;
+  k.id.assign(id);
+  k.tenant = r.bytes();
+  k.secret_hash = r.bytes();
+  k.name = r.bytes();
+  k.read_only = r.u8_max(1) != 0;
+  k.created_at = WallTime::from_ns(r.zz());
+  k.expires_at = WallTime::from_ns(r.zz());
+  if (!r.done() || k.secret_hash.size() != 32) return corrupt("api key: truncated or bad hash");
+  return k;
+}
+
 // ---- idempotency key --------------------------------------------------------------------------
 void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out) {
   out.push_back(static_cast<char>(kValueVersion));
