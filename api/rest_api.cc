@@ -9,6 +9,7 @@
 #include <simdjson.h>
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -18,11 +19,14 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "api/json_views.h"
-#include "net/json_writer.h"
+#include "api/keys.h"
+#include "api/portal.h"
 #include "api/read_pool.h"
+#include "net/json_writer.h"
 
 namespace ringcast::api {
 
@@ -442,6 +446,8 @@ struct Call {
   Responder& responder;
   std::vector<std::string>& segs;
   ReadPool* reads;  // null: delivery-log reads run inline
+  const Principal& who;
+  const Portal* portal;
 
   void answer(HttpResponse r) { responder.send(std::move(r)); }
   void answer(const Bad& b) {
@@ -992,7 +998,11 @@ void submit_bulk(Call& c) {
     lr.bad = read_event(c.parsers, c.opt, body.data() + start, line.size(), body.capacity() - start,
                         nullptr, ev);
     lr.event_id = ev.id;
-    if (!lr.bad) {
+    if (!lr.bad && !c.who.admin() && ev.tenant != c.who.tenant) {
+      // A tenant key reaches its own tenant only, and says nothing of another's existence.
+      lr.result = Result<SubmitResult>(make_error(
+          Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant", "unknown_tenant"));
+    } else if (!lr.bad) {
       batch_line.push_back(lines->size());
       batch.push_back(std::move(ev));
     }
@@ -1379,6 +1389,290 @@ void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
                             job_answer(share(std::move(c.responder)), 202));
 }
 
+// -- ISSUE 18: keys, portal links, the attempts chart --
+
+WallTime wall_now() {
+  return WallTime::from_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
+}
+
+void write_key(Writer& w, const ApiKey& k, WallTime now) {
+  w.begin_object()
+      .field("id", k.id)
+      .field("prefix", KeyRegistry::prefix_of(k))
+      .field("tenant", k.tenant)
+      .field("name", k.name)
+      .field("scope", k.read_only ? "read_only" : "read_write")
+      .field("created_at", rfc3339(k.created_at))
+      .key("expires_at");
+  if (k.expires_at == WallTime()) {
+    w.null();
+  } else {
+    w.value(rfc3339(k.expires_at));
+  }
+  w.field("expired", k.expires_at != WallTime() && now >= k.expires_at);
+  w.end_object();
+}
+
+// GET|POST /v1/tenants/{t}/keys, DELETE /v1/tenants/{t}/keys/{id} (admin only: handle()).
+// POST {"name"?, "scope"?: "read_write"|"read_only", "expires_at"?: RFC 3339} → 201 with the
+// key itself ("key"), shown this once.
+void key_routes(Call& c, const std::string& tenant) {
+  KeyRegistry* keys = c.opt.keys;
+  if (keys == nullptr) {
+    return c.answer(HttpResponse::error(404, "keys_off", "this server keeps no tenant keys"));
+  }
+  const std::string& m = c.req.method;
+  if (c.segs.size() == 5) {
+    if (m != "DELETE") return c.answer(method_not_allowed("DELETE"));
+    return c.read([keys, tenant, id = c.segs[4]]() -> HttpResponse {
+      if (auto r = keys->revoke(tenant, id); !r) return error_response(r.error());
+      HttpResponse gone;
+      gone.status = 204;
+      gone.content_type.clear();
+      return gone;
+    });
+  }
+  if (m == "GET") {
+    Writer w;
+    const WallTime now = wall_now();
+    w.begin_object().key("keys").begin_array();
+    for (const ApiKey& k : keys->list(tenant)) write_key(w, k, now);
+    w.end_array().end_object();
+    return c.answer(ok_json(200, w));
+  }
+  if (m != "POST") return c.answer(method_not_allowed("GET, POST"));
+  std::string name;
+  bool read_only = false;
+  WallTime expires_at;
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "name") {
+          if (auto e = get_string(v, "name", name)) return e;
+          if (name.size() > kMaxKeyNameBytes || !printable_text(name)) {
+            return Bad{"invalid_value",
+                       "name is at most " + std::to_string(kMaxKeyNameBytes) +
+                           " bytes without control characters",
+                       "name"};
+          }
+          return std::nullopt;
+        }
+        if (key == "scope") {
+          std::string s;
+          if (auto e = get_string(v, "scope", s)) return e;
+          if (s != "read_write" && s != "read_only") {
+            return Bad{"invalid_value", "scope is read_write or read_only", "scope"};
+          }
+          read_only = s == "read_only";
+          return std::nullopt;
+        }
+        if (key == "expires_at") {
+          if (is_null(v)) return std::nullopt;
+          std::string s;
+          if (auto e = get_string(v, "expires_at", s)) return e;
+          auto t = parse_rfc3339(s);
+          if (!t) return Bad{"invalid_value", "expires_at is an RFC 3339 time", "expires_at"};
+          expires_at = *t;
+          return std::nullopt;
+        }
+        return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+      });
+  if (bad) return c.answer(*bad);
+  c.read([keys, tenant, name = std::move(name), read_only, expires_at]() mutable -> HttpResponse {
+    const WallTime now = wall_now();
+    if (expires_at != WallTime() && expires_at <= now) {
+      return HttpResponse::error(400, "invalid_value", "expires_at is in the past", "expires_at");
+    }
+    auto made = keys->create(tenant, std::move(name), read_only, expires_at, now);
+    if (!made) return error_response(made.error());
+    Writer w;
+    w.begin_object().field("key", made->text).key("record");
+    write_key(w, made->record, now);
+    w.end_object();
+    return ok_json(201, w);
+  });
+}
+
+// POST /v1/tenants/{t}/portal-links {"scope"?: "manage"|"view", "ttl_seconds"?} → 201
+// {"url", "token", "scope", "expires_at"}. A read-only key or view session mints view links.
+void portal_links(Call& c, const std::string& tenant) {
+  if (c.req.method != "POST") return c.answer(method_not_allowed("POST"));
+  if (c.portal == nullptr || !c.portal->enabled()) {
+    return c.answer(HttpResponse::error(503, "portal_off",
+                                        "the portal needs server.api_token or portal.secret"));
+  }
+  const PortalOptions& po = c.portal->options();
+  PortalScope scope = c.who.read_only ? PortalScope::kView : PortalScope::kManage;
+  uint64_t ttl_s = static_cast<uint64_t>(po.link_ttl.count() / 1'000'000'000);
+  const uint64_t ttl_max = static_cast<uint64_t>(po.link_ttl_max.count() / 1'000'000'000);
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "scope") {
+          std::string s;
+          if (auto e = get_string(v, "scope", s)) return e;
+          auto sc = parse_portal_scope(s);
+          if (!sc) return Bad{"invalid_value", "scope is manage or view", "scope"};
+          scope = *sc;
+          return std::nullopt;
+        }
+        if (key == "ttl_seconds") {
+          if (auto e = get_uint(v, "ttl_seconds", ttl_max, ttl_s)) return e;
+          if (ttl_s == 0) return Bad{"invalid_value", "ttl_seconds is at least 1", "ttl_seconds"};
+          return std::nullopt;
+        }
+        return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+      });
+  if (bad) return c.answer(*bad);
+  if (scope == PortalScope::kManage && c.who.read_only) {
+    return c.answer(
+        HttpResponse::error(403, "read_only", "a read-only key mints view links only", "scope"));
+  }
+  const WallTime now = wall_now();
+  const WallTime expires = now + std::chrono::seconds(ttl_s);
+  const std::string token = c.portal->mint_link(tenant, scope, expires);
+  const std::string* host = c.req.header("host");
+  const std::string* proto = c.req.header("x-forwarded-proto");
+  Writer w;
+  w.begin_object()
+      .field("url", c.portal->link_url(token, host ? *host : "localhost",
+                                       proto != nullptr && *proto == "https"))
+      .field("token", token)
+      .field("scope", portal_scope_name(scope))
+      .field("expires_at", rfc3339(expires))
+      .end_object();
+  c.answer(ok_json(201, w));
+}
+
+// GET /v1/tenants/{t}/stats/attempts: the last 24 hours of the tenant's attempts by outcome, in
+// hourly buckets (oldest first), read from the delivery log: the newest
+// stats_max_deliveries deliveries created in the window and every attempt of theirs.
+void attempt_stats(Call& c, const std::string& tenant) {
+  if (c.req.method != "GET") return c.answer(method_not_allowed("GET"));
+  c.read([&engine = c.engine, tenant, cap = c.opt.stats_max_deliveries]() -> HttpResponse {
+    constexpr int kBuckets = 24;
+    constexpr int64_t kBucketMs = 3'600'000;
+    const int64_t now_ms = wall_now().ms();
+    const int64_t to_ms = (now_ms / kBucketMs + 1) * kBucketMs;  // the current hour's end
+    const int64_t from_ms = to_ms - kBuckets * kBucketMs;
+    struct Bucket {
+      uint64_t delivered = 0, failed = 0, unknown = 0;
+    };
+    std::array<Bucket, kBuckets> b{};
+    bool truncated = false;
+    size_t seen = 0;
+    std::string cursor;
+    bool done = false;
+    while (!done) {
+      auto page = engine.list_deliveries(tenant, std::nullopt, std::nullopt, 200, cursor);
+      if (!page) return error_response(page.error());
+      if (page->items.empty() && cursor.empty()) {
+        if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
+      }
+      for (const Delivery& d : page->items) {
+        // Attempts can come later than their delivery's creation, never earlier.
+        if (d.created_at.ms() < from_ms - 7 * 24 * kBucketMs) {
+          done = true;
+          break;
+        }
+        if (d.attempts == 0) continue;
+        if (seen++ >= cap) {
+          truncated = true;
+          done = true;
+          break;
+        }
+        auto detail = engine.get_delivery(tenant, d.id);
+        if (!detail) return error_response(detail.error());
+        if (!detail->has_value()) continue;
+        for (const Attempt& a : (*detail)->attempts) {
+          if (is_history_record(a.number) || is_check_record(a.number)) continue;
+          const int64_t at = a.started_at.ms();
+          if (at < from_ms || at >= to_ms) continue;
+          Bucket& x = b[static_cast<size_t>((at - from_ms) / kBucketMs)];
+          switch (a.outcome) {
+            case Outcome::kSuccess:
+              x.delivered++;
+              break;
+            case Outcome::kUnknown:
+              x.unknown++;
+              break;
+            default:
+              x.failed++;
+          }
+        }
+      }
+      if (page->next_cursor.empty()) break;
+      cursor = page->next_cursor;
+    }
+    Writer w;
+    w.begin_object()
+        .field("tenant", tenant)
+        .field("from", rfc3339(WallTime::from_ns(from_ms * 1'000'000)))
+        .field("to", rfc3339(WallTime::from_ns(to_ms * 1'000'000)))
+        .field("bucket_seconds", static_cast<uint64_t>(kBucketMs / 1000))
+        .key("buckets")
+        .begin_array();
+    for (int i = 0; i < kBuckets; ++i) {
+      w.begin_object()
+          .field("start", rfc3339(WallTime::from_ns((from_ms + i * kBucketMs) * 1'000'000)))
+          .field("delivered", b[i].delivered)
+          .field("failed", b[i].failed)
+          .field("unknown", b[i].unknown)
+          .end_object();
+    }
+    w.end_array().field("truncated", truncated).end_object();
+    return ok_json(200, w);
+  });
+}
+
+// GET|PUT /v1/tenants/{t}/settings {"owner_email": "a@b.example" | null} (ISSUE 18).
+void tenant_settings(Call& c, const std::string& tenant) {
+  auto r = share(std::move(c.responder));
+  auto answer = [r, tenant](Result<TenantSettings> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    w.begin_object().field("tenant", tenant).key("owner_email");
+    if (res->owner_email.empty()) {
+      w.null();
+    } else {
+      w.value(res->owner_email);
+    }
+    w.end_object();
+    r->send(ok_json(200, w));
+  };
+  const std::string& m = c.req.method;
+  if (m == "GET") return c.engine.get_tenant_settings(tenant, std::move(answer));
+  if (m != "PUT") return r->send(method_not_allowed("GET, PUT"));
+  std::optional<std::string> email;
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key != "owner_email") {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        if (is_null(v)) {
+          email = std::string();
+          return std::nullopt;
+        }
+        std::string s;
+        if (auto e = get_string(v, "owner_email", s)) return e;
+        if (!valid_email(s)) {
+          return Bad{"invalid_value", "owner_email must be an address like owner@example.com",
+                     "owner_email"};
+        }
+        email = std::move(s);
+        return std::nullopt;
+      });
+  if (bad) return r->send(HttpResponse::error(400, bad->code, bad->message, bad->field));
+  if (!email) {
+    return r->send(HttpResponse::error(400, "missing_field",
+                                       "owner_email is required (null clears it)", "owner_email"));
+  }
+  c.engine.set_tenant_settings(tenant, TenantSettings{std::move(*email)}, std::move(answer));
+}
+
 void tenant_routes(Call& c) {
   const auto& segs = c.segs;  // v1 tenants T ...
   const std::string& tenant = segs[2];
@@ -1480,6 +1774,10 @@ void tenant_routes(Call& c) {
     });
     return;
   }
+  if (what == "settings" && segs.size() == 4) return tenant_settings(c, tenant);
+  if (what == "keys" && (segs.size() == 4 || segs.size() == 5)) return key_routes(c, tenant);
+  if (what == "portal-links" && segs.size() == 4) return portal_links(c, tenant);
+  if (what == "stats" && segs.size() == 5 && segs[4] == "attempts") return attempt_stats(c, tenant);
   if (what == "notifications" && segs.size() == 4) {
     if (m != "GET") return c.answer(method_not_allowed("GET"));
     return c.read([&engine = c.engine, tenant]() -> HttpResponse {
@@ -1502,10 +1800,119 @@ bool is_bulk_route(std::string_view path) {
   return path == "/v1/events/bulk" || path == "/v1/events/bulk/";
 }
 
+HttpResponse unauthorized(std::string_view code, std::string_view message) {
+  HttpResponse r = HttpResponse::error(401, code, message);
+  r.headers.push_back({"WWW-Authenticate", "Bearer"});
+  return r;
+}
+
+// ISSUE 18: the principal of a /v1 request, or the 401 / 403 that refuses it.
+std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
+                                                   const RestApiOptions& opt, const Portal* portal,
+                                                   WallTime now) {
+  const std::string* auth = req.header("authorization");
+  if (auth != nullptr) {
+    if (bearer_token_matches(*auth, opt.api_token)) return Principal{};
+    std::string_view v = trim_ws(*auth);
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ") &&
+        opt.keys != nullptr) {
+      KeyCheckResult k = opt.keys->check(trim_ws(v.substr(7)), now);
+      switch (k.check) {
+        case KeyCheck::kOk:
+          return Principal{Principal::Kind::kKey, std::move(k.who.tenant), k.who.read_only};
+        case KeyCheck::kExpired:
+          return unauthorized("key_expired", "this API key has expired");
+        case KeyCheck::kUnknown:
+          return unauthorized("unauthorized", "unknown or revoked API key");
+        case KeyCheck::kNotAKey:
+          break;
+      }
+    }
+    return unauthorized("unauthorized", opt.api_token.empty() && opt.keys == nullptr
+                                            ? "no API token is configured on the server "
+                                              "(server.api_token / RINGCAST_API_TOKEN)"
+                                            : "wrong bearer token");
+  }
+  std::string_view cookie = Portal::session_cookie(req);
+  if (!cookie.empty() && portal != nullptr && portal->enabled()) {
+    PortalSession s;
+    switch (portal->check_session(cookie, now, s)) {
+      case PortalCheck::kOk: {
+        if (req.method != "GET" && req.method != "HEAD") {
+          const std::string* csrf = req.header(Portal::kCsrfHeader);
+          if (csrf == nullptr || !Portal::csrf_matches(s, *csrf)) {
+            return HttpResponse::error(403, "csrf_failed",
+                                       "a portal session's change needs its X-CSRF-Token");
+          }
+        }
+        return Principal{Principal::Kind::kSession, std::move(s.tenant),
+                         s.scope == PortalScope::kView};
+      }
+      case PortalCheck::kExpired:
+        return unauthorized("session_expired",
+                            "the portal session has expired: open a new portal link");
+      case PortalCheck::kInvalid:
+        return unauthorized("unauthorized", "invalid portal session");
+    }
+  }
+  return unauthorized("unauthorized",
+                      opt.api_token.empty()
+                          ? "no API token is configured on the server (server.api_token / "
+                            "RINGCAST_API_TOKEN)"
+                          : "missing Authorization: Bearer <token>");
+}
+
+// ISSUE 18: what a tenant key or a portal session may reach; nullopt: go on.
+std::optional<HttpResponse> authorize(const Principal& who, const std::vector<std::string>& segs,
+                                      const std::string& method) {
+  if (who.admin()) return std::nullopt;
+  const bool tenant_route = segs.size() >= 3 && segs[1] == "tenants";
+  const bool bulk = segs.size() == 3 && segs[1] == "events" && segs[2] == "bulk";
+  if (!tenant_route && !bulk) {
+    return HttpResponse::error(403, "admin_only", "this route needs the admin token");
+  }
+  if (tenant_route && segs[2] != who.tenant) {
+    // Exactly what a tenant that does not exist gets: nothing tells the two apart.
+    return HttpResponse::error(404, "unknown_tenant", "unknown tenant: create an endpoint first",
+                               "tenant");
+  }
+  const std::string_view what = tenant_route && segs.size() >= 4 ? segs[3] : std::string_view();
+  if (tenant_route && what == "keys") {
+    return HttpResponse::error(403, "admin_only", "tenant keys are managed with the admin token");
+  }
+  const bool session = who.kind == Principal::Kind::kSession;
+  if (session && (bulk || what == "portal-links" || (what == "events" && method == "POST"))) {
+    return HttpResponse::error(403, "not_in_portal", "a portal session cannot do this");
+  }
+  // A read-only key may still mint view links (portal_links checks the scope).
+  if (who.read_only && method != "GET" && method != "HEAD" && what != "portal-links") {
+    return HttpResponse::error(
+        403, "read_only",
+        session ? "this portal link is for viewing only" : "this API key is read-only");
+  }
+  return std::nullopt;
+}
+
+void set_header(HttpRequest& req, std::string_view lower_name, std::string value) {
+  for (auto& h : req.headers) {
+    if (h.name.size() == lower_name.size() &&
+        std::equal(h.name.begin(), h.name.end(), lower_name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == b;
+        })) {
+      h.value = std::move(value);
+      return;
+    }
+  }
+  req.headers.push_back({std::string(lower_name), std::move(value)});
+}
+
 }  // namespace
 
 RestApi::RestApi(Engine& engine, RestApiOptions options)
     : engine_(engine), options_(std::move(options)), parsers_(std::make_unique<Parsers>()) {
+  PortalOptions po = options_.portal;
+  if (po.secret.empty()) po.secret = options_.api_token;
+  portal_ = std::make_unique<Portal>(std::move(po));
   if (options_.read_threads > 0) {
     reads_ = std::make_unique<ReadPool>(
         ReadPoolOptions{options_.read_threads, options_.max_queued_reads});
@@ -1529,12 +1936,13 @@ size_t RestApi::queued_reads() const {
 size_t RestApi::max_body_bytes(const HttpRequest& head) {
   std::string_view path = head.path();
   if (path.substr(0, 4) == "/v1/") {
-    const std::string* auth = head.header("authorization");
-    if (!auth || !bearer_token_matches(*auth, options_.api_token)) {
+    auto who = authenticate(head, options_, portal_.get(), wall_now());
+    if (!std::holds_alternative<Principal>(who)) {
       // Not worth buffering much: the answer will be 401 anyway.
       return options_.max_unauthenticated_body_bytes;
     }
   }
+  if (path.starts_with("/portal")) return options_.max_unauthenticated_body_bytes;
   return is_bulk_route(path) ? options_.max_bulk_body_bytes : options_.max_body_bytes;
 }
 
@@ -1557,22 +1965,21 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     if (forwarder_) r.body += forwarder_->metrics_text();
     return responder.send(std::move(r));
   }
+  if (path == "/portal" || path.starts_with("/portal/")) {
+    return responder.send(portal_->handle(request, wall_now()));
+  }
   auto segs = split_path(path);
   if (!segs)
     return responder.send(bad_request("invalid_path", "malformed percent-encoding in path"));
   if (segs->empty() || (*segs)[0] != "v1") {
     return responder.send(not_found("route " + std::string(path)));
   }
-  const std::string* auth = request.header("authorization");
-  if (!auth || !bearer_token_matches(*auth, options_.api_token)) {
-    HttpResponse r = HttpResponse::error(
-        401, "unauthorized",
-        options_.api_token.empty()
-            ? "no API token is configured on the server (server.api_token / RINGCAST_API_TOKEN)"
-            : (auth ? "wrong bearer token" : "missing Authorization: Bearer <token>"));
-    r.headers.push_back({"WWW-Authenticate", "Bearer"});
-    return responder.send(std::move(r));
+  auto authenticated = authenticate(request, options_, portal_.get(), wall_now());
+  if (auto* refused = std::get_if<HttpResponse>(&authenticated)) {
+    return responder.send(std::move(*refused));
   }
+  const Principal who = std::get<Principal>(std::move(authenticated));
+  if (auto refused = authorize(who, *segs, m)) return responder.send(std::move(*refused));
   if (segs->size() >= 3 && (*segs)[1] == "tenants") {
     const bool forwarded = request.header(kForwardedHeader) != nullptr;
     if (forwarded && forwarder_) forwarder_->count_received();
@@ -1580,14 +1987,23 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
       // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.
       // A forwarded request is answered here, whatever the answer (one hop).
       auto saved = std::make_shared<HttpRequest>(std::move(request));
+      // A tenant key or a session was checked here, for this tenant; the owner gets the
+      // admin token every node shares, so it does not depend on when it saw the key.
+      if (!who.admin()) {
+        std::string bearer = "Bearer ";
+        bearer += options_.api_token;
+        set_header(*saved, "authorization", std::move(bearer));
+      }
       Responder wrapped = forwarder_->wrap(saved, partition_of((*segs)[2]), std::move(responder));
-      Call c{engine_, options_, *parsers_, *saved, wrapped, *segs, reads_.get()};
+      Call c{engine_, options_,     *parsers_, *saved,       wrapped,
+             *segs,   reads_.get(), who,       portal_.get()};
       return tenant_routes(c);
     }
-    Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get()};
+    Call c{engine_, options_,     *parsers_, request,      responder,
+           *segs,   reads_.get(), who,       portal_.get()};
     return tenant_routes(c);
   }
-  Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get()};
+  Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get(), who, portal_.get()};
   if (segs->size() == 3 && (*segs)[1] == "events" && (*segs)[2] == "bulk") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return submit_bulk(c);

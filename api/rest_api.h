@@ -22,6 +22,16 @@
 //   GET  /v1/intake                           the bus intake sources (when configured)
 //   GET  /v1/cluster                          cluster mode: this node's view (ISSUE 16);
 //                                             404 not_cluster on a single node
+//   GET|PUT /v1/tenants/{t}/settings          {"owner_email"} (ISSUE 18)
+//   GET|POST /v1/tenants/{t}/keys, DELETE /v1/tenants/{t}/keys/{id}   tenant keys (admin only)
+//   POST /v1/tenants/{t}/portal-links         {"scope","ttl_seconds"} → a portal URL (ISSUE 18)
+//   GET  /v1/tenants/{t}/stats/attempts       the last 24 h of attempts by outcome, per hour
+//   /portal/…                                 the merchant portal (api/portal.h)
+// Authentication (ISSUE 18): `Authorization: Bearer <admin token>` reaches everything;
+// `Bearer rck_…` (a tenant key) or the portal's session cookie (+ X-CSRF-Token on every
+// method but GET/HEAD) reach their tenant's routes only: another tenant's are 404
+// unknown_tenant (no existence leak), admin routes 403 admin_only, writes with a read-only key
+// or a view session 403 read_only, bulk lines naming another tenant 404 per line.
 // In cluster mode a tenant route this node does not own is forwarded to the owner (forward.h).
 // Status codes: 400 bad JSON / wrong type / missing or unknown field (the field is named),
 // 401 auth, 404 not_found (route) / unknown_tenant / unknown_endpoint / unknown_delivery /
@@ -40,9 +50,11 @@
 #include <string>
 #include <string_view>
 
+#include "api/forward.h"
+#include "api/keys.h"
+#include "api/portal.h"
 #include "core/engine.h"
 #include "core/result.h"
-#include "api/forward.h"
 #include "net/http_server.h"
 
 namespace ringcast::api {
@@ -71,6 +83,15 @@ struct RestApiOptions {
   // unset (single-node mode): 404 not_cluster. Called on the HTTP loop thread; it must not
   // block.
   std::function<std::string()> cluster_status;
+  // ISSUE 18: tenant-scoped API keys (null: only the admin token authenticates). Not owned;
+  // must outlive the RestApi. The admin token manages them (/v1/tenants/{t}/keys).
+  KeyRegistry* keys = nullptr;
+  // ISSUE 18: the merchant portal (/portal/…, portal links, sessions). An empty secret takes
+  // the admin token's (server.api_token): the portal is off when neither is set.
+  PortalOptions portal;
+  // ISSUE 18: the 24-hour attempts chart reads at most this many of the tenant's deliveries
+  // (newest first); beyond, its answer says "truncated": true.
+  uint32_t stats_max_deliveries = 2000;
   // Cluster mode (ISSUE 16, api/forward.h): a tenant call this node's engine answers
   // not_owner (every tenant route but event intake) is forwarded to the partition's owner and
   // its answer relayed. Off while forward.find_owner is unset.
@@ -110,6 +131,17 @@ class RestApi final : public HttpHandler {
   std::unique_ptr<Parsers> parsers_;
   std::unique_ptr<ReadPool> reads_;       // null when options_.read_threads == 0
   std::shared_ptr<Forwarder> forwarder_;  // null unless options_.forward.find_owner is set
+  std::unique_ptr<Portal> portal_;
+};
+
+// Who a /v1 request acts as (ISSUE 18): the admin token, a tenant-scoped key, or a portal
+// session. Every principal but the admin reaches one tenant only.
+struct Principal {
+  enum class Kind : uint8_t { kAdmin, kKey, kSession };
+  Kind kind = Kind::kAdmin;
+  std::string tenant;  // kKey, kSession
+  bool read_only = false;
+  bool admin() const { return kind == Kind::kAdmin; }
 };
 
 // "Bearer <token>" against `token`, in time independent of where they differ. An empty

@@ -70,6 +70,12 @@ struct DeliveryDetail {
   std::vector<Attempt> attempts;  // in order
 };
 
+// Every API key in a store, and the version of that set (ISSUE 18).
+struct ApiKeySet {
+  std::vector<ApiKey> keys;
+  uint64_t version = 0;
+};
+
 struct DeliveryPage {
   std::vector<Delivery> items;  // newest first
   std::string next_cursor;      // opaque; empty at the end
@@ -167,6 +173,21 @@ class Store {
                                                std::string_view cursor) = 0;
   virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                                size_t limit) = 0;
+
+  // ISSUE 18: the tenant-scoped API keys — one small registry for the whole store, not
+  // partitioned (any node checks any tenant's key). put and delete are durable when they
+  // return and bump the version; load_api_keys reads every key with the version, and
+  // api_keys_version lets a node poll cheaply for another node's change.
+  virtual Result<void> put_api_key(const ApiKey& key) {
+    (void)key;
+    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
+  }
+  virtual Result<void> delete_api_key(std::string_view id) {
+    (void)id;
+    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
+  }
+  virtual Result<ApiKeySet> load_api_keys() { return ApiKeySet{}; }
+  virtual Result<uint64_t> api_keys_version() { return uint64_t{0}; }
 
   // ---- asynchronous forms for a shard's loop (ISSUE 16) -------------------------------------
   // A networked store (cluster mode) must not block a shard thread on the network, so the

@@ -203,6 +203,9 @@ struct Tenant {
   bool subscription_active = true;
   BreakerSnapshot breaker;
   WallTime updated_at;
+  // ISSUE 18 (SPEC R8.4): who gets the e-mail when one of the tenant's endpoints is disabled;
+  // empty: nobody. Checked by the API (core/input_rules.h valid_email).
+  std::string owner_email;
 };
 
 // One event to one endpoint. Compact and trivially copyable: the scheduler keeps millions of
@@ -287,6 +290,18 @@ struct Attempt {
   Duration duration{0};
   Timings timings;
   std::string response_prefix;  // first kResponsePrefixBytes of the body
+};
+
+// A tenant-scoped API key (ISSUE 18). The key a client holds is "rck_<id>_<secret>"; the store
+// keeps only the SHA-256 of the secret part, so a store dump reveals no usable key.
+struct ApiKey {
+  std::string id;           // 16 lower-case hex digits; public (shown as the prefix "rck_<id>")
+  std::string tenant;       // the only tenant it reaches
+  std::string secret_hash;  // SHA-256 of the secret part, 32 raw bytes
+  std::string name;         // the admin's label, may be empty
+  bool read_only = false;   // GET and HEAD only
+  WallTime created_at;
+  WallTime expires_at;  // zero: never
 };
 
 // Operator notification (R8.4): e.g. an endpoint was auto-disabled.

@@ -163,6 +163,12 @@ api::RestApiOptions api_options(const Config& cfg) {
   a.max_type_bytes = cfg.limits.max_type_bytes;
   a.max_event_types = cfg.limits.max_event_types;
   a.max_list_limit = cfg.limits.max_list_limit;
+  a.portal.secret = cfg.portal.secret;  // empty: RestApi takes the api_token
+  a.portal.public_url = cfg.portal.public_url;
+  a.portal.link_ttl = cfg.portal.link_ttl;
+  a.portal.link_ttl_max = cfg.portal.link_ttl_max;
+  a.portal.session_ttl = cfg.portal.session_ttl;
+  a.portal.frame_ancestors = cfg.portal.frame_ancestors;
   return a;
 }
 

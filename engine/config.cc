@@ -17,9 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "api/forward.h"
 #include "core/url.h"
 #include "engine/version.h"
-#include "api/forward.h"
 #include "net/signing.h"
 
 extern char** environ;
@@ -78,6 +78,7 @@ const std::vector<KeyDef>& config_keys() {
   static const std::vector<KeyDef> kKeys = {
       RC_KEY("server.listen", kString, server.listen),
       RC_KEY("server.api_token", kSecret, server.api_token),
+      RC_KEY("server.key_refresh", kDuration, server.key_refresh),
       RC_KEY("server.shutdown_grace", kDuration, server.shutdown_grace),
       RC_KEY("server.max_connections", kU32, server.max_connections, 1, 1'000'000),
       RC_KEY("server.idle_timeout", kDuration, server.idle_timeout),
@@ -152,6 +153,13 @@ const std::vector<KeyDef>& config_keys() {
 
       RC_KEY("notifications.webhook_url", kString, notifications.webhook_url),
       RC_KEY("notifications.webhook_secret", kSecret, notifications.webhook_secret),
+
+      RC_KEY("portal.secret", kSecret, portal.secret),
+      RC_KEY("portal.public_url", kString, portal.public_url),
+      RC_KEY("portal.link_ttl", kDuration, portal.link_ttl),
+      RC_KEY("portal.link_ttl_max", kDuration, portal.link_ttl_max),
+      RC_KEY("portal.session_ttl", kDuration, portal.session_ttl),
+      RC_KEY("portal.frame_ancestors", kStringList, portal.frame_ancestors),
 
       RC_KEY("limits.max_header_bytes", kBytes, limits.max_header_bytes, 1024, 16.0 * 1024 * 1024),
       RC_KEY("limits.max_body_bytes", kBytes, limits.max_body_bytes, 1024, 1024.0 * 1024 * 1024),
@@ -1106,6 +1114,23 @@ void Config::validate() const {
     fail("", "transport.ca_file", "cannot read \"" + transport.ca_file + "\"");
   if (transport.user_agent.find_first_of("\r\n") != std::string::npos)
     fail("", "transport.user_agent", "must be one line");
+  // portal (ISSUE 18)
+  if (!portal.public_url.empty() && !portal.public_url.starts_with("https://") &&
+      !portal.public_url.starts_with("http://")) {
+    fail("", "portal.public_url", "must start with https:// (or http:// behind nothing)");
+  }
+  if (portal.link_ttl <= Duration::zero() || portal.link_ttl > portal.link_ttl_max) {
+    fail("", "portal.link_ttl", "must be above 0 and at most portal.link_ttl_max");
+  }
+  if (portal.session_ttl <= Duration::zero()) fail("", "portal.session_ttl", "must be above 0");
+  for (const auto& o : portal.frame_ancestors) {
+    if (o == "'self'") continue;
+    const bool origin = o.starts_with("https://") || o.starts_with("http://");
+    if (!origin || o.find_first_of(" ;,'\"\r\n") != std::string::npos) {
+      fail("", "portal.frame_ancestors", "each entry is an origin (https://host[:port]) or 'self'");
+    }
+  }
+  if (server.key_refresh <= Duration::zero()) fail("", "server.key_refresh", "must be above 0");
   // notifications
   if (!notifications.webhook_url.empty()) {
     UrlPolicy up;

@@ -41,6 +41,19 @@ struct ServerConfig {
   uint32_t max_connections = 1024;
   Duration idle_timeout = seconds(60);  // keep-alive connections with no request
   uint32_t read_threads = 2;  // REST API delivery-log reads (RocksDB) run on these, off the loop
+  // Tenant-scoped API keys (ISSUE 18): how often a node checks the store for a key another
+  // node made or revoked (cluster mode; a single node makes every change itself).
+  Duration key_refresh = seconds(1);
+};
+
+// [portal] (ISSUE 18): the merchant portal and its links (api/portal.h).
+struct PortalConfig {
+  std::string secret;      // signs links and sessions; empty: derived from server.api_token
+  std::string public_url;  // what browsers reach the portal at; empty: the request's Host
+  Duration link_ttl = minutes(10);
+  Duration link_ttl_max = hours(24);
+  Duration session_ttl = hours(1);
+  std::vector<std::string> frame_ancestors;  // origins allowed to embed it; empty: none
 };
 
 // [storage.redis] (storage.backend = "redis", ISSUE 16): Redis or Redis Cluster as the system
@@ -234,6 +247,7 @@ struct Config {
   std::map<std::string, PolicyConfig> policies;  // by name; never "smengo" / "xhub"
   SigningConfig signing;
   NotificationsConfig notifications;
+  PortalConfig portal;
   LimitsConfig limits;
   IntakeConfig intake;
 

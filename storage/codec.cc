@@ -363,19 +363,23 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
 
 // ---- tenant -----------------------------------------------------------------------------------
 void encode_tenant(const Tenant& t, std::string& out) {
-  put_u8(out, kValueVersion);
+  const bool settings = !t.owner_email.empty();
+  put_u8(out, settings ? kTenantWithSettings : kValueVersion);
   put_u8(out, t.subscription_active ? 1 : 0);
   put_u8(out, static_cast<uint8_t>(t.breaker.state));
   put_varint(out, t.breaker.failed_probes);
   put_zigzag(out, t.breaker.opened_at.ns());
   put_zigzag(out, t.breaker.reopen_at.ns());
   put_zigzag(out, t.updated_at.ns());
+  if (settings) put_bytes(out, t.owner_email);
 }
 
 Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   if (key.size() < 2) return corrupt("tenant: bad key");
   Reader r(v);
-  if (!version_ok(r)) return corrupt("tenant: bad version or empty value");
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kTenantWithSettings))
+    return corrupt("tenant: bad version or empty value");
   Tenant t;
   t.name.assign(key.substr(2));
   t.subscription_active = r.u8_max(1) != 0;
@@ -384,8 +388,35 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   t.breaker.opened_at = WallTime::from_ns(r.zz());
   t.breaker.reopen_at = WallTime::from_ns(r.zz());
   t.updated_at = WallTime::from_ns(r.zz());
+  if (tag == kTenantWithSettings) t.owner_email = r.bytes();
   if (!r.done()) return corrupt("tenant: truncated or trailing bytes");
   return t;
+}
+
+// ---- API key (ISSUE 18) ------------------------------------------------------------------------
+void encode_api_key(const ApiKey& k, std::string& out) {
+  put_u8(out, kValueVersion);
+  put_bytes(out, k.tenant);
+  put_bytes(out, k.secret_hash);
+  put_bytes(out, k.name);
+  put_u8(out, k.read_only ? 1 : 0);
+  put_zigzag(out, k.created_at.ns());
+  put_zigzag(out, k.expires_at.ns());
+}
+
+Result<ApiKey> decode_api_key(std::string_view id, std::string_view v) {
+  Reader r(v);
+  if (!version_ok(r)) return corrupt("api key: bad version or empty value");
+  ApiKey k;
+  k.id.assign(id);
+  k.tenant = r.bytes();
+  k.secret_hash = r.bytes();
+  k.name = r.bytes();
+  k.read_only = r.u8_max(1) != 0;
+  k.created_at = WallTime::from_ns(r.zz());
+  k.expires_at = WallTime::from_ns(r.zz());
+  if (!r.done() || k.secret_hash.size() != 32) return corrupt("api key: truncated or bad hash");
+  return k;
 }
 
 // ---- idempotency key --------------------------------------------------------------------------

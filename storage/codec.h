@@ -272,6 +272,12 @@ inline FixedKey<kOutboxKeyBytes> outbox_key(uint64_t seq) {
   be64_at(k.data + 1, seq);
   return k;
 }
+// meta: 'k' | key id (ISSUE 18): one tenant-scoped API key (encode_api_key).
+inline std::string api_key_key(std::string_view id) {
+  std::string k(1, 'k');
+  k += id;
+  return k;
+}
 // tenants: partition | name
 std::string tenant_key(std::string_view tenant);
 // idempotency: partition | varint(len tenant) | tenant | event id
@@ -325,10 +331,15 @@ inline constexpr uint8_t kEndpointWithHeaders = 5;
 // Version 6 adds, after version 5's fields, the reconciliation settings (ISSUE 17): on_unknown
 // (u8) and status_url (bytes). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithReconcile = 6;
+// A tenant value with the settings of ISSUE 18 (owner_email) after the version-1 fields.
+inline constexpr uint8_t kTenantWithSettings = 7;
 void encode_endpoint(const Endpoint& e, std::string& out);
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
 
 void encode_tenant(const Tenant& t, std::string& out);
+// An API key's record without its id (the key names it).
+void encode_api_key(const ApiKey& k, std::string& out);
+Result<ApiKey> decode_api_key(std::string_view id, std::string_view v);
 Result<Tenant> decode_tenant(std::string_view key, std::string_view v);
 
 void encode_event_key(const EventKeyRecord& r, std::string& out);

@@ -1547,6 +1547,100 @@ RedisMemory RedisStore::memory() const {
   return impl_->mem;
 }
 
+// ---- API keys (ISSUE 18) ----------------------------------------------------------------------
+
+namespace {
+constexpr std::string_view kKeyChange =
+    "if ARGV[1] == 'put' then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) "
+    "else redis.call('HDEL', KEYS[1], ARGV[2]) end "
+    "return redis.call('INCR', KEYS[2])";
+}  // namespace
+
+// The change, then (wait_replicas > 0) a WAIT on the connection of the primary that took it.
+Result<void> RedisStore::change_api_key(std::string_view op, std::string_view id,
+                                        std::string value) {
+  const std::string hash = "{" + impl_->opt.ns + ":keys}:k";
+  const std::string version = "{" + impl_->opt.ns + ":keys}:v";
+  std::vector<Cmd> cmds;
+  cmds.push_back({"EVAL", std::string(kKeyChange), "2", hash, version, std::string(op),
+                  std::string(id), std::move(value)});
+  redis::CommandOptions co;
+  co.key_index = 3;  // KEYS[1]: its slot picks the primary
+  Replies rs = impl_->run(std::move(cmds), co);
+  auto c = check(rs[0]);
+  if (!c) return c.error();
+  if (impl_->opt.wait_replicas == 0) return ok();
+  auto pr = std::make_shared<std::promise<Result<void>>>();
+  auto fut = pr->get_future();
+  Impl* im = impl_.get();
+  im->post([im, pr, hash] {
+    redis::Client* target = im->client.get();
+    if (im->cluster) {
+      target = im->cluster->connection(im->cluster->node_for_slot(redis::key_slot(hash)));
+    }
+    if (target == nullptr) {
+      return pr->set_value(make_error(Errc::kUnavailable, "redis: no connection to the primary"));
+    }
+    redis::CommandOptions o;
+    o.timeout = im->opt.command_timeout + im->opt.wait_timeout;
+    o.key_index = redis::kNoKey;
+    const std::string n = std::to_string(im->opt.wait_replicas);
+    const std::string ms =
+        std::to_string(std::max<int64_t>(1, im->opt.wait_timeout.count() / 1'000'000));
+    const int64_t need = im->opt.wait_replicas;
+    target->command(
+        {"WAIT", n, ms},
+        [pr, need](Result<Reply> w) {
+          if (!w.ok() || w->is_error() || !w->is_integer() || w->integer_value() < need) {
+            return pr->set_value(
+                make_error(Errc::kUnavailable, "redis: the key change reached too few replicas"));
+          }
+          pr->set_value(ok());
+        },
+        o);
+  });
+  return fut.get();
+}
+
+Result<void> RedisStore::put_api_key(const ApiKey& key) {
+  std::string v;
+  encode_api_key(key, v);
+  return change_api_key("put", key.id, std::move(v));
+}
+
+Result<void> RedisStore::delete_api_key(std::string_view id) {
+  return change_api_key("del", id, std::string());
+}
+
+Result<ApiKeySet> RedisStore::load_api_keys() {
+  std::vector<Cmd> cmds;
+  cmds.push_back({"GET", "{" + impl_->opt.ns + ":keys}:v"});
+  cmds.push_back({"HGETALL", "{" + impl_->opt.ns + ":keys}:k"});
+  Replies rs = impl_->run(std::move(cmds));
+  ApiKeySet set;
+  auto v = check(rs[0]);
+  if (!v) return v.error();
+  if (!(*v)->is_nil()) set.version = std::strtoull((*v)->str().c_str(), nullptr, 10);
+  auto all = check(rs[1]);
+  if (!all) return all.error();
+  if (!(*all)->is_array() || (*all)->elements().size() % 2 != 0) return bad_reply();
+  const auto& el = (*all)->elements();
+  for (size_t i = 0; i + 1 < el.size(); i += 2) {
+    auto k = decode_api_key(el[i].str(), el[i + 1].str());
+    if (!k) return k.error();
+    set.keys.push_back(std::move(*k));
+  }
+  return set;
+}
+
+Result<uint64_t> RedisStore::api_keys_version() {
+  auto r = impl_->run1({"GET", "{" + impl_->opt.ns + ":keys}:v"});
+  auto c = check(r);
+  if (!c) return c.error();
+  if ((*c)->is_nil()) return uint64_t{0};
+  return uint64_t{std::strtoull((*c)->str().c_str(), nullptr, 10)};
+}
+
 Result<void> RedisStore::outbox_done(uint64_t notification_seq) {
   auto r = impl_->run1(
       {"HDEL", impl_->prefix(id_partition(notification_seq)) + "ob", be64s(notification_seq)});

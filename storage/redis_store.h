@@ -203,6 +203,15 @@ class RedisStore final : public Store {
   // (RedisStoreOptions::notification_outbox). Any thread; blocks on Redis.
   Result<void> outbox_done(uint64_t notification_seq);
 
+  // ISSUE 18: API keys in one hash of their own slot ({<ns>:keys}:k, field = key id) with a
+  // version counter ({<ns>:keys}:v) that every change bumps in the same script; with
+  // wait_replicas > 0 a change returns once WAIT counted that many replicas, so a revocation
+  // acknowledged to the admin survives a failover like an acknowledged event.
+  Result<void> put_api_key(const ApiKey& key) override;
+  Result<void> delete_api_key(std::string_view id) override;
+  Result<ApiKeySet> load_api_keys() override;
+  Result<uint64_t> api_keys_version() override;
+
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);
   // there, 0 refuses every write of p. recover(p) writes the leases it turns back at the epoch
@@ -240,6 +249,7 @@ class RedisStore final : public Store {
   struct Impl;
 
  private:
+  Result<void> change_api_key(std::string_view op, std::string_view id, std::string value);
   RedisStore() = default;
   struct Loader;
   std::unique_ptr<Loader> loader_;  // recover_async's thread and queue

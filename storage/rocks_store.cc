@@ -394,6 +394,43 @@ Result<void> RocksStore::outbox_done(uint64_t notification_seq) {
   return ok();
 }
 
+Result<void> RocksStore::put_api_key(const ApiKey& key) {
+  std::string v;
+  encode_api_key(key, v);
+  rocksdb::WriteBatch batch;
+  batch.Put(cf(kCfMeta), api_key_key(key.id), v);
+  auto r = commit(batch, true);
+  if (!r) return r.error();
+  api_keys_version_.fetch_add(1);
+  return ok();
+}
+
+Result<void> RocksStore::delete_api_key(std::string_view id) {
+  rocksdb::WriteBatch batch;
+  batch.Delete(cf(kCfMeta), api_key_key(id));
+  auto r = commit(batch, true);
+  if (!r) return r.error();
+  api_keys_version_.fetch_add(1);
+  return ok();
+}
+
+Result<ApiKeySet> RocksStore::load_api_keys() {
+  ApiKeySet set;
+  set.version = api_keys_version_.load();
+  const char lo[1] = {'k'}, hi[1] = {'l'};
+  Slice upper(hi, 1);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfMeta)));
+  for (it->Seek(Slice(lo, 1)); it->Valid(); it->Next()) {
+    auto k = decode_api_key(sv(it->key()).substr(1), sv(it->value()));
+    if (!k) return k.error();
+    set.keys.push_back(std::move(*k));
+  }
+  if (!it->status().ok()) return to_error(it->status());
+  return set;
+}
+
 // ---- writes -----------------------------------------------------------------------------------
 
 // The owning shard looks the keys up before intake (race-free: one shard per partition).

@@ -122,6 +122,13 @@ class RocksStore final : public Store {
   // The notification reached the operator webhook or was given up: its entry goes.
   Result<void> outbox_done(uint64_t notification_seq);
 
+  // ISSUE 18: API keys in the meta column family ('k' | id), synced when written. One process
+  // writes them, so the version is this process's count of changes.
+  Result<void> put_api_key(const ApiKey& key) override;
+  Result<void> delete_api_key(std::string_view id) override;
+  Result<ApiKeySet> load_api_keys() override;
+  Result<uint64_t> api_keys_version() override { return api_keys_version_.load(); }
+
   // Blocks until durable_seq() >= seq or `timeout` passes; true when durable.
   bool wait_durable(uint64_t seq, Duration timeout);
 
@@ -175,6 +182,7 @@ class RocksStore final : public Store {
   Clock* clock_ = nullptr;
   std::shared_ptr<rocksdb::Cache> cache_;
   rocksdb::DB* db_ = nullptr;
+  std::atomic<uint64_t> api_keys_version_{1};
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
   std::unique_ptr<PayloadLog> payloads_;
   // Syncs the payload log before each memtable flush (see payload_log.h).

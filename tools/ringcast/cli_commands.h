@@ -14,6 +14,7 @@ void add_config_commands(CLI::App& app, GlobalOptions& g);    // config check|pr
 void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|subscription|...
 void add_intake_commands(CLI::App& app, GlobalOptions& g);    // intake status
 void add_cluster_commands(CLI::App& app, GlobalOptions& g);   // cluster status
+void add_key_commands(CLI::App& app, GlobalOptions& g);       // keys create|list|revoke, portal
 // deliveries resend, endpoints recover, events replay, jobs get (ISSUE 17); after the
 // endpoints and deliveries adders (it adds to their commands)
 void add_replay_commands(CLI::App& app, GlobalOptions& g);

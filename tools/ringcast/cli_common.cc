@@ -82,6 +82,7 @@ JsonReply call_json(HttpClient& client, simdjson::dom::parser& parser, std::stri
     if (r.status == 401) msg += "\nhint: pass --token or set RINGCAST_API_TOKEN";
     throw CliError(msg);
   }
+  if (r.status == 204) return r;  // no content (a revoke): nothing to parse
   if (!parsed) throw CliError("the server's answer is not JSON: " + clip(r.body, 300));
   r.root = root;
   return r;

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   cli::add_tenant_commands(app, g);
   cli::add_intake_commands(app, g);
   cli::add_cluster_commands(app, g);
+  cli::add_key_commands(app, g);
   cli::add_replay_commands(app, g);
 
   CLI::App* version = app.add_subcommand("version", "print the version");

@@ -196,6 +196,15 @@ int run_serve(const Config& cfg) {
       for (const Notification& n : rocks->take_outbox()) notifier->enqueue(n);
     }
   }
+  // Tenant-scoped keys (ISSUE 18), from the store; on Redis another node may change them.
+  api::KeyRegistry keys(api::KeyRegistryOptions{
+      &core->store(), core->redis() != nullptr ? cfg.server.key_refresh : Duration::zero()});
+  if (auto r = keys.start(); !r.ok()) {
+    std::fprintf(stderr, "ringcast: cannot load the API keys: %s\n", r.error().message);
+    core->stop();
+    core->close();
+    return 1;
+  }
   // The engine stops before the notifier (the shards hand it notifications), the notifier
   // before the store closes (it marks the outbox).
   auto shut_down = [&] {
@@ -205,6 +214,7 @@ int run_serve(const Config& cfg) {
     for (auto& s : sources) s->stop(cfg.server.shutdown_grace / 2);
     core->stop();
     if (notifier) notifier->stop();
+    keys.stop();  // its refresher reads the store
     open_store.store(nullptr, std::memory_order_release);
     open_redis.store(nullptr, std::memory_order_release);
     core->close();
@@ -212,6 +222,7 @@ int run_serve(const Config& cfg) {
 
   api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
+  api_opts.keys = &keys;
   if (!cfg.intake.redis.empty()) {
     api_opts.intake_status = [&intake_views] {
       const auto* v = intake_views.load(std::memory_order_acquire);
@@ -228,8 +239,7 @@ int run_serve(const Config& cfg) {
     api_opts.forward.node_id = lm->options().node_id;
     api_opts.forward.timeout = cfg.cluster.forward_timeout;
     api_opts.forward.max_forwards = cfg.cluster.max_forwards;
-    api_opts.forward.find_owner = [lm](Partition p,
-                                       Duration wait) -> Result<api::ForwardTarget> {
+    api_opts.forward.find_owner = [lm](Partition p, Duration wait) -> Result<api::ForwardTarget> {
       auto answer = std::make_shared<std::promise<Result<cluster::OwnerInfo>>>();
       std::future<Result<cluster::OwnerInfo>> got = answer->get_future();
       lm->find_owner(p, [answer](Result<cluster::OwnerInfo> r) { answer->set_value(r); });

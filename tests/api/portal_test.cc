@@ -1,0 +1,197 @@
+// api/portal: links and sessions are signed, expire on the server's clock, cannot be moved to
+// another tenant or turned from one kind into the other; the session cookie's attributes, the
+// CSRF token, and the security headers on every portal answer (ISSUE 18).
+#include "api/portal.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ringcast::api {
+namespace {
+
+const WallTime kT0 = WallTime::from_ns(1'800'000'000'000'000'000);
+
+PortalOptions options() {
+  PortalOptions o;
+  o.secret = "admin-token";
+  o.session_ttl = minutes(30);
+  return o;
+}
+
+net::HttpRequest request(std::string method, std::string target, std::string body = "",
+                         std::vector<net::HttpHeader> headers = {}) {
+  net::HttpRequest r;
+  r.method = std::move(method);
+  r.target = std::move(target);
+  r.body = std::move(body);
+  r.headers = std::move(headers);
+  return r;
+}
+
+const std::string* header(const net::HttpResponse& r, std::string_view name) {
+  for (const auto& h : r.headers) {
+    if (h.name == name) return &h.value;
+  }
+  return nullptr;
+}
+
+std::string cookie_of(const net::HttpResponse& r) {
+  const std::string* c = header(r, "Set-Cookie");
+  if (c == nullptr) return {};
+  const size_t eq = c->find('='), semi = c->find(';');
+  return c->substr(eq + 1, semi - eq - 1);
+}
+
+TEST(PortalTokens, ALinkOpensASessionForItsTenantAndScopeOnly) {
+  Portal p(options());
+  ASSERT_TRUE(p.enabled());
+  const std::string link = p.mint_link("acme", PortalScope::kView, kT0 + minutes(10));
+  PortalSession s;
+  std::string cookie;
+  ASSERT_EQ(p.open_link(link, kT0, s, cookie), PortalCheck::kOk);
+  EXPECT_EQ(s.tenant, "acme");
+  EXPECT_EQ(s.scope, PortalScope::kView);
+  EXPECT_EQ(s.expires_at, kT0 + minutes(30));
+  EXPECT_EQ(s.csrf.size(), 64u);
+  PortalSession back;
+  ASSERT_EQ(p.check_session(cookie, kT0 + minutes(29), back), PortalCheck::kOk);
+  EXPECT_EQ(back.tenant, "acme");
+  EXPECT_EQ(back.csrf, s.csrf);
+  EXPECT_TRUE(Portal::csrf_matches(back, s.csrf));
+  EXPECT_FALSE(Portal::csrf_matches(back, s.csrf.substr(1) + "0"));
+  EXPECT_FALSE(Portal::csrf_matches(back, ""));
+  // Expiry is the server's: past it, both are refused.
+  EXPECT_EQ(p.check_session(cookie, kT0 + minutes(30), back), PortalCheck::kExpired);
+  EXPECT_EQ(p.open_link(link, kT0 + minutes(10), s, cookie), PortalCheck::kExpired);
+  // A link is not a session and a session is not a link.
+  EXPECT_EQ(p.check_session(link, kT0, back), PortalCheck::kInvalid);
+  std::string c2;
+  EXPECT_EQ(p.open_link(cookie, kT0, s, c2), PortalCheck::kInvalid);
+}
+
+TEST(PortalTokens, TamperedOrForeignTokensAreRefused) {
+  Portal p(options());
+  const std::string link = p.mint_link("acme", PortalScope::kManage, kT0 + minutes(10));
+  PortalSession s;
+  std::string cookie;
+  // Every single-character change of the token fails (payload or MAC).
+  for (size_t i = 0; i < link.size(); ++i) {
+    std::string t = link;
+    t[i] = t[i] == 'A' ? 'B' : 'A';
+    if (t == link) continue;
+    EXPECT_NE(p.open_link(t, kT0, s, cookie), PortalCheck::kOk) << i;
+  }
+  // Another server secret (another deployment) does not take it.
+  PortalOptions other = options();
+  other.secret = "another-token";
+  EXPECT_EQ(Portal(other).open_link(link, kT0, s, cookie), PortalCheck::kInvalid);
+  EXPECT_EQ(p.open_link("", kT0, s, cookie), PortalCheck::kInvalid);
+  EXPECT_EQ(p.open_link("abc.def", kT0, s, cookie), PortalCheck::kInvalid);
+  // No secret: no portal.
+  EXPECT_FALSE(Portal(PortalOptions{}).enabled());
+  EXPECT_EQ(Portal(PortalOptions{}).open_link(link, kT0, s, cookie), PortalCheck::kInvalid);
+}
+
+TEST(PortalRoutes, SessionCookieAttributesAndErrors) {
+  Portal p(options());
+  const std::string link = p.mint_link("acme", PortalScope::kManage, kT0 + minutes(10));
+  net::HttpResponse r = p.handle(request("POST", "/portal/session", R"({"link":")" + link + "\"}",
+                                         {{"content-type", "application/json"}}),
+                                 kT0);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string* set = header(r, "Set-Cookie");
+  ASSERT_NE(set, nullptr);
+  EXPECT_NE(set->find("rc_portal="), std::string::npos);
+  EXPECT_NE(set->find("HttpOnly"), std::string::npos);
+  EXPECT_NE(set->find("SameSite=Strict"), std::string::npos);
+  EXPECT_NE(set->find("Max-Age=1800"), std::string::npos) << *set;
+  EXPECT_EQ(set->find("Secure"), std::string::npos) << "plain http: no Secure";
+  EXPECT_NE(r.body.find(R"("scope":"manage")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("csrf_token":")"), std::string::npos) << r.body;
+
+  // Behind TLS (the platform's https public_url): Secure.
+  PortalOptions tls = options();
+  tls.public_url = "https://hooks.example.com";
+  r = Portal(tls).handle(request("POST", "/portal/session", R"({"link":")" + link + "\"}",
+                                 {{"content-type", "application/json"}}),
+                         kT0);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(header(r, "Set-Cookie")->find("; Secure"), std::string::npos);
+
+  // GET /portal/session resumes from the cookie.
+  const std::string cookie = cookie_of(r);
+  r = p.handle(request("GET", "/portal/session", "", {{"cookie", "x=1; rc_portal=" + cookie}}),
+               kT0);
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = p.handle(request("GET", "/portal/session", "", {{"cookie", "rc_portal=" + cookie}}),
+               kT0 + hours(2));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("session_expired"), std::string::npos) << r.body;
+  r = p.handle(request("GET", "/portal/session"), kT0);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("no_session"), std::string::npos) << r.body;
+
+  // An expired or broken link; a form post (no JSON) is refused before any check.
+  r = p.handle(request("POST", "/portal/session", R"({"link":")" + link + "\"}",
+                       {{"content-type", "application/json"}}),
+               kT0 + hours(1));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("link_expired"), std::string::npos) << r.body;
+  r = p.handle(request("POST", "/portal/session", R"({"link":"x.y"})",
+                       {{"content-type", "application/json"}}),
+               kT0);
+  EXPECT_NE(r.body.find("link_invalid"), std::string::npos) << r.body;
+  r = p.handle(request("POST", "/portal/session", "link=" + link,
+                       {{"content-type", "application/x-www-form-urlencoded"}}),
+               kT0);
+  EXPECT_EQ(r.status, 415);
+  r = p.handle(request("DELETE", "/portal/session"), kT0);
+  EXPECT_EQ(r.status, 204);
+  EXPECT_NE(header(r, "Set-Cookie")->find("Max-Age=0"), std::string::npos);
+}
+
+TEST(PortalRoutes, EveryAnswerCarriesTheSecurityHeaders) {
+  Portal p(options());
+  for (const char* path : {"/portal/", "/portal/nope.js", "/portal/session", "/portal"}) {
+    SCOPED_TRACE(path);
+    net::HttpResponse r = p.handle(request("GET", path), kT0);
+    const std::string* csp = header(r, "Content-Security-Policy");
+    ASSERT_NE(csp, nullptr);
+    EXPECT_NE(csp->find("script-src 'self'"), std::string::npos);
+    EXPECT_NE(csp->find("default-src 'none'"), std::string::npos);
+    EXPECT_EQ(csp->find("unsafe-inline"), std::string::npos);
+    EXPECT_NE(csp->find("frame-ancestors 'none'"), std::string::npos);
+    ASSERT_NE(header(r, "X-Frame-Options"), nullptr);
+    EXPECT_EQ(*header(r, "X-Frame-Options"), "DENY");
+    ASSERT_NE(header(r, "X-Content-Type-Options"), nullptr);
+  }
+  EXPECT_EQ(p.handle(request("GET", "/portal/nope.js"), kT0).status, 404);
+  EXPECT_EQ(p.handle(request("GET", "/portal/../keys"), kT0).status, 404);
+  EXPECT_EQ(p.handle(request("POST", "/portal/"), kT0).status, 405);
+
+  // An embedding platform's origin: frame-ancestors names it, no X-Frame-Options.
+  PortalOptions o = options();
+  o.frame_ancestors = {"https://dashboard.platform.example"};
+  net::HttpResponse r = Portal(o).handle(request("GET", "/portal/"), kT0);
+  EXPECT_NE(header(r, "Content-Security-Policy")
+                ->find("frame-ancestors https://dashboard.platform.example"),
+            std::string::npos);
+  EXPECT_EQ(header(r, "X-Frame-Options"), nullptr);
+}
+
+TEST(PortalRoutes, TheAssetsAreServedFromTheBinary) {
+  Portal p(options());
+  const PortalAsset* index = find_portal_asset("index.html");
+  if (index == nullptr) GTEST_SKIP() << "no assets in api/portal/assets in this tree";
+  net::HttpResponse r = p.handle(request("GET", "/portal/"), kT0);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(r.body, index->body);
+  // No inline script: every script is a file of its own, allowed by script-src 'self'.
+  EXPECT_EQ(r.body.find("<script>"), std::string::npos);
+  EXPECT_EQ(r.body.find(" onclick="), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringcast::api
