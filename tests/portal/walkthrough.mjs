@@ -359,7 +359,13 @@ async function main() {
     await page.setViewportSize({ width: 375, height: 812 });
     await page.waitForTimeout(200);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
-    check(overflow <= 376, `the page scrolls sideways at 375 px (scrollWidth ${overflow})`);
+    if (overflow > 376) {
+      const wide = await page.evaluate(() => [...document.querySelectorAll('body *')]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(-4)
+        .map((e) => `${e.tagName.toLowerCase()}.${e.className} (right ${Math.round(e.getBoundingClientRect().right)})`));
+      fail(`the page scrolls sideways at 375 px (scrollWidth ${overflow}); too wide: ${wide.join(', ')}`);
+    }
     check(await page.isVisible(`${card(healthyId)} [data-action="test"]`), 'card buttons are not visible at 375 px');
     await page.evaluate(() => window.scrollTo(0, 0));
     const file = path.join(shots, 'portal-375.png');
