@@ -243,6 +243,25 @@ async function main() {
     await page.waitForSelector('[data-testid="breaker-state"]');
   });
 
+  await step('every control has a name and a label', async () => {
+    const bad = await page.evaluate(() => {
+      const out = [];
+      for (const b of document.querySelectorAll('button')) {
+        if (!(b.getAttribute('aria-label') || b.textContent.trim())) out.push(`button ${b.outerHTML.slice(0, 80)}`);
+      }
+      for (const i of document.querySelectorAll('input, select, textarea')) {
+        if (!(i.labels && i.labels.length) && !i.getAttribute('aria-label')) out.push(`${i.tagName.toLowerCase()}#${i.id}`);
+      }
+      for (const d of document.querySelectorAll('dialog')) {
+        const l = d.getAttribute('aria-labelledby');
+        if (!l || !document.getElementById(l)) out.push(`dialog#${d.id}`);
+      }
+      if (!document.querySelector('[aria-live]')) out.push('no aria-live region');
+      return out;
+    });
+    check(bad.length === 0, `unlabelled controls: ${bad.join(', ')}`);
+  });
+
   await step('screenshot at 1440 px', async () => {
     await page.setViewportSize({ width: 1440, height: 900 });
     await page.evaluate(() => window.scrollTo(0, 0));
