@@ -3,9 +3,10 @@
 // (SPEC R6, R8.1) and one whose receiver answers a body of <img onerror> and <script>; then
 // tests/portal/walkthrough.mjs (playwright-core driving Debian's /usr/bin/chromium headless)
 // opens a portal link and walks through the cards, pause/resume, a test send, the disabled
-// banner, a delivery's attempt history, the hostile body rendered as text, a view-only link,
-// a refused link, 375 px and 1440 px, with no console error and no CSP violation. Screenshots go
-// to <build>/portal-screenshots[-cluster]/.
+// banner, a delivery's attempt history, the hostile body rendered as text, edit, rotate, enable,
+// recover and resend, a view-only link, a refused link, an iframe on another site (allowed by
+// portal.frame_ancestors), 375 px and 1440 px, with no console error and no CSP violation.
+// Screenshots go to <build>/portal-screenshots[-cluster]/.
 //
 // Needs node, /usr/bin/chromium and the npm packages that tests/portal/setup.sh installs into
 // <build>/portal-node (tools/test.sh runs it before ctest; the install script installs chromium,
@@ -167,7 +168,12 @@ TEST(E2ePortal, BrowserWalkthrough) {
     GTEST_SKIP() << "playwright-core is not installed in " << node_dir << how;
   }
 
-  Daemon d;
+  // The embedding platform's page (served by the walkthrough) is on another site: localhost.
+  const uint16_t embed_port = test::free_tcp_port();
+  DaemonOptions o;
+  o.extra_toml =
+      "[portal]\nframe_ancestors = [\"http://localhost:" + std::to_string(embed_port) + "\"]\n";
+  Daemon d(o);
   ASSERT_NO_THROW(d.start());
   TempDir dir("e2e-portal");
   SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/gone=status=410"}, dir.path());
@@ -225,6 +231,7 @@ TEST(E2ePortal, BrowserWalkthrough) {
       "RINGCAST_PORTAL_NODE_DIR=" + node_dir,
       "RINGCAST_PORTAL_CHROMIUM=" + chromium_path(),
       "RINGCAST_PORTAL_TIMEOUT_MS=" + std::to_string(scaled(20s).count()),
+      "RINGCAST_PORTAL_EMBED_PORT=" + std::to_string(embed_port),
       "NODE_PATH=" + node_dir + "/node_modules",
   };
   Process walk = Process::start({node, script}, po);
@@ -244,7 +251,8 @@ TEST(E2ePortal, BrowserWalkthrough) {
     EXPECT_TRUE(fs::exists(f) && fs::file_size(f) > 1000) << f;
   }
   EXPECT_GE(hostile.requests(), 1);
-  std::printf("portal screenshots: %s\n", shots.c_str());
+  std::printf("portal screenshots: %s\nportal in a cross-site iframe: %s\n", shots.c_str(),
+              summary["iframe"].str().c_str());
 }
 
 }  // namespace

@@ -16,10 +16,14 @@
 //   RINGCAST_PORTAL_NODE_DIR      the dir tests/portal/setup.sh installed node_modules into
 //   RINGCAST_PORTAL_CHROMIUM      the browser (default /usr/bin/chromium)
 //   RINGCAST_PORTAL_TIMEOUT_MS    per-wait timeout (default 20000)
+//   RINGCAST_PORTAL_EMBED_PORT    a free port for the embedding platform's page, which the
+//                                 daemon's portal.frame_ancestors names as http://localhost:<port>
+//                                 (0 or unset: the iframe step is skipped)
 // Links are minted here with the admin token: POST /v1/tenants/{t}/portal-links
 // {"scope", "ttl_seconds"?} → {"url", "token", "scope", "expires_at"}.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 
 const env = (name, fallback) => {
@@ -60,6 +64,7 @@ const shots = env('RINGCAST_PORTAL_SCREENSHOTS');
 const nodeDir = env('RINGCAST_PORTAL_NODE_DIR');
 const chromium = env('RINGCAST_PORTAL_CHROMIUM', '/usr/bin/chromium');
 const T = Number(env('RINGCAST_PORTAL_TIMEOUT_MS', '20000'));
+const embedPort = Number(env('RINGCAST_PORTAL_EMBED_PORT', '0'));
 const tpath = `/v1/tenants/${encodeURIComponent(tenant)}`;
 
 fs.mkdirSync(shots, { recursive: true });
@@ -430,6 +435,41 @@ async function main() {
     await page.waitForFunction(() => /^Resent/.test(document.querySelector('[data-testid="detail-result"]').textContent));
     await page.keyboard.press('Escape');
     await page.selectOption('#filter-endpoint', '');
+  });
+
+  await step('embedded in another site\'s iframe', async () => {
+    // The platform's page on another site (localhost vs 127.0.0.1) frames a fresh link; the
+    // daemon lists it in portal.frame_ancestors. The portal either works in the frame or, when
+    // the browser keeps the session cookie from a cross-site frame, says so and opens itself in
+    // a tab of its own, where it works.
+    if (!embedPort) return;
+    const framed = await mintLink({ scope: 'manage' });
+    const src = linkUrl(framed);
+    const parent = http.createServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(`<!doctype html><title>Platform</title><h1>Platform settings</h1><iframe id="portal" width="1200" height="800" src="${src.replace(/"/g, '&quot;')}"></iframe>`);
+    });
+    await new Promise((r) => parent.listen(embedPort, '127.0.0.1', r));
+    const ctx = await newContext();
+    try {
+      const p = await ctx.newPage();
+      await p.goto(`http://localhost:${embedPort}/`);
+      const frame = await (await p.waitForSelector('#portal')).contentFrame();
+      check(frame, 'the portal did not load in the iframe (frame-ancestors?)');
+      await frame.waitForSelector('[data-testid="endpoint-card"], #auth-error:not([hidden])');
+      if (await frame.locator('[data-testid="endpoint-card"]').count() > 0) {
+        summary.iframe = 'works in the frame';
+        return;
+      }
+      const code = await frame.getAttribute('#auth-error', 'data-code');
+      check(code === 'cookie_blocked', `in a cross-site iframe the portal says "${code}"`);
+      const [tab] = await Promise.all([ctx.waitForEvent('page'), frame.click('[data-action="open-tab"]')]);
+      await tab.waitForSelector(card(healthyId));
+      summary.iframe = 'session cookie blocked in the frame; "Open in a new tab" works';
+    } finally {
+      await ctx.close();
+      parent.close();
+    }
   });
 
   await step('a view-only link shows no write action', async () => {

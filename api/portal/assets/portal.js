@@ -256,9 +256,17 @@
       'For your security, portal sessions end after a while. Go back to the platform that sent you here and open your webhook settings again.'],
     no_session: ['No active session',
       'Open this page from the platform that manages your webhooks: it gives you a personal link.'],
+    // The link opened a session but the next call came without its cookie: the browser keeps
+    // cookies from a page embedded in another site (an iframe) to itself.
+    cookie_blocked: ['Your browser blocked this page\'s session',
+      'This page is shown inside another site, and your browser does not let it keep its session cookie there. Open it in a tab of its own instead.'],
   };
 
+  let linkToken = ''; // the link this page was opened with (kept in memory only)
+
   function showAuthError(code, message) {
+    const embedded = window.self !== window.top;
+    if (code === 'unauthorized' && embedded && linkToken) code = 'cookie_blocked';
     const [title, text] = AUTH_TEXT[code] ||
       ['This page cannot be shown', 'Go back to the platform that sent you here and open your webhook settings again.'];
     state.session = null;
@@ -271,6 +279,16 @@
     $('auth-error-message').textContent = text;
     $('auth-error-code').textContent = code ? `Reason: ${code}${message ? ` — ${message}` : ''}` : '';
     const box = $('auth-error');
+    const old = box.querySelector('[data-action="open-tab"]');
+    if (old) old.remove();
+    if (code === 'cookie_blocked') {
+      const token = linkToken;
+      const open = button('Open in a new tab', { kind: 'btn-primary', dataset: { action: 'open-tab' } });
+      open.addEventListener('click', () => {
+        window.open(`${location.origin}/portal/#link=${encodeURIComponent(token)}`, '_blank', 'noopener');
+      });
+      $('auth-error-code').after(open);
+    }
     box.dataset.code = code || '';
     box.hidden = false;
     document.title = `${title} · Webhooks`;
@@ -282,6 +300,7 @@
       let res;
       if (m) {
         const token = decodeURIComponent(m[1]);
+        linkToken = token;
         // The token leaves the address bar (and the history) whether it works or not.
         history.replaceState(null, '', location.pathname + location.search);
         res = await api('POST', '/portal/session', { link: token });
