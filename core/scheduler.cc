@@ -78,6 +78,7 @@ struct Scheduler::TenantState {
   uint64_t hash = 0;
   uint32_t index = 0;
   bool subscription_active = true;
+  std::string owner_email;  // Tenant::owner_email: the recipient of the owner's e-mail (R8.4)
   Breaker breaker;
   std::vector<EpState*> endpoints;  // creation order
   int64_t timer_ms = 0;             // key in tenant_timers_ when != 0
@@ -226,6 +227,7 @@ void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m)
   Tenant rec;
   rec.name = t.name;
   rec.subscription_active = t.subscription_active;
+  rec.owner_email = t.owner_email;
   rec.breaker = t.breaker.snapshot();
   rec.updated_at = now;
   m.tenants.push_back(std::move(rec));
@@ -463,6 +465,7 @@ Result<void> Scheduler::restore_endpoint(const Endpoint& e) {
 void Scheduler::restore_tenant(const Tenant& t) {
   TenantState& ts = tenant_of(t.name);
   ts.subscription_active = t.subscription_active;
+  ts.owner_email = t.owner_email;
   ts.breaker.restore(t.breaker, now_);
   set_tenant_timer(ts, ts.breaker.next_transition());
 }
@@ -1329,6 +1332,12 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
   kill_backlog(ep.cfg.id, ErrorCode::of(K::kEndpointDisabled), m);  // SPEC R8.3
   Notification n = disable_notification(ep.cfg, reason, trigger.id, trigger.attempts, now);
   if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(ep.tenant->hash % kPartitions));
+  // The owner's e-mail (ISSUE 18): the recipient and the facts it reports, as they are now.
+  n.owner_email = ep.tenant->owner_email;
+  n.endpoint_url = ep.cfg.url;
+  n.trigger = trigger.id;
+  n.attempts = trigger.attempts;
+  n.last_http_status = trigger.last_http_status;
   m.notifications.push_back(std::move(n));  // SPEC R8.4
 }
 
