@@ -321,8 +321,8 @@ void Mailer::attempt(Item& item) {
     } else {
       metrics_.failed.fetch_add(1, std::memory_order_relaxed);
       std::fprintf(stderr, "ringcast: owner e-mail for notification %llu to %s failed: %s\n",
-                   static_cast<unsigned long long>(item.note.seq), item.note.owner_email.c_str(),
-                   err.c_str());
+                   static_cast<unsigned long long>(item.note.seq),
+                   one_line(item.note.owner_email).c_str(), err.c_str());
     }
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = err;

@@ -407,9 +407,10 @@ std::string rfc2047_encode(std::string_view utf8) {
     if (static_cast<unsigned char>(c) >= 0x80) ascii = false;
   }
   if (ascii) return std::string(utf8);
-  // "=?UTF-8?B?" + base64 + "?=" <= 75: at most 45 bytes of text per word (60 base64 chars),
+  // "=?UTF-8?B?" + base64 + "?=": 36 bytes of text per word (48 base64 chars, a 60-char word,
+  // a line of 69 after "Subject: ": RFC 2047 2 wants <= 76),
   // cut on UTF-8 character boundaries (RFC 2047 5: a character is not split between words).
-  constexpr size_t kChunk = 45;
+  constexpr size_t kChunk = 36;
   std::string out;
   size_t at = 0;
   while (at < utf8.size()) {
