@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "api/json_views.h"
-#include "net/json_writer.h"
 #include "api/read_pool.h"
+#include "net/json_writer.h"
 
 namespace ringcast::api {
 
@@ -1379,6 +1379,52 @@ void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
                             job_answer(share(std::move(c.responder)), 202));
 }
 
+// GET|PUT /v1/tenants/{t}/settings {"owner_email": "a@b.example" | null} (ISSUE 18).
+void tenant_settings(Call& c, const std::string& tenant) {
+  auto r = share(std::move(c.responder));
+  auto answer = [r, tenant](Result<TenantSettings> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    w.begin_object().field("tenant", tenant).key("owner_email");
+    if (res->owner_email.empty()) {
+      w.null();
+    } else {
+      w.value(res->owner_email);
+    }
+    w.end_object();
+    r->send(ok_json(200, w));
+  };
+  const std::string& m = c.req.method;
+  if (m == "GET") return c.engine.get_tenant_settings(tenant, std::move(answer));
+  if (m != "PUT") return r->send(method_not_allowed("GET, PUT"));
+  std::optional<std::string> email;
+  auto bad = read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key != "owner_email") {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        if (is_null(v)) {
+          email = std::string();
+          return std::nullopt;
+        }
+        std::string s;
+        if (auto e = get_string(v, "owner_email", s)) return e;
+        if (!valid_email(s)) {
+          return Bad{"invalid_value", "owner_email must be an address like owner@example.com",
+                     "owner_email"};
+        }
+        email = std::move(s);
+        return std::nullopt;
+      });
+  if (bad) return r->send(HttpResponse::error(400, bad->code, bad->message, bad->field));
+  if (!email) {
+    return r->send(HttpResponse::error(400, "missing_field",
+                                       "owner_email is required (null clears it)", "owner_email"));
+  }
+  c.engine.set_tenant_settings(tenant, TenantSettings{std::move(*email)}, std::move(answer));
+}
+
 void tenant_routes(Call& c) {
   const auto& segs = c.segs;  // v1 tenants T ...
   const std::string& tenant = segs[2];
@@ -1480,6 +1526,7 @@ void tenant_routes(Call& c) {
     });
     return;
   }
+  if (what == "settings" && segs.size() == 4) return tenant_settings(c, tenant);
   if (what == "notifications" && segs.size() == 4) {
     if (m != "GET") return c.answer(method_not_allowed("GET"));
     return c.read([&engine = c.engine, tenant]() -> HttpResponse {

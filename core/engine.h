@@ -93,6 +93,11 @@ inline const char* job_state_name(JobView::State s) {
   return s == JobView::State::kRunning ? "running" : s == JobView::State::kDone ? "done" : "failed";
 }
 
+// A tenant's settings (ISSUE 18): PUT/GET /v1/tenants/{t}/settings.
+struct TenantSettings {
+  std::string owner_email;  // empty: none
+};
+
 struct BreakerView {
   BreakerSnapshot snapshot;
   uint32_t window_total = 0;  // deliveries in the sliding window
@@ -187,6 +192,19 @@ class Engine {
                                 Callback<JobView> done) {
     (void)tenant, (void)id, (void)since, (void)until;
     done(make_error(Errc::kUnavailable, "this engine cannot recover endpoints", nullptr,
+                    "not_supported"));
+  }
+  // The tenant's settings (ISSUE 18); kNotFound "unknown_tenant" (a tenant that never had an
+  // endpoint). Completes once durable.
+  virtual void get_tenant_settings(std::string tenant, Callback<TenantSettings> done) {
+    (void)tenant;
+    done(make_error(Errc::kUnavailable, "tenant settings are not supported here", nullptr,
+                    "not_supported"));
+  }
+  virtual void set_tenant_settings(std::string tenant, TenantSettings settings,
+                                   Callback<TenantSettings> done) {
+    (void)tenant, (void)settings;
+    done(make_error(Errc::kUnavailable, "tenant settings are not supported here", nullptr,
                     "not_supported"));
   }
   // A job's progress; kNotFound "unknown_job".

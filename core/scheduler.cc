@@ -78,7 +78,7 @@ struct Scheduler::TenantState {
   uint64_t hash = 0;
   uint32_t index = 0;
   bool subscription_active = true;
-  std::string owner_email;  // Tenant::owner_email: the recipient of the owner's e-mail (R8.4)
+  std::string owner_email;  // ISSUE 18
   Breaker breaker;
   std::vector<EpState*> endpoints;  // creation order
   int64_t timer_ms = 0;             // key in tenant_timers_ when != 0
@@ -646,6 +646,19 @@ void Scheduler::set_subscription(std::string_view tenant, bool active, WallTime 
   // Deliveries already postponed come back by themselves within the hour (the seed);
   // queued ones are postponed when their endpoint is next dispatched.
   if (active) activate_tenant(t, now);
+}
+
+void Scheduler::set_owner_email(std::string_view tenant, std::string email, WallTime now,
+                                Mutations& m) {
+  TenantState& t = tenant_of(tenant);
+  if (t.owner_email == email) return;
+  t.owner_email = std::move(email);
+  persist_tenant(t, now, m);
+}
+
+std::string Scheduler::owner_email(std::string_view tenant) const {
+  const TenantState* t = find_tenant(tenant);
+  return t == nullptr ? std::string() : t->owner_email;
 }
 
 BreakerView Scheduler::breaker_view(std::string_view tenant, WallTime now) const {

@@ -139,6 +139,9 @@ class Scheduler {
 
   void set_subscription(std::string_view tenant, bool active, WallTime now, Mutations& m);
   bool subscription_active(std::string_view tenant) const;
+  // ISSUE 18: the owner's e-mail address (SPEC R8.4), kept in the tenant record.
+  void set_owner_email(std::string_view tenant, std::string email, WallTime now, Mutations& m);
+  std::string owner_email(std::string_view tenant) const;
   BreakerView breaker_view(std::string_view tenant, WallTime now) const;
   void reset_breaker(std::string_view tenant, WallTime now, Mutations& m);  // SPEC R4.8
 

@@ -203,7 +203,9 @@ struct Tenant {
   bool subscription_active = true;
   BreakerSnapshot breaker;
   WallTime updated_at;
-  std::string owner_email{};  // where the owner's e-mail goes (SPEC R8.4); empty: none
+  // ISSUE 18 (SPEC R8.4): who gets the e-mail when one of the tenant's endpoints is disabled;
+  // empty: nobody. Checked by the API (core/input_rules.h valid_email).
+  std::string owner_email;
 };
 
 // One event to one endpoint. Compact and trivially copyable: the scheduler keeps millions of

@@ -438,6 +438,19 @@ void EngineImpl::set_subscription(std::string tenant, bool active, Callback<bool
                  }));
 }
 
+void EngineImpl::get_tenant_settings(std::string tenant, Callback<TenantSettings> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, done](Shard& s) mutable {
+                   s.get_tenant_settings(tenant, std::move(done));
+                 }));
+}
+
+void EngineImpl::set_tenant_settings(std::string tenant, TenantSettings settings,
+                                     Callback<TenantSettings> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, settings, done](Shard& s) mutable {
+                   s.set_tenant_settings(tenant, std::move(settings), std::move(done));
+                 }));
+}
+
 #undef RINGCAST_ROUTE
 
 Result<std::optional<DeliveryDetail>> EngineImpl::get_delivery(std::string_view tenant,

@@ -1731,6 +1731,18 @@ void Shard::reset_breaker(const std::string& tenant, Callback<BreakerView> done)
   });
 }
 
+void Shard::get_tenant_settings(const std::string& tenant, Callback<TenantSettings> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  done(TenantSettings{scheduler_->owner_email(tenant)});
+}
+
+void Shard::set_tenant_settings(const std::string& tenant, TenantSettings settings,
+                                Callback<TenantSettings> done) {
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  scheduler_->set_owner_email(tenant, settings.owner_email, loop_->wall_now(), mutations_);
+  after_durable([done = std::move(done), settings = std::move(settings)] { done(settings); });
+}
+
 void Shard::set_subscription(const std::string& tenant, bool active, Callback<bool> done) {
   if (!known_tenants_.count(tenant)) return done(unknown_tenant());
   scheduler_->set_subscription(tenant, active, loop_->wall_now(), mutations_);

@@ -112,6 +112,9 @@ class Shard final : public IdAllocator {
   void get_breaker(const std::string& tenant, Callback<BreakerView> done);
   void reset_breaker(const std::string& tenant, Callback<BreakerView> done);
   void set_subscription(const std::string& tenant, bool active, Callback<bool> done);
+  void get_tenant_settings(const std::string& tenant, Callback<TenantSettings> done);
+  void set_tenant_settings(const std::string& tenant, TenantSettings settings,
+                           Callback<TenantSettings> done);
 
   // ---- cluster mode (EngineOptions::leases): partitions change owners at run time --------
   // Takes p at `epoch`: the store fences p's writes with it, and p's state (endpoints,

@@ -363,19 +363,23 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
 
 // ---- tenant -----------------------------------------------------------------------------------
 void encode_tenant(const Tenant& t, std::string& out) {
-  put_u8(out, kValueVersion);
+  const bool settings = !t.owner_email.empty();
+  put_u8(out, settings ? kTenantWithSettings : kValueVersion);
   put_u8(out, t.subscription_active ? 1 : 0);
   put_u8(out, static_cast<uint8_t>(t.breaker.state));
   put_varint(out, t.breaker.failed_probes);
   put_zigzag(out, t.breaker.opened_at.ns());
   put_zigzag(out, t.breaker.reopen_at.ns());
   put_zigzag(out, t.updated_at.ns());
+  if (settings) put_bytes(out, t.owner_email);
 }
 
 Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   if (key.size() < 2) return corrupt("tenant: bad key");
   Reader r(v);
-  if (!version_ok(r)) return corrupt("tenant: bad version or empty value");
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kTenantWithSettings))
+    return corrupt("tenant: bad version or empty value");
   Tenant t;
   t.name.assign(key.substr(2));
   t.subscription_active = r.u8_max(1) != 0;
@@ -384,6 +388,7 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   t.breaker.opened_at = WallTime::from_ns(r.zz());
   t.breaker.reopen_at = WallTime::from_ns(r.zz());
   t.updated_at = WallTime::from_ns(r.zz());
+  if (tag == kTenantWithSettings) t.owner_email = r.bytes();
   if (!r.done()) return corrupt("tenant: truncated or trailing bytes");
   return t;
 }

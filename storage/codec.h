@@ -334,6 +334,8 @@ inline constexpr uint8_t kEndpointWithHeaders = 5;
 // Version 6 adds, after version 5's fields, the reconciliation settings (ISSUE 17): on_unknown
 // (u8) and status_url (bytes). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithReconcile = 6;
+// A tenant value with the settings of ISSUE 18 (owner_email) after the version-1 fields.
+inline constexpr uint8_t kTenantWithSettings = 7;
 void encode_endpoint(const Endpoint& e, std::string& out);
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
 

@@ -257,6 +257,8 @@ TEST_F(RestApiEngineTest, EveryV1RouteNeedsTheToken) {
       {"POST", "/v1/tenants/acme/breaker/reset"},
       {"PUT", "/v1/tenants/acme/subscription"},
       {"GET", "/v1/tenants/acme/notifications"},
+      {"GET", "/v1/tenants/acme/settings"},
+      {"PUT", "/v1/tenants/acme/settings"},
       {"GET", "/v1/cluster"},
       {"GET", "/v1/nothing-here"},
   };
@@ -356,6 +358,7 @@ TEST_F(RestApiEngineTest, UnknownTenantIs404OnEveryTenantRoute) {
       {"GET", "/v1/tenants/ghost/notifications"},
       {"GET", "/v1/tenants/ghost/breaker"},
       {"POST", "/v1/tenants/ghost/breaker/reset"},
+      {"GET", "/v1/tenants/ghost/settings"},
   };
   for (auto [m, path] : routes) {
     SCOPED_TRACE(std::string(m) + " " + path);
@@ -1084,6 +1087,43 @@ TEST_F(RestApiEngineTest, SubscriptionRoute) {
                "active");
   expect_error(call("PUT", "/v1/tenants/acme/subscription", R"({"active":true,"x":1})"), 400,
                "unknown_field", "x");
+}
+
+// ISSUE 18: the owner's e-mail address is a tenant setting, kept in the tenant record.
+TEST_F(RestApiEngineTest, SettingsKeepTheOwnerEmailAcrossARestart) {
+  create("/a");
+  ClientResponse r = call("GET", "/v1/tenants/acme/settings");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null})");
+  r = call("PUT", "/v1/tenants/acme/settings", R"({"owner_email":"ops@acme.example"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":"ops@acme.example"})");
+  for (const char* bad :
+       {R"({"owner_email":"no-at-sign"})", R"({"owner_email":"a@b\r\nBcc: x@y"})",
+        R"({"owner_email":"a b@c.example"})", R"({"owner_email":"a@-c.example"})"}) {
+    SCOPED_TRACE(bad);
+    expect_error(call("PUT", "/v1/tenants/acme/settings", bad), 400, "invalid_value",
+                 "owner_email");
+  }
+  expect_error(call("PUT", "/v1/tenants/acme/settings", R"({"owner_email":1})"), 400,
+               "invalid_type", "owner_email");
+  expect_error(call("PUT", "/v1/tenants/acme/settings", R"({})"), 400, "missing_field",
+               "owner_email");
+  expect_error(call("PUT", "/v1/tenants/acme/settings", R"({"owner":"x@y.example"})"), 400,
+               "unknown_field", "owner");
+  expect_error(call("POST", "/v1/tenants/acme/settings", "{}"), 405, "method_not_allowed");
+  expect_error(call("PUT", "/v1/tenants/ghost/settings", R"({"owner_email":"a@b.example"})"), 404,
+               "unknown_tenant", "tenant");
+
+  // Durable: the tenant record holds it after the engine and its store were reopened.
+  core_.reset();
+  ASSERT_NO_FATAL_FAILURE(start({}));
+  r = call("GET", "/v1/tenants/acme/settings");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":"ops@acme.example"})");
+  r = call("PUT", "/v1/tenants/acme/settings", R"({"owner_email":null})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null})");
 }
 
 // --- cluster mode (ISSUE 16) ------------------------------------------------------------------

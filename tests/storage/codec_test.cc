@@ -322,15 +322,25 @@ TEST(StorageCodec, OldEndpointRecordDecodesWithoutHeaders) {
 }
 
 TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
-  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0};
+  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0, ""};
   std::string v;
   encode_tenant(t, v);
+  EXPECT_EQ(static_cast<uint8_t>(v[0]), kValueVersion);  // no settings: the version-1 bytes
   const std::string tk = tenant_key(t.name);
   auto tb = decode_tenant(tk, v);
   ASSERT_TRUE(tb.ok());
   EXPECT_EQ(fields(*tb), fields(t));
   expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
   fuzz(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
+  // ISSUE 18: the owner's e-mail address rides after the version-1 fields.
+  t.owner_email = "owner@acme.example";
+  v.clear();
+  encode_tenant(t, v);
+  EXPECT_EQ(static_cast<uint8_t>(v[0]), kTenantWithSettings);
+  tb = decode_tenant(tk, v);
+  ASSERT_TRUE(tb.ok());
+  EXPECT_EQ(fields(*tb), fields(t));
+  expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
 
   EventKeyRecord k{make_id(9, 1234), 0xdeadbeefcafef00dULL, 3};
   v.clear();

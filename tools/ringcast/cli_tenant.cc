@@ -1,6 +1,6 @@
-// `ringcast tenant breaker|breaker-reset|subscription|notifications`: a tenant's circuit breaker
-// (SPEC R4, reset by hand: R4.8), its subscription switch (R6 subscription_inactive) and its
-// operator notifications (R8.4).
+// `ringcast tenant breaker|breaker-reset|subscription|notifications|settings`: a tenant's circuit
+// breaker (SPEC R4, reset by hand: R4.8), its subscription switch (R6 subscription_inactive), its
+// operator notifications (R8.4) and its settings (the owner's e-mail address, ISSUE 18).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -14,6 +14,8 @@ namespace {
 struct TenantArgs {
   std::string tenant;
   std::string active;  // subscription: "true" | "false"
+  std::string owner_email;
+  bool clear_owner_email = false;
 };
 
 std::string base(const TenantArgs& a) {
@@ -73,10 +75,35 @@ void run_notifications(GlobalOptions& g, const TenantArgs& a) {
   }
 }
 
+void run_settings(GlobalOptions& g, const TenantArgs& a) {
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  const bool change = !a.owner_email.empty() || a.clear_owner_email;
+  std::string body;
+  if (change) {
+    net::JsonWriter w;
+    w.begin_object().key("owner_email");
+    if (a.clear_owner_email) {
+      w.null();
+    } else {
+      w.value(a.owner_email);
+    }
+    w.end_object();
+    body = w.str();
+  }
+  JsonReply r = call_json(*client, p, change ? "PUT" : "GET", base(a) + "/settings", body);
+  if (g.json) return print_json(r.body);
+  Table t({"FIELD", "VALUE"});
+  t.add({"tenant", jstr(r.root, "tenant")});
+  t.add({"owner e-mail", jtext(r.root, "owner_email")});
+  std::fputs(t.str().c_str(), stdout);
+}
+
 }  // namespace
 
 void add_tenant_commands(CLI::App& app, GlobalOptions& g) {
-  CLI::App* tn = app.add_subcommand("tenant", "a tenant's breaker, subscription, notifications");
+  CLI::App* tn =
+      app.add_subcommand("tenant", "a tenant's breaker, subscription, notifications, settings");
   tn->require_subcommand(1);
   auto args = std::make_shared<TenantArgs>();
   auto tenant = [args](CLI::App* sub) { add_tenant_option(sub, args->tenant); };
@@ -99,6 +126,16 @@ void add_tenant_commands(CLI::App& app, GlobalOptions& g) {
       ->required()
       ->check(CLI::IsMember({"true", "false"}));
   sub->callback([&g, args] { run_subscription(g, *args); });
+
+  CLI::App* settings = tn->add_subcommand(
+      "settings", "show the tenant's settings, or change them with the options below");
+  tenant(settings);
+  auto* set_email =
+      settings->add_option("--owner-email", args->owner_email,
+                           "who gets an e-mail when one of the tenant's endpoints is disabled");
+  settings->add_flag("--clear-owner-email", args->clear_owner_email, "no owner e-mail any more")
+      ->excludes(set_email);
+  settings->callback([&g, args] { run_settings(g, *args); });
 
   CLI::App* notes = tn->add_subcommand("notifications", "the tenant's operator notifications");
   tenant(notes);
