@@ -444,14 +444,17 @@ Result<EventKeyRecord> decode_event_key(std::string_view v) {
 
 // ---- notification -----------------------------------------------------------------------------
 void encode_notification(const Notification& n, std::string& out) {
-  put_u8(out, kNotificationWithEmail);
+  const bool email = !n.owner_email.empty() || !n.endpoint_url.empty() || n.trigger != 0 ||
+                     n.attempts != 0 || n.last_http_status != 0;
+  put_u8(out, email ? kNotificationWithEmail : kValueVersion);
   put_bytes(out, n.tenant);
   put_varint(out, n.endpoint);
   put_bytes(out, n.kind);
   put_code(out, n.reason);
   put_zigzag(out, n.at.ns());
   put_bytes(out, n.message);
-  // Version 2's trailing fields: what the owner's e-mail needs (ISSUE 18).
+  if (!email) return;
+  // Version 8's trailing fields: what the owner's e-mail needs (ISSUE 18).
   put_bytes(out, n.owner_email);
   put_bytes(out, n.endpoint_url);
   put_varint(out, n.trigger);
@@ -473,7 +476,7 @@ Result<Notification> decode_notification(std::string_view key, std::string_view 
   n.reason = get_code(r);
   n.at = WallTime::from_ns(r.zz());
   n.message = r.bytes();
-  if (tag == kNotificationWithEmail) {  // the owner's e-mail fields (version 1 has none)
+  if (tag == kNotificationWithEmail) {  // the owner's e-mail's fields (version 1 has none)
     n.owner_email = r.bytes();
     n.endpoint_url = r.bytes();
     n.trigger = r.varint();

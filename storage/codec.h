@@ -349,10 +349,10 @@ void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out);
 Result<std::vector<uint64_t>> decode_id_group(Partition p, std::string_view in);
 Result<EventKeyRecord> decode_event_key(std::string_view v);
 
-// Version 2 adds, after version 1's fields, what the owner's e-mail needs (ISSUE 18):
-// owner_email, endpoint_url (bytes), trigger, attempts, last_http_status (varints). Version 1
-// records (written before) still decode, with those fields empty.
-inline constexpr uint8_t kNotificationWithEmail = 2;
+// Version 8 adds, after version 1's fields, what the owner's e-mail needs (ISSUE 18):
+// owner_email, endpoint_url (bytes), trigger, attempts, last_http_status (varints). Written
+// only when one of them is set; version 1 records (written before) still decode.
+inline constexpr uint8_t kNotificationWithEmail = 8;
 void encode_notification(const Notification& n, std::string& out);
 Result<Notification> decode_notification(std::string_view key, std::string_view v);
 
