@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "api/json_views.h"
+#include "net/tls.h"
 
 namespace ringcast::engine {
 namespace {
@@ -196,6 +197,18 @@ Result<std::unique_ptr<Mailer>> Mailer::start(MailerOptions options) {
     return make_error(Errc::kInvalidArgument, "mailer: queue_max must be > 0", "queue_max");
   if (!net::smtp_address_ok(options.from))
     return make_error(Errc::kInvalidArgument, "mailer: from is not a plain address", "from");
+  if (options.smtp.starttls != net::SmtpStartTls::kOff) {
+    // A CA file that holds no certificate is a configuration error: found now, not at the
+    // first disable (when every e-mail would be given up).
+    net::TlsClientOptions to;
+    to.ca_file = options.smtp.ca_file;
+    to.extra_ca_file = options.smtp.extra_ca_file;
+    to.session_resumption = false;
+    if (!net::TlsClientContext::create(to).ok())
+      return make_error(Errc::kInvalidArgument,
+                        "notifications.smtp.ca_file: no TLS trust anchor could be loaded",
+                        "ca_file");
+  }
   if (!options.send) {
     options.send = [](const net::SmtpOptions& o, const net::SmtpEnvelope& e, std::string_view m) {
       return net::smtp_send(o, e, m);

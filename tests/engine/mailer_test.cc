@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "tests/support/smtp_sink.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_ca.h"
 
 namespace ringcast::engine {
 namespace {
@@ -223,6 +225,17 @@ TEST(Mailer, OnlyDisabledNotificationsWithAnOwnerAreTaken) {
   (*m)->stop();
   EXPECT_EQ(calls, 0);
   EXPECT_FALSE(Mailer::start(MailerOptions{}).ok());  // no sender address
+  // STARTTLS with a CA file that holds no certificate: refused at start, naming the key.
+  test::TempDir dir("mailer-bad-ca");
+  const std::string bad = dir.file("ca.pem");
+  test::write_file(bad, "not a certificate\n");
+  MailerOptions tls;
+  tls.from = "ringcast@ops.example";
+  tls.smtp.ca_file = "";
+  tls.smtp.extra_ca_file = bad;
+  auto refused = Mailer::start(tls);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_STREQ(refused.error().field, "ca_file");
 }
 
 TEST(Mailer, TheEmailSaysWhatHappenedAndHowToRecover) {
