@@ -18,10 +18,10 @@
 #include <thread>
 
 #include "api/forward.h"
+#include "core/input_rules.h"
 #include "core/url.h"
 #include "engine/version.h"
 #include "net/signing.h"
-#include "net/smtp_client.h"
 
 extern char** environ;
 
@@ -1146,7 +1146,7 @@ void Config::validate() const {
       fail("", "notifications.smtp.starttls",
            "expected \"required\", \"opportunistic\" or \"off\", got \"" + sm.starttls + "\"");
     if (!one_line(sm.host)) fail("", "notifications.smtp.host", "must be one line");
-    if (!sm.host.empty() && !net::smtp_address_ok(sm.from))
+    if (!sm.host.empty() && !valid_email(sm.from))
       fail("", "notifications.smtp.from",
            "a plain address (local@domain) is required when notifications.smtp.host is set");
     if (!one_line(sm.from_name)) fail("", "notifications.smtp.from_name", "must be one line");
