@@ -317,9 +317,9 @@ TEST(E2eKeys, APortalSessionReachesItsTenantWithTheCsrfToken) {
   // A view session reads, and changes nothing even with its token.
   std::string vcookie, vcsrf;
   ASSERT_NO_FATAL_FAILURE(open_session("view", vcookie, vcsrf));
-  EXPECT_EQ(http_request(d.port(), "GET", a + "/deliveries/recent", "", {"Cookie: " + vcookie})
-                .status,
-            200);
+  EXPECT_EQ(
+      http_request(d.port(), "GET", a + "/deliveries/recent", "", {"Cookie: " + vcookie}).status,
+      200);
   r = http_request(d.port(), "POST", a + "/endpoints/" + ep + "/resume", "",
                    {"Cookie: " + vcookie, "X-CSRF-Token: " + vcsrf});
   EXPECT_EQ(r.status, 403) << r.describe();
