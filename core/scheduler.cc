@@ -1345,6 +1345,12 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
   kill_backlog(ep.cfg.id, ErrorCode::of(K::kEndpointDisabled), m);  // SPEC R8.3
   Notification n = disable_notification(ep.cfg, reason, trigger.id, trigger.attempts, now);
   if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(ep.tenant->hash % kPartitions));
+  // The owner's e-mail (ISSUE 18): the recipient and the facts it reports, as they are now.
+  n.owner_email = ep.tenant->owner_email;
+  n.endpoint_url = ep.cfg.url;
+  n.trigger = trigger.id;
+  n.attempts = trigger.attempts;
+  n.last_http_status = trigger.last_http_status;
   m.notifications.push_back(std::move(n));  // SPEC R8.4
 }
 

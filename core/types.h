@@ -313,6 +313,13 @@ struct Notification {
   ErrorCode reason;
   WallTime at;
   std::string message;
+  // The owner's e-mail (SPEC R8.4, ISSUE 18 part 3): what the e-mail needs, taken when the
+  // notification is made, so a resend after a restart says what the first send would have.
+  std::string owner_email{};      // the tenant's owner_email at the time (empty: no e-mail)
+  std::string endpoint_url{};     // the endpoint's URL at the time
+  DeliveryId trigger = 0;         // the delivery whose outcome disabled the endpoint
+  uint16_t attempts = 0;          // its attempts
+  uint16_t last_http_status = 0;  // its last HTTP status (0: none, e.g. a network error)
 };
 
 }  // namespace ringcast

@@ -1,7 +1,10 @@
 #include "engine/build.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "net/signing.h"
@@ -150,6 +153,46 @@ NotifierOptions notifier_options(const Config& cfg) {
   n.transport.max_connections_per_host = n.max_in_flight;
   n.transport.max_connections_total = n.max_in_flight;
   return n;
+}
+
+MailerOptions mailer_options(const Config& cfg) {
+  const auto& sm = cfg.notifications.smtp;
+  MailerOptions m;
+  m.smtp.host = sm.host;
+  m.smtp.port = static_cast<uint16_t>(sm.port);
+  if (sm.starttls == "opportunistic") {
+    m.smtp.starttls = net::SmtpStartTls::kOpportunistic;
+  } else if (sm.starttls == "off") {
+    m.smtp.starttls = net::SmtpStartTls::kOff;
+  } else {
+    m.smtp.starttls = net::SmtpStartTls::kRequired;
+  }
+  if (!sm.ca_file.empty()) m.smtp.extra_ca_file = sm.ca_file;
+  m.smtp.username = sm.username;
+  m.smtp.password = sm.password;
+  if (!sm.password_file.empty()) {
+    std::ifstream in(sm.password_file);
+    if (!in)
+      throw ConfigError("notifications.smtp.password_file: cannot read \"" + sm.password_file +
+                        "\"");
+    std::getline(in, m.smtp.password);
+    if (!m.smtp.password.empty() && m.smtp.password.back() == '\r') m.smtp.password.pop_back();
+  }
+  m.smtp.allow_auth_without_tls = sm.allow_auth_without_tls;
+  m.smtp.timeout = sm.timeout;
+  m.smtp.helo_name = sm.helo_name;
+  if (m.smtp.helo_name.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') m.smtp.helo_name = host;
+    if (m.smtp.helo_name.empty() || m.smtp.helo_name.find_first_of(" \r\n") != std::string::npos)
+      m.smtp.helo_name = "localhost";
+  }
+  m.from = sm.from;
+  m.from_name = sm.from_name;
+  m.portal_url = cfg.notifications.email.portal_url;
+  m.queue_max = cfg.notifications.email.queue_max;
+  m.retry_ladder = cfg.notifications.email.retry_ladder;
+  return m;
 }
 
 api::RestApiOptions api_options(const Config& cfg) {

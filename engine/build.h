@@ -3,11 +3,12 @@
 // Shared by `ringcast serve`, the embedding example and the end-to-end benchmark.
 #pragma once
 
+#include "api/rest_api.h"
 #include "engine/config.h"
 #include "engine/embedded.h"
+#include "engine/mailer.h"
 #include "engine/notifier.h"
 #include "engine/options.h"
-#include "api/rest_api.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "storage/rocks_store.h"
@@ -25,6 +26,10 @@ api::RestApiOptions api_options(const Config& cfg);
 // The operator webhook (SPEC R8.4): the shards' transport options (same address guard,
 // allow-list, URL policy and CA) and the decoded secret. url is empty when none is configured.
 NotifierOptions notifier_options(const Config& cfg);
+// The owner's e-mail (ISSUE 18): [notifications.smtp] and [notifications.email]; the password
+// read from password_file (its first line). smtp.host is empty when none is configured.
+// Throws ConfigError when password_file cannot be read.
+MailerOptions mailer_options(const Config& cfg);
 net::HttpServerOptions server_options(const Config& cfg);
 
 // What would keep the shards' HTTP transport from being created (ISSUE 14 part 3): one line

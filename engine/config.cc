@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "api/forward.h"
+#include "core/input_rules.h"
 #include "core/url.h"
 #include "engine/version.h"
 #include "net/signing.h"
@@ -153,6 +154,22 @@ const std::vector<KeyDef>& config_keys() {
 
       RC_KEY("notifications.webhook_url", kString, notifications.webhook_url),
       RC_KEY("notifications.webhook_secret", kSecret, notifications.webhook_secret),
+      RC_KEY("notifications.smtp.host", kString, notifications.smtp.host),
+      RC_KEY("notifications.smtp.port", kU32, notifications.smtp.port, 1, 65'535),
+      RC_KEY("notifications.smtp.from", kString, notifications.smtp.from),
+      RC_KEY("notifications.smtp.from_name", kString, notifications.smtp.from_name),
+      RC_KEY("notifications.smtp.starttls", kString, notifications.smtp.starttls),
+      RC_KEY("notifications.smtp.ca_file", kString, notifications.smtp.ca_file),
+      RC_KEY("notifications.smtp.username", kString, notifications.smtp.username),
+      RC_KEY("notifications.smtp.password", kSecret, notifications.smtp.password),
+      RC_KEY("notifications.smtp.password_file", kString, notifications.smtp.password_file),
+      RC_KEY("notifications.smtp.allow_auth_without_tls", kBool,
+             notifications.smtp.allow_auth_without_tls),
+      RC_KEY("notifications.smtp.helo_name", kString, notifications.smtp.helo_name),
+      RC_KEY("notifications.smtp.timeout", kDuration, notifications.smtp.timeout),
+      RC_KEY("notifications.email.portal_url", kString, notifications.email.portal_url),
+      RC_KEY("notifications.email.queue_max", kU32, notifications.email.queue_max, 1, 1'000'000),
+      RC_KEY("notifications.email.retry_ladder", kDurationList, notifications.email.retry_ladder),
 
       RC_KEY("portal.secret", kSecret, portal.secret),
       RC_KEY("portal.public_url", kString, portal.public_url),
@@ -1146,6 +1163,43 @@ void Config::validate() const {
     auto key = net::decode_secret(notifications.webhook_secret);
     if (!key || key->empty())
       fail("", "notifications.webhook_secret", "a whsec_ secret must be valid, non-empty base64");
+  }
+  {  // the owner's e-mail (ISSUE 18)
+    const auto& sm = notifications.smtp;
+    auto one_line = [](const std::string& v) { return v.find_first_of("\r\n") == v.npos; };
+    if (sm.starttls != "required" && sm.starttls != "opportunistic" && sm.starttls != "off")
+      fail("", "notifications.smtp.starttls",
+           "expected \"required\", \"opportunistic\" or \"off\", got \"" + sm.starttls + "\"");
+    if (!one_line(sm.host)) fail("", "notifications.smtp.host", "must be one line");
+    if (!sm.host.empty() && !valid_email(sm.from))
+      fail("", "notifications.smtp.from",
+           "a plain address (local@domain) is required when notifications.smtp.host is set");
+    if (!one_line(sm.from_name)) fail("", "notifications.smtp.from_name", "must be one line");
+    if (!sm.helo_name.empty() &&
+        (!one_line(sm.helo_name) || sm.helo_name.find(' ') != std::string::npos))
+      fail("", "notifications.smtp.helo_name", "must be a host name");
+    if (!sm.ca_file.empty() && !file_readable(sm.ca_file))
+      fail("", "notifications.smtp.ca_file", "cannot read \"" + sm.ca_file + "\"");
+    if (!sm.password_file.empty() && !file_readable(sm.password_file))
+      fail("", "notifications.smtp.password_file", "cannot read \"" + sm.password_file + "\"");
+    if (!sm.password.empty() && !sm.password_file.empty())
+      fail("", "notifications.smtp.password_file", "set password or password_file, not both");
+    if ((!sm.password.empty() || !sm.password_file.empty()) && sm.username.empty())
+      fail("", "notifications.smtp.username", "required with a password");
+    if (!sm.username.empty() && !sm.allow_auth_without_tls && sm.starttls != "required")
+      fail("", "notifications.smtp.starttls",
+           "must be \"required\" with a username (credentials never go out in clear) unless "
+           "notifications.smtp.allow_auth_without_tls = true");
+    positive("notifications.smtp.timeout", sm.timeout);
+    const auto& em = notifications.email;
+    if (!one_line(em.portal_url)) fail("", "notifications.email.portal_url", "must be one line");
+    if (!em.portal_url.empty() && em.portal_url.rfind("https://", 0) != 0 &&
+        em.portal_url.rfind("http://", 0) != 0)
+      fail("", "notifications.email.portal_url", "must be an http(s):// URL template");
+    for (size_t i = 0; i < em.retry_ladder.size(); ++i) {
+      if (em.retry_ladder[i] <= Duration(0))
+        fail("", "notifications.email.retry_ladder[" + std::to_string(i) + "]", "must be positive");
+    }
   }
   // limits
   if (limits.max_bulk_body_bytes < limits.max_body_bytes)

@@ -169,6 +169,30 @@ struct NotificationsConfig {
   // Signs those POSTs with the Standard Webhooks profile (SPEC R11.2) when set: "whsec_<base64>"
   // or raw text, like an endpoint secret (secret; masked when printed).
   std::string webhook_secret;
+  // The owner's e-mail on auto-disable (SPEC R8.4, ISSUE 18 part 3): [notifications.smtp] is
+  // the relay (off while host is empty), [notifications.email] what is sent and how it is
+  // retried. The recipient is the tenant's owner_email.
+  struct Smtp {
+    std::string host;  // empty: no owner e-mail
+    uint32_t port = 587;
+    std::string from;                     // sender address (envelope and From:), required with host
+    std::string from_name = "ringcast";   // the From: display name
+    std::string starttls = "required";    // "required" | "opportunistic" | "off"
+    std::string ca_file;                  // trusted for the relay's certificate; empty: system
+    std::string username;                 // AUTH PLAIN/LOGIN when set
+    std::string password;                 // secret; or password_file
+    std::string password_file;            // the password read from a file (one line)
+    bool allow_auth_without_tls = false;  // credentials over a clear connection
+    std::string helo_name;                // the EHLO name; empty: this host's name
+    Duration timeout = seconds(30);       // connect, TLS handshake, each reply
+  } smtp;
+  struct Email {
+    // The embedding platform's page for one endpoint: {tenant} and {endpoint} are replaced.
+    std::string portal_url;
+    uint32_t queue_max = 1'000;
+    std::vector<Duration> retry_ladder = {seconds(1), seconds(5), seconds(30), minutes(2),
+                                          minutes(10)};
+  } email;
 };
 
 struct LimitsConfig {

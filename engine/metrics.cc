@@ -345,4 +345,27 @@ std::string render_notifier_metrics(const NotifierMetrics& m) {
   return out;
 }
 
+std::string render_mailer_metrics(const MailerMetrics& m) {
+  std::string out =
+      "# HELP ringcast_owner_emails_total Owner e-mails on auto-disable through "
+      "notifications.smtp, by result (SPEC R8.4).\n"
+      "# TYPE ringcast_owner_emails_total counter\n";
+  const std::pair<const char*, const Counter*> rows[] = {
+      {"sent", &m.sent}, {"failed", &m.failed}, {"dropped", &m.dropped}};
+  for (const auto& [name, c] : rows) {
+    out += "ringcast_owner_emails_total{result=\"";
+    out += name;
+    out += "\"} ";
+    out += std::to_string(c->load(std::memory_order_relaxed));
+    out += '\n';
+  }
+  out +=
+      "# HELP ringcast_owner_emails_queued Owner e-mails waiting, retrying or being sent.\n"
+      "# TYPE ringcast_owner_emails_queued gauge\n"
+      "ringcast_owner_emails_queued ";
+  out += std::to_string(m.queued.load(std::memory_order_relaxed));
+  out += '\n';
+  return out;
+}
+
 }  // namespace ringcast::engine

@@ -93,6 +93,17 @@ struct NotifierMetrics {
 // `ringcast_notifications_webhook_total{outcome="delivered|failed|dropped"}`.
 std::string render_notifier_metrics(const NotifierMetrics& m);
 
+// The owner's e-mail (engine/mailer.h, SPEC R8.4, ISSUE 18), written by its thread.
+struct MailerMetrics {
+  Counter sent{0};     // accepted by the SMTP relay (250 to the end of DATA)
+  Counter failed{0};   // gave up: a permanent error (5xx, TLS refused), or the ladder used up
+  Counter dropped{0};  // queue full (oldest dropped), or still queued at stop
+  Gauge queued{0};     // waiting, retrying or being sent
+};
+
+// `ringcast_owner_emails_total{result="sent|failed|dropped"}` and `ringcast_owner_emails_queued`.
+std::string render_mailer_metrics(const MailerMetrics& m);
+
 // `ringcast_store_bytes{part="sst|wal|memtable|payload_log|lease_log"}`: what the store holds
 // on disk and in memory (storage::RocksStore::sizes()).
 std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,

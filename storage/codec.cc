@@ -470,19 +470,30 @@ Result<EventKeyRecord> decode_event_key(std::string_view v) {
 
 // ---- notification -----------------------------------------------------------------------------
 void encode_notification(const Notification& n, std::string& out) {
-  put_u8(out, kValueVersion);
+  const bool email = !n.owner_email.empty() || !n.endpoint_url.empty() || n.trigger != 0 ||
+                     n.attempts != 0 || n.last_http_status != 0;
+  put_u8(out, email ? kNotificationWithEmail : kValueVersion);
   put_bytes(out, n.tenant);
   put_varint(out, n.endpoint);
   put_bytes(out, n.kind);
   put_code(out, n.reason);
   put_zigzag(out, n.at.ns());
   put_bytes(out, n.message);
+  if (!email) return;
+  // Version 8's trailing fields: what the owner's e-mail needs (ISSUE 18).
+  put_bytes(out, n.owner_email);
+  put_bytes(out, n.endpoint_url);
+  put_varint(out, n.trigger);
+  put_varint(out, n.attempts);
+  put_varint(out, n.last_http_status);
 }
 
 Result<Notification> decode_notification(std::string_view key, std::string_view v) {
   if (key.size() != kNotificationKeyBytes) return corrupt("notification: bad key");
   Reader r(v);
-  if (!version_ok(r)) return corrupt("notification: bad version or empty value");
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kNotificationWithEmail))
+    return corrupt("notification: bad version or empty value");
   Notification n;
   n.seq = ~get_be64(key.data() + 10);
   n.tenant = r.bytes();
@@ -491,6 +502,13 @@ Result<Notification> decode_notification(std::string_view key, std::string_view 
   n.reason = get_code(r);
   n.at = WallTime::from_ns(r.zz());
   n.message = r.bytes();
+  if (tag == kNotificationWithEmail) {  // the owner's e-mail's fields (version 1 has none)
+    n.owner_email = r.bytes();
+    n.endpoint_url = r.bytes();
+    n.trigger = r.varint();
+    n.attempts = static_cast<uint16_t>(r.bounded(0xffff));
+    n.last_http_status = static_cast<uint16_t>(r.bounded(0xffff));
+  }
   if (!r.done()) return corrupt("notification: truncated or trailing bytes");
   return n;
 }

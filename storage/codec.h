@@ -278,6 +278,15 @@ inline std::string api_key_key(std::string_view id) {
   k += id;
   return k;
 }
+// meta: 'm' | notification seq: the owner's e-mail of the notification is still to be sent
+// (value: its tenant hash, fixed64). Written with a notification that names an owner_email,
+// deleted once the e-mail was accepted by the relay or given up (StoreOptions::mail_outbox).
+inline FixedKey<kOutboxKeyBytes> mail_outbox_key(uint64_t seq) {
+  FixedKey<kOutboxKeyBytes> k;
+  k.data[0] = 'm';
+  be64_at(k.data + 1, seq);
+  return k;
+}
 // tenants: partition | name
 std::string tenant_key(std::string_view tenant);
 // idempotency: partition | varint(len tenant) | tenant | event id
@@ -349,6 +358,10 @@ void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out);
 Result<std::vector<uint64_t>> decode_id_group(Partition p, std::string_view in);
 Result<EventKeyRecord> decode_event_key(std::string_view v);
 
+// Version 8 adds, after version 1's fields, what the owner's e-mail needs (ISSUE 18):
+// owner_email, endpoint_url (bytes), trigger, attempts, last_http_status (varints). Written
+// only when one of them is set; version 1 records (written before) still decode.
+inline constexpr uint8_t kNotificationWithEmail = 8;
 void encode_notification(const Notification& n, std::string& out);
 Result<Notification> decode_notification(std::string_view key, std::string_view v);
 

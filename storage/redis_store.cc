@@ -485,7 +485,8 @@ struct PartBatch {
 // A batch, split by partition (in partition order); the epochs are left to the caller.
 // `stamp_ms` (the store's wall clock at write()) scores the retention indexes; a replay sends
 // the same ops, so the stamps stay those of the first send.
-Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool outbox) {
+Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool outbox,
+                                     bool mail_outbox) {
   const std::string stamp = std::to_string(stamp_ms);
   std::map<Partition, PartBatch> parts;
   auto part = [&](Partition p) -> PartBatch& {
@@ -633,6 +634,11 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
       std::string v = be64s(th);
       encode_notification(n, v);
       b.op('H', "ob", be64s(n.seq), std::move(v));
+    }
+    if (mail_outbox && !n.owner_email.empty()) {  // until the e-mail is sent (mail_outbox_done)
+      std::string v = be64s(th);
+      encode_notification(n, v);
+      b.op('H', "om", be64s(n.seq), std::move(v));
     }
     b.saw(n.seq);
   }
@@ -1648,6 +1654,13 @@ Result<void> RedisStore::outbox_done(uint64_t notification_seq) {
   return ok();
 }
 
+Result<void> RedisStore::mail_outbox_done(uint64_t notification_seq) {
+  auto r = impl_->run1(
+      {"HDEL", impl_->prefix(id_partition(notification_seq)) + "om", be64s(notification_seq)});
+  if (!r.ok()) return r.error();
+  return ok();
+}
+
 uint64_t RedisStore::retention_fenced() const {
   return impl_->retention_fenced.load(std::memory_order_relaxed);
 }
@@ -1713,7 +1726,7 @@ Result<uint64_t> RedisStore::write(const Mutations& m) {
     if (impl_->error) return *impl_->error;
     if (m.empty()) return impl_->next_commit;
   }
-  auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox);
+  auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox, impl_->opt.mail_outbox);
   if (!list) return list.error();
   // The epoch of each partition is the one set when write() is called: the one the caller's
   // fenced(p, epoch) check must name.
@@ -1967,10 +1980,21 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       {"ZRANGEBYLEX", pre + "act", "-", "+", "LIMIT", "0", std::to_string(kRecoveryChunk)});
   cmds.push_back({"GET", pre + "seq"});
   const bool outbox = impl_->opt.notification_outbox && impl_->opt.on_outbox;
-  if (outbox) cmds.push_back({"HGETALL", pre + "ob"});
+  const bool mail_outbox = impl_->opt.mail_outbox && impl_->opt.on_mail_outbox;
+  size_t outbox_at = 0, mail_at = 0;
+  if (outbox) {
+    outbox_at = cmds.size();
+    cmds.push_back({"HGETALL", pre + "ob"});
+  }
+  if (mail_outbox) {
+    mail_at = cmds.size();
+    cmds.push_back({"HGETALL", pre + "om"});
+  }
   Replies rs = impl_->run(std::move(cmds));
-  if (outbox) {  // the partition's outbox: sent by this node, its owner now (SPEC R8.4)
-    auto c = check(rs[4]);
+  // The partition's outboxes: sent by this node, its owner now (SPEC R8.4, ISSUE 18).
+  auto hand_over = [&](size_t at,
+                       const std::function<void(std::vector<Notification>)>& to) -> Result<void> {
+    auto c = check(rs[at]);
     if (!c) return c.error();
     auto pairs = pairs_of(**c);
     if (!pairs) return pairs.error();
@@ -1984,7 +2008,14 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       if (!n) return n.error();
       pending.push_back(std::move(*n));
     }
-    if (!pending.empty()) impl_->opt.on_outbox(std::move(pending));
+    if (!pending.empty()) to(std::move(pending));
+    return ok();
+  };
+  if (outbox) {
+    if (auto r = hand_over(outbox_at, impl_->opt.on_outbox); !r.ok()) return r.error();
+  }
+  if (mail_outbox) {
+    if (auto r = hand_over(mail_at, impl_->opt.on_mail_outbox); !r.ok()) return r.error();
   }
   {  // endpoints, in id order
     auto c = check(rs[0]);
@@ -2075,7 +2106,8 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
           m.attempts.push_back(std::move(a));
           m.deliveries.push_back(DeliveryPut{d, 0, false});
         }
-        auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox);
+        auto list =
+            split(m, impl_->stamp_ms(), impl_->opt.notification_outbox, impl_->opt.mail_outbox);
         if (!list) return list.error();
         for (PartBatch& b : *list) b.epoch = epoch;  // all of p
         auto w = impl_->submit(std::move(*list), m.event_keys_checked);

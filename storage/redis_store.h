@@ -18,6 +18,8 @@
 //   T nt:<hex th>           zset    be64(~seq) + encode_notification (newest first)
 //   T ob                    hash    be64(seq) -> be64(tenant hash) + encode_notification: the
 //                                   notification outbox (notification_outbox), until outbox_done
+//   T om                    hash    the same, the owner's e-mail's outbox (mail_outbox; only a
+//                                   notification with an owner_email), until mail_outbox_done
 //   T own                   hash    {node, epoch}: the partition's lease. Written by the lease
 //                                   manager (cluster/lease.h), only read here (the fence)
 // Retention (SPEC R10.1, run_retention; docs/cluster.md "Retention"):
@@ -132,6 +134,11 @@ struct RedisStoreOptions {
   // is sent by the next owner, with the same webhook-id.
   bool notification_outbox = false;
   std::function<void(std::vector<Notification>)> on_outbox;
+  // The owner's e-mail's outbox (T om, ISSUE 18), independent of the webhook's: a notification
+  // with an owner_email gets an entry until mail_outbox_done(); recover(p) hands p's entries to
+  // on_mail_outbox the same way.
+  bool mail_outbox = false;
+  std::function<void(std::vector<Notification>)> on_mail_outbox;
 };
 
 // The memory view of the last poll (RedisStore::memory()).
@@ -202,6 +209,8 @@ class RedisStore final : public Store {
   // The notification reached the operator webhook or was given up: its outbox entry goes
   // (RedisStoreOptions::notification_outbox). Any thread; blocks on Redis.
   Result<void> outbox_done(uint64_t notification_seq);
+  // The owner's e-mail was accepted by the relay or given up: its T om entry goes (mail_outbox).
+  Result<void> mail_outbox_done(uint64_t notification_seq);
 
   // ISSUE 18: API keys in one hash of their own slot ({<ns>:keys}:k, field = key id) with a
   // version counter ({<ns>:keys}:v) that every change bumps in the same script; with

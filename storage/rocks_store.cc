@@ -344,8 +344,17 @@ int64_t RocksStore::stamp_ms() {
 }
 
 Result<void> RocksStore::load_outbox() {
+  if (auto r = load_outbox_entries('o', options_.notification_outbox, outbox_at_open_); !r)
+    return r;
+  return load_outbox_entries('m', options_.mail_outbox, mail_outbox_at_open_);
+}
+
+// The entries under meta key `prefix` ('o' the webhook's, 'm' the e-mail's), oldest first; with
+// !keep (nobody sends them any more) they are deleted, as are those retention orphaned.
+Result<void> RocksStore::load_outbox_entries(char prefix, bool keep,
+                                             std::vector<Notification>& out) {
   rocksdb::WriteBatch gone;
-  const char lo[1] = {'o'}, hi[1] = {'p'};
+  const char lo[1] = {prefix}, hi[1] = {static_cast<char>(prefix + 1)};
   Slice upper(hi, 1);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
@@ -354,7 +363,7 @@ Result<void> RocksStore::load_outbox() {
     const Slice k = it->key();
     if (k.size() != kOutboxKeyBytes || it->value().size() != 8)
       return make_error(Errc::kCorruption, "outbox: bad entry");
-    if (!options_.notification_outbox) {  // nobody sends them any more
+    if (!keep) {  // nobody sends them any more
       gone.Delete(cf(kCfMeta), k);
       continue;
     }
@@ -371,7 +380,7 @@ Result<void> RocksStore::load_outbox() {
     if (!s.ok()) return to_error(s);
     auto n = decode_notification(nk.view(), sv(v));
     if (!n) return n.error();
-    outbox_at_open_.push_back(std::move(*n));
+    out.push_back(std::move(*n));
   }
   if (!it->status().ok()) return to_error(it->status());
   if (gone.Count() > 0) {
@@ -429,6 +438,19 @@ Result<ApiKeySet> RocksStore::load_api_keys() {
   }
   if (!it->status().ok()) return to_error(it->status());
   return set;
+}
+
+std::vector<Notification> RocksStore::take_mail_outbox() {
+  std::lock_guard lock(outbox_mu_);
+  return std::exchange(mail_outbox_at_open_, {});
+}
+
+Result<void> RocksStore::mail_outbox_done(uint64_t notification_seq) {
+  rocksdb::WriteBatch batch;
+  batch.Delete(cf(kCfMeta), sl(mail_outbox_key(notification_seq)));
+  auto r = commit(batch, false);
+  if (!r) return r.error();
+  return ok();
 }
 
 // ---- writes -----------------------------------------------------------------------------------
@@ -674,6 +696,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     std::string thv;
     put_fixed64(thv, th);
     if (options_.notification_outbox) batch.Put(cf(kCfMeta), sl(outbox_key(n.seq)), sl(thv));
+    if (options_.mail_outbox && !n.owner_email.empty())  // the owner's e-mail (ISSUE 18)
+      batch.Put(cf(kCfMeta), sl(mail_outbox_key(n.seq)), sl(thv));
     batch.Put(cf(kCfExpiry),
               sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),
               sl(thv));

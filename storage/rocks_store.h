@@ -56,6 +56,11 @@ struct StoreOptions {
   // webhook is configured): a restart sends again what a crash or a stop left unsent. When
   // false, open() deletes the entries left by an earlier run.
   bool notification_outbox = false;
+  // The owner's e-mail's outbox (ISSUE 18, the same at-least-once): every notification written
+  // with an owner_email gets a second entry ('m') until mail_outbox_done() (an SMTP relay is
+  // configured). Independent of the webhook's: each channel resends only what it did not
+  // finish. When false, open() deletes the entries left by an earlier run.
+  bool mail_outbox = false;
   // Payload log segments (storage/payload_log.h) roll over at this size.
   uint64_t payload_segment_bytes = uint64_t{64} << 20;
   // Lease log segments (storage/lease_log.h) roll over at this size.
@@ -121,6 +126,9 @@ class RocksStore final : public Store {
   std::vector<Notification> take_outbox();
   // The notification reached the operator webhook or was given up: its entry goes.
   Result<void> outbox_done(uint64_t notification_seq);
+  // The same for the owner's e-mail (StoreOptions::mail_outbox).
+  std::vector<Notification> take_mail_outbox();
+  Result<void> mail_outbox_done(uint64_t notification_seq);
 
   // ISSUE 18: API keys in the meta column family ('k' | id), synced when written. One process
   // writes them, so the version is this process's count of changes.
@@ -158,6 +166,7 @@ class RocksStore final : public Store {
   explicit RocksStore(const StoreOptions& options);
   Result<void> open_db();
   Result<void> load_outbox();
+  Result<void> load_outbox_entries(char prefix, bool keep, std::vector<Notification>& out);
   // Writes a batch under the store's sync policy; force_sync fsyncs regardless (recovery).
   Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync);
   void sync_loop();
@@ -211,6 +220,7 @@ class RocksStore final : public Store {
   std::atomic<int> waiters_{0};
 
   std::vector<Notification> outbox_at_open_;
+  std::vector<Notification> mail_outbox_at_open_;
   std::mutex outbox_mu_;
 
   // run_retention(): per partition, the stamp below which everything was processed.

@@ -136,7 +136,14 @@ printf '  endpoints auto-disabled  %s (the /gone endpoint, SPEC R8)\n' "${disabl
 printf '  sink: distinct event ids %s, bad signatures %s\n' "$sink_unique" "$bad_sigs"
 echo "  recent deliveries of shop-1:"
 "${RC[@]}" deliveries recent --tenant shop-1 | head -8
-
-kill -TERM "$DAEMON_PID"
-wait "$DAEMON_PID" && echo "== daemon stopped cleanly (SIGTERM)"
+echo "  merchant portal of shop-1 (a link for 10 minutes; DEMO_HOLD=1 keeps the daemon up for it):"
+"${RC[@]}" portal link --tenant shop-1 --ttl-seconds 600 | sed -n 1p | sed 's/^/    /'
+if [ -n "${DEMO_HOLD:-}" ]; then
+  echo "== holding the daemon for the portal: Ctrl-C stops it"
+  trap 'kill -TERM "$DAEMON_PID" 2>/dev/null' INT
+  wait "$DAEMON_PID" && echo "== daemon stopped cleanly (SIGTERM)"
+else
+  kill -TERM "$DAEMON_PID"
+  wait "$DAEMON_PID" && echo "== daemon stopped cleanly (SIGTERM)"
+fi
 DAEMON_PID=""

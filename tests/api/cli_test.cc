@@ -12,6 +12,7 @@
 
 #include "api/rest_api.h"
 #include "tests/api/fake_engine.h"
+#include "tests/support/memory_store.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -40,6 +41,8 @@ class CliTest : public ::testing::Test {
     }
     RestApiOptions o;
     o.api_token = kToken;
+    ASSERT_TRUE(keys_.start().ok());
+    o.keys = &keys_;
     api_ = std::make_unique<RestApi>(engine_, o);
     server_ = std::make_unique<net::HttpServerThread>(*api_, net::HttpServerOptions{});
     ASSERT_TRUE(server_->start().ok());
@@ -80,6 +83,8 @@ class CliTest : public ::testing::Test {
   }
 
   test::FakeEngine engine_;
+  MemoryStore key_store_;
+  KeyRegistry keys_{KeyRegistryOptions{&key_store_, Duration::zero()}};
   std::unique_ptr<RestApi> api_;
   std::unique_ptr<net::HttpServerThread> server_;
   std::string server_arg_;
@@ -556,6 +561,43 @@ TEST_F(CliTest, ClusterStatus) {
       {"cluster", "status", "--server", "127.0.0.1:" + std::to_string(dead), "--token", kToken});
   EXPECT_EQ(r.status.code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot connect"));
+}
+
+// ISSUE 18: `ringcast keys create|list|revoke` and `ringcast portal link`.
+TEST_F(CliTest, KeysAreMadeListedAndRevokedAndAPortalLinkIsMinted) {
+  CliRun r = client({"keys", "create", "-t", "acme", "--name", "ci", "--read-only"});
+  ASSERT_EQ(r.status.code, 0) << r.err;
+  const size_t at = r.out.find("rck_");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string key = r.out.substr(at, 4 + 16 + 1 + 64);
+  EXPECT_EQ(keys_.check(key, WallTime::from_ns(1)).check, KeyCheck::kOk) << key;
+  EXPECT_THAT(r.out, HasSubstr("read_only"));
+  const std::string id = key.substr(4, 16);
+
+  r = client({"keys", "list", "-t", "acme"});
+  ASSERT_EQ(r.status.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rck_" + id));
+  EXPECT_EQ(r.out.find(key.substr(21)), std::string::npos) << "the secret is never listed";
+  r = client({"keys", "list", "-t", "zeta"});
+  EXPECT_THAT(r.out, HasSubstr("no keys for tenant zeta"));
+
+  r = client({"keys", "revoke", "-t", "acme", id});
+  ASSERT_EQ(r.status.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("revoked"));
+  EXPECT_EQ(keys_.check(key, WallTime::from_ns(1)).check, KeyCheck::kUnknown);
+  r = client({"keys", "revoke", "-t", "acme", id});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("unknown_key"));
+  r = client({"keys", "create", "-t", "acme", "--expires-at", "tomorrow"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("expires_at"));
+
+  r = client({"portal", "link", "-t", "acme", "--scope", "view", "--ttl-seconds", "60"});
+  ASSERT_EQ(r.status.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("/portal/#link="));
+  EXPECT_THAT(r.out, HasSubstr("view"));
+  r = client({"portal", "link", "-t", "acme", "--scope", "admin"});
+  EXPECT_NE(r.status.code, 0);
 }
 
 }  // namespace

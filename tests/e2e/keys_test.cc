@@ -259,5 +259,124 @@ TEST(E2eKeys, KeysSurviveARestartAndBadRequestsNameTheField) {
       << "the key did not survive the restart";
 }
 
+// The portal's session (ISSUE 18 part 2) on the REST API: a link becomes a cookie that reaches
+// its tenant only, on every node (stateless, signed with the shared secret); a change needs the
+// CSRF token; a view link cannot change anything; an expired link is refused.
+TEST(E2eKeys, APortalSessionReachesItsTenantWithTheCsrfToken) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-portal-session");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  const std::string a = "/v1/tenants/acme";
+  const std::string ep = endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick");
+  ASSERT_FALSE(ep.empty());
+  ASSERT_FALSE(endpoint_with_policy(d, "zeta", sink.base_url() + "/z", "quick").empty());
+
+  auto open_session = [&](const std::string& scope, std::string& cookie, std::string& csrf) {
+    Reply link = d.call("POST", a + "/portal-links", R"({"scope":")" + scope + R"("})");
+    ASSERT_EQ(link.status, 201) << link.describe();
+    const std::string url = link.json()["url"].str();
+    ASSERT_NE(url.find("/portal/#link="), std::string::npos) << url;
+    const std::string token = link.json()["token"].str();
+    Reply s = http_request(d.port(), "POST", "/portal/session", R"({"link":")" + token + "\"}",
+                           {"Content-Type: application/json"});
+    ASSERT_EQ(s.status, 200) << s.describe();
+    const size_t at = s.headers.find("rc_portal=");
+    ASSERT_NE(at, std::string::npos) << s.headers;
+    cookie = s.headers.substr(at, s.headers.find(';', at) - at);
+    EXPECT_NE(s.headers.find("HttpOnly"), std::string::npos) << s.headers;
+    EXPECT_NE(s.headers.find("SameSite=Strict"), std::string::npos) << s.headers;
+    csrf = s.json()["csrf_token"].str();
+    EXPECT_EQ(s.json()["tenant"].str(), "acme");
+  };
+  std::string cookie, csrf;
+  ASSERT_NO_FATAL_FAILURE(open_session("manage", cookie, csrf));
+  const std::string c = "Cookie: " + cookie;
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    Reply r = http_request(d.port(n), "GET", a + "/endpoints", "", {c});
+    EXPECT_EQ(r.status, 200) << "node " << n << ": " << r.describe();
+  }
+  EXPECT_EQ(http_request(d.port(), "GET", "/v1/tenants/zeta/endpoints", "", {c}).status, 404);
+  EXPECT_EQ(http_request(d.port(), "GET", "/v1/cluster", "", {c}).status, 403);
+  // A change: 403 without the token (or with a wrong one), done with it.
+  Reply r = http_request(d.port(), "POST", a + "/endpoints/" + ep + "/pause", "", {c});
+  EXPECT_EQ(r.status, 403) << r.describe();
+  EXPECT_EQ(r.json()["error"]["code"].str(), "csrf_failed");
+  r = http_request(d.port(), "POST", a + "/endpoints/" + ep + "/pause", "",
+                   {c, "X-CSRF-Token: " + std::string(64, '0')});
+  EXPECT_EQ(r.status, 403) << r.describe();
+  r = http_request(d.port(d.nodes() - 1), "POST", a + "/endpoints/" + ep + "/pause", "",
+                   {c, "X-CSRF-Token: " + csrf});
+  EXPECT_EQ(r.status, 200) << r.describe();
+  EXPECT_EQ(get_endpoint(d, "acme", ep)["state"].str(), "paused");
+  // A session cannot mint links or send events.
+  r = http_request(d.port(), "POST", a + "/events", R"({"id":"p-1","type":"t","payload":{}})",
+                   {c, "X-CSRF-Token: " + csrf, "Content-Type: application/json"});
+  EXPECT_EQ(r.status, 403) << r.describe();
+
+  // A view session reads, and changes nothing even with its token.
+  std::string vcookie, vcsrf;
+  ASSERT_NO_FATAL_FAILURE(open_session("view", vcookie, vcsrf));
+  EXPECT_EQ(
+      http_request(d.port(), "GET", a + "/deliveries/recent", "", {"Cookie: " + vcookie}).status,
+      200);
+  r = http_request(d.port(), "POST", a + "/endpoints/" + ep + "/resume", "",
+                   {"Cookie: " + vcookie, "X-CSRF-Token: " + vcsrf});
+  EXPECT_EQ(r.status, 403) << r.describe();
+  EXPECT_EQ(r.json()["error"]["code"].str(), "read_only");
+
+  // A link that expired is refused; so is a tampered one.
+  Reply link = d.call("POST", a + "/portal-links", R"({"ttl_seconds":1})");
+  ASSERT_EQ(link.status, 201) << link.describe();
+  const std::string token = link.json()["token"].str();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  r = http_request(d.port(), "POST", "/portal/session", R"({"link":")" + token + "\"}",
+                   {"Content-Type: application/json"});
+  EXPECT_EQ(r.status, 401) << r.describe();
+  EXPECT_EQ(r.json()["error"]["code"].str(), "link_expired");
+  std::string bad = token;
+  bad[3] = bad[3] == 'x' ? 'y' : 'x';
+  r = http_request(d.port(), "POST", "/portal/session", R"({"link":")" + bad + "\"}",
+                   {"Content-Type: application/json"});
+  EXPECT_EQ(r.status, 401) << r.describe();
+}
+
+// GET /v1/tenants/{t}/stats/attempts: 24 hourly buckets; the attempts made now are in the last
+// (or the one before, when the hour turns during the test).
+TEST(E2eKeys, TheAttemptsChartCountsTodaysAttemptsByOutcome) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-stats");
+  test::SinkProcess sink =
+      test::SinkProcess::start({"--quiet", "--fault", "/f=status=500;limit=2"}, dir.path());
+  const std::string ok = endpoint_with_policy(d, "acme", sink.base_url() + "/ok", "quick");
+  const std::string f = endpoint_with_policy(d, "acme", sink.base_url() + "/f", "quick");
+  ASSERT_FALSE(ok.empty() || f.empty());
+  ASSERT_EQ(submit_event(d, "acme", "s-1", "order.paid", "{}").status, 202);
+  ASSERT_TRUE(delivery_ended(wait_delivery(d, "acme", ok, "s-1", delivery_ended, 10s)));
+  ASSERT_TRUE(delivery_ended(wait_delivery(d, "acme", f, "s-1", delivery_ended, 10s)));
+  Json j;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        Reply r = d.call("GET", "/v1/tenants/acme/stats/attempts");
+        if (r.status != 200) return false;
+        j = r.json();
+        // In the last bucket, or the one before when the hour turned in between.
+        int64_t delivered = 0, failed = 0;
+        for (size_t i = 22; i < 24; ++i) {
+          delivered += j["buckets"][i]["delivered"].i64();
+          failed += j["buckets"][i]["failed"].i64();
+        }
+        return delivered == 2 && failed == 2;
+      },
+      10s))
+      << d.call("GET", "/v1/tenants/acme/stats/attempts").body;
+  EXPECT_EQ(j["buckets"].size(), 24u);
+  EXPECT_EQ(j["bucket_seconds"].i64(), 3600);
+  EXPECT_FALSE(j["truncated"].boolean());
+  EXPECT_EQ(j["buckets"][0]["delivered"].i64(), 0);
+  EXPECT_EQ(d.call("GET", "/v1/tenants/ghost/stats/attempts").status, 404);
+}
+
 }  // namespace
 }  // namespace ringcast::e2e

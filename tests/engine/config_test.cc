@@ -6,7 +6,9 @@
 
 #include <fstream>
 
+#include "engine/build.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_ca.h"
 
 namespace ringcast {
 namespace {
@@ -340,6 +342,23 @@ TEST(Config, BadValuesNameTheKeyAndTheSource) {
       {"[transport]\nrequest_timeout = \"0s\"\n", "transport.request_timeout", "greater than 0s"},
       {"[notifications]\nwebhook_url = \"http://ops.example/x\"\n", "notifications.webhook_url",
        "not_https"},
+      // ISSUE 18: the owner's e-mail relay.
+      {"[notifications.smtp]\nhost = \"mail.example\"\n", "notifications.smtp.from", "required"},
+      {"[notifications.smtp]\nstarttls = \"maybe\"\n", "notifications.smtp.starttls",
+       "\"required\", \"opportunistic\" or \"off\""},
+      {"[notifications.smtp]\nhost = \"m.example\"\nfrom = \"a@b.example\"\nusername = \"u\"\n"
+       "starttls = \"opportunistic\"\n",
+       "notifications.smtp.starttls", "in clear"},
+      {"[notifications.smtp]\npassword = \"p\"\n", "notifications.smtp.username", "password"},
+      {"[notifications.smtp]\nport = 0\n", "notifications.smtp.port", "1..65535"},
+      {"[notifications.smtp]\nca_file = \"/nonexistent/ca.pem\"\n", "notifications.smtp.ca_file",
+       "cannot read"},
+      {"[notifications.smtp]\ntimeout = \"0s\"\n", "notifications.smtp.timeout", "greater than 0s"},
+      {"[notifications.email]\nportal_url = \"javascript:x\"\n", "notifications.email.portal_url",
+       "http(s)"},
+      {"[notifications.email]\nretry_ladder = [\"1s\", \"0s\"]\n",
+       "notifications.email.retry_ladder[1]", "positive"},
+      {"[notifications.email]\nqueue_max = 0\n", "notifications.email.queue_max", "1.."},
       {"[policies.smengo]\nbase = \"xhub\"\n", "policies.smengo", "preset"},
       {"[policies.Bad_Name]\n", "policies.Bad_Name", "policy name"},
       {"[policies.p]\nbase = \"svix\"\n", "policies.p.base", "\"smengo\" or \"xhub\""},
@@ -639,6 +658,43 @@ TEST(Config, ClusterAdvertiseUrl) {
               HasSubstr("cluster.forward_timeout"));
   EXPECT_THAT(error_of([&] { (void)load(base + "max_forwards = 0\n"); }),
               HasSubstr("cluster.max_forwards"));
+}
+
+// ISSUE 18: [notifications.smtp] and [notifications.email] reach the mailer's options; the
+// password from a file (its first line) or from RINGCAST_NOTIFICATIONS_SMTP_PASSWORD.
+TEST(Config, SmtpAndEmailReachTheMailer) {
+  test::TempDir dir("config-smtp");
+  const std::string pw = dir.file("pw");
+  test::write_file(pw, "from-file\nsecond line\n");
+  Config c = load(
+      "[notifications.smtp]\nhost = \"mail.example\"\nport = 2525\n"
+      "from = \"alerts@ops.example\"\nfrom_name = \"Ops\"\n"
+      "starttls = \"required\"\nusername = \"relay\"\npassword_file = \"" +
+      pw +
+      "\"\nhelo_name = \"rc1.example\"\ntimeout = \"7s\"\n"
+      "[notifications.email]\nportal_url = \"https://p.example/{tenant}/{endpoint}\"\n"
+      "queue_max = 50\nretry_ladder = [\"2s\", \"1m\"]\n");
+  engine::MailerOptions m = engine::mailer_options(c);
+  EXPECT_EQ(m.smtp.host, "mail.example");
+  EXPECT_EQ(m.smtp.port, 2525);
+  EXPECT_EQ(m.smtp.starttls, net::SmtpStartTls::kRequired);
+  EXPECT_EQ(m.smtp.username, "relay");
+  EXPECT_EQ(m.smtp.password, "from-file");
+  EXPECT_EQ(m.smtp.helo_name, "rc1.example");
+  EXPECT_EQ(m.smtp.timeout, seconds(7));
+  EXPECT_EQ(m.from, "alerts@ops.example");
+  EXPECT_EQ(m.from_name, "Ops");
+  EXPECT_EQ(m.portal_url, "https://p.example/{tenant}/{endpoint}");
+  EXPECT_EQ(m.queue_max, 50u);
+  EXPECT_EQ(m.retry_ladder, (std::vector<Duration>{seconds(2), minutes(1)}));
+  Config e = load(
+      "[notifications.smtp]\nhost = \"m.example\"\nfrom = \"a@b.example\"\n"
+      "username = \"u\"\n",
+      Environment{{"RINGCAST_NOTIFICATIONS_SMTP_PASSWORD", "from-env"}});
+  EXPECT_EQ(engine::mailer_options(e).smtp.password, "from-env");
+  EXPECT_EQ(e.to_toml().find("from-env"), std::string::npos);  // masked
+  // Off by default: no host.
+  EXPECT_TRUE(load("").notifications.smtp.host.empty());
 }
 
 }  // namespace

@@ -365,6 +365,33 @@ TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
   expect_truncations_fail(
       v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
   fuzz(v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
+
+  // ISSUE 18: with what the owner's e-mail needs, version 8; the version 1 value above still
+  // decodes (with those fields empty).
+  const std::string v1 = v;
+  n.owner_email = "owner@shop.example";
+  n.endpoint_url = "https://hooks.shop.example/in";
+  n.trigger = make_id(partition_of("acme"), 3);
+  n.attempts = 8;
+  n.last_http_status = 503;
+  v.clear();
+  encode_notification(n, v);
+  ASSERT_EQ(static_cast<uint8_t>(v[0]), kNotificationWithEmail);
+  auto nv = decode_notification(nk.view(), v);
+  ASSERT_TRUE(nv.ok());
+  EXPECT_EQ(fields(*nv), fields(n));
+  EXPECT_EQ(nv->owner_email, n.owner_email);
+  EXPECT_EQ(nv->endpoint_url, n.endpoint_url);
+  EXPECT_EQ(nv->trigger, n.trigger);
+  EXPECT_EQ(nv->attempts, 8);
+  EXPECT_EQ(nv->last_http_status, 503);
+  expect_truncations_fail(
+      v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
+  auto old = decode_notification(nk.view(), v1);
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old->owner_email.empty());
+  EXPECT_EQ(old->trigger, 0u);
 }
 
 TEST(StorageCodec, IdGroupRoundTripAndCorruption) {

@@ -29,11 +29,18 @@ class RedisOutboxTest : public ::testing::Test {
       GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
     server_ = ringcast::test::RedisServer::start(dir_.path());
   }
-  std::unique_ptr<RedisStore> open(bool outbox, std::vector<Notification>* handed) {
+  std::unique_ptr<RedisStore> open(bool outbox, std::vector<Notification>* handed,
+                                   std::vector<Notification>* mailed = nullptr) {
     RedisStoreOptions o;
     o.servers = {server_->address()};
     o.command_timeout = seconds(5);
     o.notification_outbox = outbox;
+    o.mail_outbox = outbox;
+    if (mailed != nullptr) {
+      o.on_mail_outbox = [mailed](std::vector<Notification> v) {
+        mailed->insert(mailed->end(), v.begin(), v.end());
+      };
+    }
     if (handed != nullptr) {
       o.on_outbox = [handed](std::vector<Notification> v) {
         handed->insert(handed->end(), v.begin(), v.end());
@@ -103,6 +110,43 @@ TEST_F(RedisOutboxTest, AnUnsentNotificationIsHandedToTheNextOwnerUntilDone) {
   auto listed = next->list_notifications(tenant_, 10);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 2u);
+}
+
+// ISSUE 18: the owner's e-mail's outbox (T om) beside the webhook's: only a notification with
+// an owner_email gets an entry, handed to on_mail_outbox with what the e-mail needs, until
+// mail_outbox_done(); the webhook's entries are not touched by it.
+TEST_F(RedisOutboxTest, TheMailOutboxIsHandedOverUntilTheEmailIsDone) {
+  auto first = open(true, nullptr);
+  ASSERT_TRUE(first);
+  Notification with = note(30), without = note(31);
+  with.owner_email = "owner@shop.example";
+  with.endpoint_url = "https://hooks.example/in";
+  with.trigger = make_id(partition_of(tenant_), 5);
+  with.attempts = 8;
+  with.last_http_status = 503;
+  write(*first, {with, without});
+  first.reset();
+
+  std::vector<Notification> handed, mailed;
+  auto next = open(true, &handed, &mailed);
+  ASSERT_TRUE(next);
+  CollectVisitor v;
+  ASSERT_TRUE(next->recover(partition_of(tenant_), kT0, v).ok());
+  EXPECT_EQ(handed.size(), 2u);
+  ASSERT_EQ(mailed.size(), 1u);
+  EXPECT_EQ(mailed[0].seq, with.seq);
+  EXPECT_EQ(mailed[0].owner_email, "owner@shop.example");
+  EXPECT_EQ(mailed[0].endpoint_url, "https://hooks.example/in");
+  EXPECT_EQ(mailed[0].trigger, with.trigger);
+  EXPECT_EQ(mailed[0].attempts, 8);
+  EXPECT_EQ(mailed[0].last_http_status, 503);
+
+  ASSERT_TRUE(next->mail_outbox_done(with.seq).ok());
+  handed.clear();
+  mailed.clear();
+  ASSERT_TRUE(next->recover(partition_of(tenant_), kT0, v).ok());
+  EXPECT_TRUE(mailed.empty());
+  EXPECT_EQ(handed.size(), 2u);  // the webhook's entries stay until outbox_done
 }
 
 TEST_F(RedisOutboxTest, WithoutTheOutboxNothingIsKept) {

@@ -203,4 +203,31 @@ std::string MemoryStore::tenant_of_delivery(DeliveryId id) const {
   return it == delivery_tenant_.end() ? std::string() : it->second;
 }
 
+Result<void> MemoryStore::put_api_key(const ApiKey& key) {
+  std::lock_guard lk(api_keys_mu_);
+  api_keys_[key.id] = key;
+  ++api_keys_version_;
+  return ok();
+}
+
+Result<void> MemoryStore::delete_api_key(std::string_view id) {
+  std::lock_guard lk(api_keys_mu_);
+  api_keys_.erase(std::string(id));
+  ++api_keys_version_;
+  return ok();
+}
+
+Result<ApiKeySet> MemoryStore::load_api_keys() {
+  std::lock_guard lk(api_keys_mu_);
+  ApiKeySet set;
+  set.version = api_keys_version_;
+  for (const auto& [id, k] : api_keys_) set.keys.push_back(k);
+  return set;
+}
+
+Result<uint64_t> MemoryStore::api_keys_version() {
+  std::lock_guard lk(api_keys_mu_);
+  return api_keys_version_;
+}
+
 }  // namespace ringcast

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ class MemoryStore final : public Store {
   Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                        size_t limit) override;
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+  // ISSUE 18: API keys (any thread: a key registry's refresher reads them).
+  Result<void> put_api_key(const ApiKey& key) override;
+  Result<void> delete_api_key(std::string_view id) override;
+  Result<ApiKeySet> load_api_keys() override;
+  Result<uint64_t> api_keys_version() override;
 
   // ---- test helpers ----
   // The next `n` writes fail with kIo (and change nothing).
@@ -58,6 +64,9 @@ class MemoryStore final : public Store {
   std::map<EndpointId, Endpoint> endpoints_;
   std::map<std::string, Tenant> tenants_;
   std::vector<Notification> notifications_;
+  mutable std::mutex api_keys_mu_;
+  std::map<std::string, ApiKey> api_keys_;
+  uint64_t api_keys_version_ = 0;
   uint64_t commit_seq_ = 0;
   int fail_writes_ = 0;
   std::atomic<int> fail_reads_{0};

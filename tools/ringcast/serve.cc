@@ -15,6 +15,7 @@
 #include "engine/build.h"
 #include "engine/embedded.h"
 #include "engine/engine_impl.h"
+#include "engine/mailer.h"
 #include "engine/notifier.h"
 #include "engine/retention.h"
 #include "intake/redis_source.h"
@@ -103,7 +104,40 @@ int run_serve(const Config& cfg) {
       return 1;
     }
     notifier = std::move(*n);
-    eopts.on_notification = [n = notifier.get()](const Notification& note) { n->enqueue(note); };
+  }
+  // ISSUE 18: the owner's e-mail on auto-disable, through notifications.smtp. Like the notifier:
+  // its own thread, declared before the engine, its own outbox in the store.
+  std::unique_ptr<engine::Mailer> mailer;
+  if (!cfg.notifications.smtp.host.empty()) {
+    engine::MailerOptions mopts;
+    try {
+      mopts = engine::mailer_options(cfg);
+    } catch (const ConfigError& e) {
+      std::fprintf(stderr, "ringcast: %s\n", e.what());
+      return 1;
+    }
+    mopts.on_finished = [&open_store, &open_redis](const Notification& note) {
+      Result<void> r = ok();
+      if (storage::RocksStore* store = open_store.load(std::memory_order_acquire)) {
+        r = store->mail_outbox_done(note.seq);
+      } else if (storage::RedisStore* redis = open_redis.load(std::memory_order_acquire)) {
+        r = redis->mail_outbox_done(note.seq);  // Redis mode: the partition's T om
+      }  // neither: stays in the outbox, sent again after the next start
+      if (!r.ok()) std::fprintf(stderr, "ringcast: owner e-mail outbox: %s\n", r.error().message);
+    };
+    auto m = engine::Mailer::start(std::move(mopts));
+    if (!m.ok()) {
+      std::fprintf(stderr, "ringcast: the owner e-mail sender did not start: %s\n",
+                   m.error().message);
+      return 1;
+    }
+    mailer = std::move(*m);
+  }
+  if (notifier || mailer) {
+    eopts.on_notification = [n = notifier.get(), m = mailer.get()](const Notification& note) {
+      if (n) n->enqueue(note);
+      if (m) m->enqueue(note);  // only endpoint_disabled with an owner_email
+    };
   }
   // Retention (SPEC R10.1) runs on its own thread, not on this one: a long pass must not delay
   // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
@@ -114,8 +148,9 @@ int run_serve(const Config& cfg) {
   std::vector<const intake::RedisSource*> source_views;
   std::atomic<const std::vector<const intake::RedisSource*>*> intake_views{nullptr};
   eopts.extra_metrics = [&open_store, &open_redis, &retention_metrics, &intake_views,
-                         n = notifier.get()] {
+                         n = notifier.get(), ml = mailer.get()] {
     std::string out = n ? engine::render_notifier_metrics(n->metrics()) : std::string();
+    if (ml) out += engine::render_mailer_metrics(ml->metrics());
     if (const auto* v = intake_views.load(std::memory_order_acquire))
       out += intake::render_metrics(*v);
     if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
@@ -163,6 +198,12 @@ int run_serve(const Config& cfg) {
         for (const Notification& note : pending) n->enqueue(note);
       };
     }
+    if (mailer) {  // the same for the owner's e-mail (T om)
+      ro.store.mail_outbox = true;
+      ro.store.on_mail_outbox = [m = mailer.get()](std::vector<Notification> pending) {
+        for (const Notification& note : pending) m->enqueue(note);
+      };
+    }
     if (ro.leases && ro.leases->node_id.empty())
       ro.leases->node_id = intake::default_consumer_name(cfg.storage.data_dir);
     where = "Redis " + cfg.storage.redis.servers.front();
@@ -171,6 +212,7 @@ int run_serve(const Config& cfg) {
   } else {
     storage::StoreOptions sopts = engine::store_options(cfg);
     sopts.notification_outbox = notifier != nullptr;
+    sopts.mail_outbox = mailer != nullptr;
     where = sopts.path;
     opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
   }
@@ -195,6 +237,9 @@ int run_serve(const Config& cfg) {
       // with the receiver down): sent now, with the same webhook-id.
       for (const Notification& n : rocks->take_outbox()) notifier->enqueue(n);
     }
+    if (mailer) {  // the owner e-mails an earlier run did not get to the relay
+      for (const Notification& n : rocks->take_mail_outbox()) mailer->enqueue(n);
+    }
   }
   // Tenant-scoped keys (ISSUE 18), from the store; on Redis another node may change them.
   api::KeyRegistry keys(api::KeyRegistryOptions{
@@ -205,8 +250,8 @@ int run_serve(const Config& cfg) {
     core->close();
     return 1;
   }
-  // The engine stops before the notifier (the shards hand it notifications), the notifier
-  // before the store closes (it marks the outbox).
+  // The engine stops before the notifier and the mailer (the shards hand them notifications),
+  // they before the store closes (they mark the outboxes).
   auto shut_down = [&] {
     // The intake stops first: what it read and the engine has not answered stays pending in
     // Redis (read again at the next start).
@@ -214,6 +259,7 @@ int run_serve(const Config& cfg) {
     for (auto& s : sources) s->stop(cfg.server.shutdown_grace / 2);
     core->stop();
     if (notifier) notifier->stop();
+    if (mailer) mailer->stop();
     keys.stop();  // its refresher reads the store
     open_store.store(nullptr, std::memory_order_release);
     open_redis.store(nullptr, std::memory_order_release);
