@@ -266,6 +266,11 @@ void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b)
 
 void write_notification(JsonWriter& w, const Notification& n) {
   w.begin_object();
+  write_notification_fields(w, n);
+  w.end_object();
+}
+
+void write_notification_fields(JsonWriter& w, const Notification& n) {
   w.field("seq", id_text(n.seq));
   w.field("tenant", n.tenant);
   w.key("endpoint");
@@ -278,7 +283,28 @@ void write_notification(JsonWriter& w, const Notification& n) {
   code_field(w, "reason", n.reason);
   time_field(w, "at", n.at);
   w.field("message", n.message);
-  w.end_object();
+  // What disabled the endpoint (ISSUE 18): its URL then, the delivery, its attempts and last
+  // HTTP status; null in a notification stored before these were kept.
+  w.key("endpoint_url");
+  if (n.endpoint_url.empty()) {
+    w.null();
+  } else {
+    w.value(n.endpoint_url);
+  }
+  w.key("delivery");
+  if (n.trigger == 0) {
+    w.null();
+    w.key("attempts").null();
+  } else {
+    w.value(id_text(n.trigger));
+    w.field("attempts", static_cast<uint64_t>(n.attempts));
+  }
+  w.key("last_http_status");
+  if (n.last_http_status == 0) {
+    w.null();
+  } else {
+    w.value(static_cast<uint64_t>(n.last_http_status));
+  }
 }
 
 }  // namespace ringcast::api

@@ -32,6 +32,8 @@ void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d);
 void write_event(JsonWriter& w, const Event& e);  // the payload verbatim
 void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b);
 void write_notification(JsonWriter& w, const Notification& n);
+// The same fields without the braces (the operator webhook adds its envelope type).
+void write_notification_fields(JsonWriter& w, const Notification& n);
 
 const char* breaker_state_name(BreakerSnapshot::State s);
 const char* ladder_name(Ladder l);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/classify.h"
 #include "api/json_views.h"
+#include "core/classify.h"
 #include "net/json_writer.h"
 #include "net/loop.h"
 
@@ -36,28 +36,7 @@ std::string notification_json(const Notification& n) {
   net::JsonWriter w;
   w.begin_object();
   w.field("type", "ringcast.notification");
-  w.field("kind", n.kind);
-  w.field("tenant", n.tenant);
-  w.key("endpoint");
-  if (n.endpoint == 0) {
-    w.null();
-  } else {
-    w.value(api::id_text(n.endpoint));
-  }
-  w.key("reason");
-  if (n.reason.is_none()) {
-    w.null();
-  } else {
-    w.value(n.reason.str());
-  }
-  w.field("message", n.message);
-  w.key("at");
-  if (n.at == WallTime() || n.at == WallTime::max()) {
-    w.null();
-  } else {
-    w.value(api::rfc3339(n.at));
-  }
-  w.field("seq", api::id_text(n.seq));
+  api::write_notification_fields(w, n);
   w.end_object();
   return w.take();
 }

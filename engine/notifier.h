@@ -53,7 +53,7 @@ struct NotifierStats {
   std::string last_error;  // the SPEC R6 code of the last failed attempt ("http_503", ...)
 };
 
-// {"type":"ringcast.notification","kind","tenant","endpoint","reason","message","at","seq"}:
+// {"type":"ringcast.notification", then the REST API's notification fields}: exactly
 // the REST API's notification fields (api/json_views.cc write_notification: ids as decimal
 // strings, endpoint and reason null when unset, `at` RFC 3339 UTC) plus the envelope type.
 std::string notification_json(const Notification& n);

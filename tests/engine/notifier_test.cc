@@ -85,10 +85,11 @@ std::string describe(const NotifierStats& s) {
 
 TEST(NotifierJson, CarriesTheApiFieldsAndTheEnvelopeType) {
   EXPECT_EQ(notification_json(note(281474976710657)),
-            "{\"type\":\"ringcast.notification\",\"kind\":\"endpoint_disabled\","
-            "\"tenant\":\"acme\",\"endpoint\":\"77\",\"reason\":\"http_500\","
-            "\"message\":\"all attempts \\\"exhausted\\\"\",\"at\":\"2026-01-01T00:00:00.123Z\","
-            "\"seq\":\"281474976710657\"}");
+            "{\"type\":\"ringcast.notification\",\"seq\":\"281474976710657\","
+            "\"tenant\":\"acme\",\"endpoint\":\"77\",\"kind\":\"endpoint_disabled\","
+            "\"reason\":\"http_500\",\"at\":\"2026-01-01T00:00:00.123Z\","
+            "\"message\":\"all attempts \\\"exhausted\\\"\",\"endpoint_url\":null,"
+            "\"delivery\":null,\"attempts\":null,\"last_http_status\":null}");
   Notification n = note(5, 0);
   n.reason = ErrorCode::none();
   std::string j = notification_json(n);

@@ -758,6 +758,11 @@ TEST_F(RestApiEngineTest, GoneDisablesTheEndpointWithANotification) {
   EXPECT_EQ(str(notes.at(0), "reason"), "gone");
   EXPECT_EQ(str(notes.at(0), "endpoint"), id);
   EXPECT_EQ(str(notes.at(0), "tenant"), "acme");
+  // ISSUE 18: what disabled it — the URL then, the delivery, its attempts and last status.
+  EXPECT_EQ(str(notes.at(0), "endpoint_url"), url("/gone")) << r.body;
+  EXPECT_FALSE(str(notes.at(0), "delivery").empty()) << r.body;
+  EXPECT_EQ(num(notes.at(0), "attempts"), 1) << r.body;
+  EXPECT_EQ(num(notes.at(0), "last_http_status"), 410) << r.body;
 
   r = call("POST", "/v1/tenants/acme/endpoints/" + id + "/enable");
   ASSERT_EQ(r.status, 200) << r.body;
