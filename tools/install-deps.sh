@@ -27,7 +27,8 @@ TEST=(
   redis-server redis-tools
   git clang-format
   # the portal's browser tests (tests/portal: playwright-core from npm drives Debian's
-  # chromium) and the owner e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
+  # chromium; pinned at 1.61, the last that runs on Debian 12's Node.js 18) and the owner
+  # e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
   chromium nodejs python3-aiosmtpd
 )
 case "$SET" in
