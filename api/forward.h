@@ -26,20 +26,13 @@
 #include <string_view>
 #include <vector>
 
+#include "api/http_names.h"
 #include "core/ip_address.h"
 #include "core/result.h"
 #include "core/time.h"
 #include "core/types.h"
-#include "net/http_server.h"
 
 namespace ringcast::api {
-
-// The HTTP server's types (net/http_server.h) by their short names in this module.
-using net::HttpHandler;
-using net::HttpHeader;
-using net::HttpRequest;
-using net::HttpResponse;
-using net::Responder;
 
 class ReadPool;
 

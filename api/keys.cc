@@ -1,7 +1,6 @@
 #include "api/keys.h"
 
 #include <openssl/mem.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -14,12 +13,6 @@ namespace {
 bool lower_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-std::string random_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  RAND_bytes(reinterpret_cast<uint8_t*>(raw.data()), raw.size());
-  return net::hex_encode(raw);
 }
 
 std::string sha256(std::string_view s) {
@@ -155,10 +148,10 @@ Result<NewKey> KeyRegistry::create(const std::string& tenant, std::string name, 
   {
     std::shared_lock rl(mu_);
     do {
-      n.record.id = random_hex(kKeyIdHex / 2);
+      n.record.id = net::random_hex(kKeyIdHex / 2);
     } while (keys_.count(n.record.id) != 0);
   }
-  const std::string secret = random_hex(kKeySecretHex / 2);
+  const std::string secret = net::random_hex(kKeySecretHex / 2);
   n.record.secret_hash = sha256(secret);
   if (auto r = opt_.store->put_api_key(n.record); !r) return r.error();
   n.text.reserve(kKeyPrefix.size() + kKeyIdHex + 1 + kKeySecretHex);

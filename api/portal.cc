@@ -1,7 +1,6 @@
 #include "api/portal.h"
 
 #include <openssl/mem.h>
-#include <openssl/rand.h>
 
 #include <simdjson.h>
 
@@ -36,12 +35,6 @@ std::optional<std::string> b64url_decode(std::string_view text) {
   }
   while (s.size() % 4 != 0) s.push_back('=');
   return net::base64_decode(s);
-}
-
-std::string random_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  RAND_bytes(reinterpret_cast<uint8_t*>(raw.data()), raw.size());
-  return net::hex_encode(raw);
 }
 
 std::string digest_text(const net::Sha256Digest& d) {
@@ -141,7 +134,7 @@ std::string Portal::mint_link(std::string_view tenant, PortalScope scope,
   payload += '|';
   payload += std::to_string(expires_at.ms());
   payload += '|';
-  payload += random_hex(8);
+  payload += net::random_hex(8);
   payload += '|';
   payload += tenant;
   return sign(payload);
@@ -173,7 +166,7 @@ PortalCheck Portal::open_link(std::string_view token, WallTime now, PortalSessio
   out.tenant = link.tenant;
   out.scope = link.scope;
   out.expires_at = now + opt_.session_ttl;
-  const std::string nonce = random_hex(16);
+  const std::string nonce = net::random_hex(16);
   std::string payload = "s1|";
   payload += portal_scope_name(out.scope);
   payload += '|';

@@ -12,16 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "net/http_server.h"
+#include "api/http_names.h"
 
 namespace ringcast::api {
-
-// The HTTP server's types (net/http_server.h) by their short names in this module.
-using net::HttpHandler;
-using net::HttpHeader;
-using net::HttpRequest;
-using net::HttpResponse;
-using net::Responder;
 
 struct ReadPoolOptions {
   uint32_t threads = 2;          // workers; at least 1

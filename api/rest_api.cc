@@ -27,6 +27,7 @@
 #include "api/portal.h"
 #include "api/read_pool.h"
 #include "net/json_writer.h"
+#include "net/system_clock.h"
 
 namespace ringcast::api {
 
@@ -1392,9 +1393,7 @@ void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
 // -- ISSUE 18: keys, portal links, the attempts chart --
 
 WallTime wall_now() {
-  return WallTime::from_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count());
+  return net::SystemClock().wall_now();
 }
 
 void write_key(Writer& w, const ApiKey& k, WallTime now) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "api/json_views.h"
+#include "core/classify.h"
 #include "net/tls.h"
 
 namespace ringcast::engine {
@@ -114,15 +115,11 @@ std::string disable_reason_sentence(const Notification& n) {
       return "The receiver's host resolves into a private or special address range, where "
              "nothing is sent" +
              tail + ".";
-    case K::kNotHttps:
-    case K::kPortNotAllowed:
-    case K::kUserinfoNotAllowed:
-    case K::kFragmentNotAllowed:
-    case K::kInvalidUrl:
-    case K::kUrlTooLong:
-    case K::kUrlTooShort:
-      return "The endpoint's URL fails the URL check (" + code + ")" + tail + ".";
     default:
+      // The SPEC R6 URL form codes (core/classify.h; the private address is answered above).
+      if (is_config_refusal(n.reason)) {
+        return "The endpoint's URL fails the URL check (" + code + ")" + tail + ".";
+      }
       return "Delivery failed (" + code + ")" + tail + ".";
   }
 }

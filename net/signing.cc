@@ -3,6 +3,7 @@
 #include <openssl/base64.h>
 #include <openssl/crypto.h>
 #include <openssl/mem.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <charconv>
@@ -71,6 +72,12 @@ std::string hex_encode(std::string_view bytes) {
     out[2 * i + 1] = kHex[b & 15];
   }
   return out;
+}
+
+std::string random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  RAND_bytes(reinterpret_cast<uint8_t*>(raw.data()), raw.size());
+  return hex_encode(raw);
 }
 
 std::optional<std::string> decode_secret(std::string_view secret) {

@@ -34,6 +34,8 @@ Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string
 std::string base64_encode(std::string_view bytes);
 std::optional<std::string> base64_decode(std::string_view text);
 std::string hex_encode(std::string_view bytes);
+// `bytes` random bytes (BoringSSL's RAND_bytes) as lower-case hex: ids and secrets of tokens.
+std::string random_hex(size_t bytes);
 
 // "whsec_<base64>" → the decoded bytes; anything else → the text itself.
 std::optional<std::string> decode_secret(std::string_view secret);

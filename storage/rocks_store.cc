@@ -395,32 +395,35 @@ std::vector<Notification> RocksStore::take_outbox() {
   return std::exchange(outbox_at_open_, {});
 }
 
-Result<void> RocksStore::outbox_done(uint64_t notification_seq) {
+// One meta key put (value) or deleted (nullptr), committed on its own.
+Result<void> RocksStore::write_meta(std::string_view key, const std::string* value, bool sync) {
   rocksdb::WriteBatch batch;
-  batch.Delete(cf(kCfMeta), sl(outbox_key(notification_seq)));
-  auto r = commit(batch, false);
+  if (value != nullptr) {
+    batch.Put(cf(kCfMeta), sl(key), sl(*value));
+  } else {
+    batch.Delete(cf(kCfMeta), sl(key));
+  }
+  auto r = commit(batch, sync);
   if (!r) return r.error();
   return ok();
+}
+
+Result<void> RocksStore::outbox_done(uint64_t notification_seq) {
+  return write_meta(outbox_key(notification_seq).view(), nullptr, false);
 }
 
 Result<void> RocksStore::put_api_key(const ApiKey& key) {
   std::string v;
   encode_api_key(key, v);
-  rocksdb::WriteBatch batch;
-  batch.Put(cf(kCfMeta), api_key_key(key.id), v);
-  auto r = commit(batch, true);
-  if (!r) return r.error();
-  api_keys_version_.fetch_add(1);
-  return ok();
+  auto r = write_meta(api_key_key(key.id), &v, true);
+  if (r) api_keys_version_.fetch_add(1);
+  return r;
 }
 
 Result<void> RocksStore::delete_api_key(std::string_view id) {
-  rocksdb::WriteBatch batch;
-  batch.Delete(cf(kCfMeta), api_key_key(id));
-  auto r = commit(batch, true);
-  if (!r) return r.error();
-  api_keys_version_.fetch_add(1);
-  return ok();
+  auto r = write_meta(api_key_key(id), nullptr, true);
+  if (r) api_keys_version_.fetch_add(1);
+  return r;
 }
 
 Result<ApiKeySet> RocksStore::load_api_keys() {
@@ -446,11 +449,7 @@ std::vector<Notification> RocksStore::take_mail_outbox() {
 }
 
 Result<void> RocksStore::mail_outbox_done(uint64_t notification_seq) {
-  rocksdb::WriteBatch batch;
-  batch.Delete(cf(kCfMeta), sl(mail_outbox_key(notification_seq)));
-  auto r = commit(batch, false);
-  if (!r) return r.error();
-  return ok();
+  return write_meta(mail_outbox_key(notification_seq).view(), nullptr, false);
 }
 
 // ---- writes -----------------------------------------------------------------------------------

@@ -169,6 +169,7 @@ class RocksStore final : public Store {
   Result<void> load_outbox_entries(char prefix, bool keep, std::vector<Notification>& out);
   // Writes a batch under the store's sync policy; force_sync fsyncs regardless (recovery).
   Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync);
+  Result<void> write_meta(std::string_view key, const std::string* value, bool sync);
   void sync_loop();
   void advance_durable(uint64_t seq);
   int64_t stamp_ms();

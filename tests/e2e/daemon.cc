@@ -206,6 +206,20 @@ bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis interv
   }
 }
 
+std::string rfc3339_in(Millis from_now) {
+  const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         (std::chrono::system_clock::now() + from_now).time_since_epoch())
+                         .count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
 std::string ringcast_binary() {
   return std::string(RINGCAST_BINARY_DIR) + "/tools/ringcast";
 }

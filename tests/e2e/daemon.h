@@ -97,6 +97,9 @@ Reply http_request(uint16_t port, const std::string& method, const std::string& 
 // Polls `pred` every `interval` until it holds or `timeout` passes; returns its last value.
 bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis interval = 20ms);
 
+// The wall clock `from_now` from now as RFC 3339 UTC with milliseconds (the API's times).
+std::string rfc3339_in(Millis from_now = Millis(0));
+
 // The built binaries (RINGCAST_BINARY_DIR/tools/...).
 std::string ringcast_binary();
 std::string sink_binary();

@@ -16,20 +16,6 @@
 namespace ringcast::e2e {
 namespace {
 
-std::string rfc3339_in(std::chrono::milliseconds from_now) {
-  const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         (std::chrono::system_clock::now() + from_now).time_since_epoch())
-                         .count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
-
 struct Key {
   std::string text, id;
 };
@@ -71,8 +57,7 @@ TEST(E2eKeys, EveryRouteWithAForeignExpiredRevokedAndReadOnlyKey) {
   Key ro = make_key(d, t, R"({"name":"dashboard","scope":"read_only"})");
   Key foreign = make_key(d, "zeta", "{}");
   Key revoked = make_key(d, t, R"({"name":"old"})");
-  Key expiring =
-      make_key(d, t, R"({"expires_at":")" + rfc3339_in(std::chrono::milliseconds(1500)) + R"("})");
+  Key expiring = make_key(d, t, R"({"expires_at":")" + rfc3339_in(1500ms) + R"("})");
   ASSERT_EQ(own.text.size(), 4u + 16 + 1 + 64) << own.text;
   ASSERT_EQ(own.text.substr(0, 4), "rck_");
   Reply list = d.call("GET", "/v1/tenants/acme/keys");

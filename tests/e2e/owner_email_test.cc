@@ -24,11 +24,6 @@ using test::TempDir;
 
 constexpr const char* kOwner = "owner@shop.example";
 
-#define REQUIRE_SMTP_SINK()                                                 \
-  do {                                                                      \
-    if (!SmtpSink::available()) GTEST_SKIP() << "python3-aiosmtpd missing"; \
-  } while (0)
-
 // A test CA, a certificate for 127.0.0.1 it issued, and a sink that requires STARTTLS with it.
 struct MailRelay {
   TempDir dir{"e2e-mail-ca"};
@@ -91,7 +86,7 @@ std::string disable_by_gone(const Daemon& d, const SinkProcess& receiver, const 
 }
 
 TEST(E2eOwnerEmail, AnAutoDisabledEndpointEmailsTheOwnerOverStartTls) {
-  REQUIRE_SMTP_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   MailRelay relay;
   Daemon d(relay.daemon_options());
   ASSERT_NO_THROW(d.start());
@@ -135,7 +130,7 @@ TEST(E2eOwnerEmail, AnAutoDisabledEndpointEmailsTheOwnerOverStartTls) {
 }
 
 TEST(E2eOwnerEmail, AnEmailTheRelayDeferredBeforeACrashIsSentAfterTheRestart) {
-  REQUIRE_SMTP_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   MailRelay relay(451, 1'000'000);  // "try again later" until told otherwise
   Daemon d(relay.daemon_options());
   ASSERT_NO_THROW(d.start());

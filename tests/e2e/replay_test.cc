@@ -27,20 +27,6 @@ std::string show(const Json& j) {
   return out;
 }
 
-std::string now_rfc3339() {
-  const auto now = std::chrono::system_clock::now();
-  const int64_t ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
-
 Reply action(const Daemon& d, const std::string& t, const std::string& ep, const char* what) {
   return d.call("POST", "/v1/tenants/" + t + "/endpoints/" + ep + "/" + what);
 }
@@ -185,14 +171,14 @@ TEST(E2eReplay, RecoverRequeuesTheWindowWithinTheBound) {
   ASSERT_TRUE(all_ended(outside));
   ASSERT_EQ(action(d, t, ep, "enable").status, 200);
   std::this_thread::sleep_for(50ms);
-  const std::string since = now_rfc3339();
+  const std::string since = rfc3339_in();
   std::this_thread::sleep_for(50ms);
   std::vector<std::string> inside;
   for (int i = 0; i < 5; ++i) inside.push_back("w-" + std::to_string(i));
   for (const auto& id : inside) ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
   ASSERT_TRUE(all_ended(inside));
   std::this_thread::sleep_for(50ms);
-  const std::string until = now_rfc3339();
+  const std::string until = rfc3339_in();
 
   const std::string rec = "/v1/tenants/" + t + "/endpoints/" + ep + "/recover";
   const std::string window = "{\"since\":" + quote(since) + ",\"until\":" + quote(until) + "}";
@@ -284,7 +270,7 @@ TEST(E2eReplay, TheCliResendsRecoversAndReplays) {
   const std::string t = "replaycli";
   const std::string ep = endpoint_with_policy(d, t, sink.base_url() + "/c", "hub");
   ASSERT_FALSE(ep.empty());
-  const std::string since = now_rfc3339();
+  const std::string since = rfc3339_in();
   std::this_thread::sleep_for(20ms);
   for (const char* id : {"c-1", "c-2", "c-3"})
     ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);

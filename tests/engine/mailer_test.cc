@@ -22,11 +22,6 @@ namespace {
 using test::SmtpSink;
 using test::SmtpSinkOptions;
 
-#define REQUIRE_SINK()                                                      \
-  do {                                                                      \
-    if (!SmtpSink::available()) GTEST_SKIP() << "python3-aiosmtpd missing"; \
-  } while (0)
-
 Notification disabled(uint64_t seq, const std::string& to = "owner@shop.example") {
   Notification n;
   n.seq = seq;
@@ -80,7 +75,7 @@ struct Finished {
 };
 
 TEST(Mailer, A451IsRetriedAndTheEmailIsSentOnceWithTheSameMessageId) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   SmtpSinkOptions so;
   so.fail_code = 451;
   so.fail_count = 1;
@@ -117,7 +112,7 @@ TEST(Mailer, A451IsRetriedAndTheEmailIsSentOnceWithTheSameMessageId) {
 }
 
 TEST(Mailer, A550IsGivenUpAtOnce) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   SmtpSinkOptions so;
   so.fail_code = 550;
   so.fail_count = 10;
@@ -140,7 +135,7 @@ TEST(Mailer, A550IsGivenUpAtOnce) {
 }
 
 TEST(Mailer, TransientFailuresUseUpTheLadderThenGiveUp) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   auto sink = SmtpSink::start();
   const uint16_t port = sink->port();
   sink->stop();  // connection refused: transient

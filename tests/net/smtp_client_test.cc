@@ -20,11 +20,6 @@ namespace {
 using test::SmtpSink;
 using test::SmtpSinkOptions;
 
-#define REQUIRE_SINK()                                                      \
-  do {                                                                      \
-    if (!SmtpSink::available()) GTEST_SKIP() << "python3-aiosmtpd missing"; \
-  } while (0)
-
 SmtpOptions plain_options(const SmtpSink& sink) {
   SmtpOptions o;
   o.host = "127.0.0.1";
@@ -70,7 +65,7 @@ struct TlsSetup {
 };
 
 TEST(SmtpClient, PlainSessionDeliversTheMessage) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   auto sink = SmtpSink::start();
   SmtpSendInfo info;
   SmtpResult r =
@@ -92,7 +87,7 @@ TEST(SmtpClient, PlainSessionDeliversTheMessage) {
 }
 
 TEST(SmtpClient, StartTlsVerifiedAgainstTheTestCa) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   TlsSetup tls;
   auto sink = SmtpSink::start(tls.sink_options());
   SmtpSendInfo info;
@@ -105,7 +100,7 @@ TEST(SmtpClient, StartTlsVerifiedAgainstTheTestCa) {
 }
 
 TEST(SmtpClient, StartTlsChecksTheRelaysName) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   // A certificate of the trusted CA, but for another name than the one connected to.
   TlsSetup tls;
   test::TempDir other_dir("smtp-other-name");
@@ -122,7 +117,7 @@ TEST(SmtpClient, StartTlsChecksTheRelaysName) {
 }
 
 TEST(SmtpClient, StartTlsWithAnotherCaIsRefusedAndNothingIsSent) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   TlsSetup tls;
   auto sink = SmtpSink::start(tls.sink_options());
   test::TempDir other_dir("smtp-other-ca");
@@ -145,7 +140,7 @@ TEST(SmtpClient, StartTlsWithAnotherCaIsRefusedAndNothingIsSent) {
 }
 
 TEST(SmtpClient, RequiredStartTlsNotOfferedIsRefused) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   auto sink = SmtpSink::start();  // no certificate: no STARTTLS in the EHLO answer
   SmtpOptions o = plain_options(*sink);
   o.starttls = SmtpStartTls::kRequired;
@@ -164,7 +159,7 @@ TEST(SmtpClient, RequiredStartTlsNotOfferedIsRefused) {
 }
 
 TEST(SmtpClient, AuthPlainAndLoginOverTls) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   TlsSetup tls;
   for (const char* mech : {"PLAIN", "LOGIN"}) {
     SCOPED_TRACE(mech);
@@ -202,7 +197,7 @@ TEST(SmtpClient, AuthPlainAndLoginOverTls) {
 }
 
 TEST(SmtpClient, CredentialsNeverGoOutInClearUnlessAllowed) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   SmtpSinkOptions so;
   so.auth_user = "u";
   so.auth_password = "p";
@@ -225,7 +220,7 @@ TEST(SmtpClient, CredentialsNeverGoOutInClearUnlessAllowed) {
 }
 
 TEST(SmtpClient, DotStuffingAndLineEndings) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   auto sink = SmtpSink::start();
   // Lines that would end DATA early (".") or lose a dot (".x") without stuffing, bare LF and
   // bare CR line ends, no final line end.
@@ -282,7 +277,7 @@ TEST(SmtpClient, HeaderAndCommandInjectionAreRefused) {
 }
 
 TEST(SmtpClient, TransientAndPermanentReplies) {
-  REQUIRE_SINK();
+  RINGCAST_REQUIRE_SMTP_SINK();
   SmtpSinkOptions so;
   so.fail_code = 451;
   so.fail_count = 1;

@@ -42,6 +42,12 @@ struct SinkMessage {
   std::string body() const;  // after the blank line, quoted-printable decoded
 };
 
+// Skips the test when python3-aiosmtpd is missing (tools/install-deps.sh test installs it).
+#define RINGCAST_REQUIRE_SMTP_SINK()                                                          \
+  do {                                                                                        \
+    if (!::ringcast::test::SmtpSink::available()) GTEST_SKIP() << "python3-aiosmtpd missing"; \
+  } while (0)
+
 class SmtpSink {
  public:
   static bool available();  // /usr/bin/python3 with the aiosmtpd module
