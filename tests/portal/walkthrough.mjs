@@ -325,6 +325,9 @@ async function main() {
     summary.screenshots.push(file);
     await page.keyboard.press('Escape');
     await page.waitForFunction(() => !document.getElementById('delivery-dialog').open);
+    // Focus comes back in the dialog's `close` handler, a task after `open` turns false.
+    await page.waitForFunction(() => document.activeElement && document.activeElement.dataset.testid === 'delivery-open',
+      null, { timeout: 3000 }).catch(() => {});
     const back = await page.evaluate(() => document.activeElement && document.activeElement.dataset.testid);
     check(back === 'delivery-open', `focus did not return to the row after Escape (on ${back})`);
   });
@@ -373,8 +376,11 @@ async function main() {
     check(/^whsec_[A-Za-z0-9+/=]{20,}$/.test(secret), `the new secret reads "${secret}"`);
     await page.keyboard.press('Escape');
     await page.waitForFunction(() => !document.getElementById('secret-dialog').open);
-    const still = await page.evaluate((sec) => document.documentElement.outerHTML.includes(sec), secret);
-    check(!still, 'the secret stays in the page after the dialog closed');
+    // The dialog's `close` event is dispatched as a task after `open` turns false, so the page
+    // is given a moment (bounded) to run its handler before the secret counts as left behind.
+    const gone = await page.waitForFunction((sec) => !document.documentElement.outerHTML.includes(sec), secret,
+      { timeout: 3000 }).then(() => true, () => false);
+    check(gone, 'the secret stays in the page after the dialog closed');
     const ep = await adminCall('GET', `${tpath}/endpoints/${hostileId}`);
     check(ep.json && ep.json.secrets_active === 2, `after Rotate the API says ${ep.text}`);
   });
