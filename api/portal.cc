@@ -34,7 +34,11 @@ std::optional<std::string> b64url_decode(std::string_view text) {
     }
   }
   while (s.size() % 4 != 0) s.push_back('=');
-  return net::base64_decode(s);
+  auto bytes = net::base64_decode(s);
+  // Only the canonical spelling: the last character's unused low bits must be zero, or one
+  // token would have several spellings that all verify.
+  if (bytes && b64url(*bytes) != text) return std::nullopt;
+  return bytes;
 }
 
 std::string digest_text(const net::Sha256Digest& d) {
