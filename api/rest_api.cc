@@ -1026,6 +1026,24 @@ void submit_bulk(Call& c) {
 
 // -- deliveries, tenant state --
 
+// The events `items` carry, by seq, read together (one store call; absent ones map to nullopt,
+// and a failed read leaves the items without their event rather than failing the page).
+std::unordered_map<EventSeq, std::optional<Event>> events_of(Engine& engine,
+                                                             std::string_view tenant,
+                                                             const std::vector<Delivery>& items) {
+  std::unordered_map<EventSeq, std::optional<Event>> events;
+  std::vector<EventSeq> seqs;
+  for (const Delivery& d : items) {
+    if (events.emplace(d.event, std::nullopt).second) seqs.push_back(d.event);
+  }
+  auto read = engine.get_events_by_seq(tenant, seqs);
+  if (!read) return events;
+  for (size_t i = 0; i < seqs.size() && i < read->size(); ++i) {
+    events[seqs[i]] = std::move((*read)[i]);
+  }
+  return events;
+}
+
 void list_deliveries(Call& c, const std::string& tenant) {
   auto q = parse_query(c.req.query());
   if (!q) return c.answer(bad_request("invalid_query", "malformed query string"));
@@ -1068,16 +1086,13 @@ void list_deliveries(Call& c, const std::string& tenant) {
       if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
     }
     // Each item names its event (producer id and type); a page often shares events (fan-out).
-    std::unordered_map<EventSeq, std::optional<Event>> events;
+    // Read together: on Redis one round trip per page, not one per event.
+    auto events = events_of(engine, tenant, page->items);
     Writer w;
     w.begin_object().key("deliveries").begin_array();
     for (const auto& d : page->items) {
       auto it = events.find(d.event);
-      if (it == events.end()) {
-        auto ev = engine.get_event_by_seq(tenant, d.event);
-        it = events.emplace(d.event, ev.ok() ? std::move(*ev) : std::nullopt).first;
-      }
-      write_delivery(w, d, it->second ? &*it->second : nullptr);
+      write_delivery(w, d, it != events.end() && it->second ? &*it->second : nullptr);
     }
     w.end_array();
     w.key("next_cursor");
@@ -1092,21 +1107,24 @@ void list_deliveries(Call& c, const std::string& tenant) {
 }
 
 // A delivery with its attempts and, when the engine has it, its event (SPEC R10.2: type, body).
-void write_delivery_full(Writer& w, Engine& engine, std::string_view tenant,
-                         const DeliveryDetail& d) {
+void write_delivery_full(Writer& w, const DeliveryDetail& d, const Event* ev) {
   w.begin_object();
   w.key("delivery");
   write_delivery(w, d.delivery);
   w.key("attempts");
   write_history(w, d.attempts);
   w.key("event");
-  auto ev = engine.get_event_by_seq(tenant, d.delivery.event);
-  if (ev && ev->has_value()) {
-    write_event(w, **ev);
+  if (ev != nullptr) {
+    write_event(w, *ev);
   } else {
     w.null();
   }
   w.end_object();
+}
+void write_delivery_full(Writer& w, Engine& engine, std::string_view tenant,
+                         const DeliveryDetail& d) {
+  auto ev = engine.get_event_by_seq(tenant, d.delivery.event);
+  write_delivery_full(w, d, ev && ev->has_value() ? &**ev : nullptr);
 }
 
 void recent_deliveries(Call& c, const std::string& tenant) {
@@ -1116,17 +1134,25 @@ void recent_deliveries(Call& c, const std::string& tenant) {
     if (recent->empty()) {
       if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
     }
+    // Their attempts and events read together (one round trip each on Redis).
+    std::vector<DeliveryId> ids;
+    ids.reserve(recent->size());
+    for (const auto& d : *recent) ids.push_back(d.id);
+    auto details = engine.get_deliveries(tenant, ids);
+    if (!details) return error_response(details.error());
+    auto events = events_of(engine, tenant, *recent);
     Writer w;
     w.begin_object().key("deliveries").begin_array();
-    for (const auto& d : *recent) {
-      auto detail = engine.get_delivery(tenant, d.id);
-      if (detail && detail->has_value()) {
-        write_delivery_full(w, engine, tenant, **detail);
+    for (size_t i = 0; i < recent->size(); ++i) {
+      DeliveryDetail bare;
+      const DeliveryDetail* d = &bare;
+      if ((*details)[i]) {
+        d = &*(*details)[i];
       } else {
-        DeliveryDetail bare;
-        bare.delivery = d;
-        write_delivery_full(w, engine, tenant, bare);
+        bare.delivery = (*recent)[i];
       }
+      auto it = events.find(d->delivery.event);
+      write_delivery_full(w, *d, it != events.end() && it->second ? &*it->second : nullptr);
     }
     w.end_array().end_object();
     return ok_json(200, w);
@@ -1570,6 +1596,7 @@ void attempt_stats(Call& c, const std::string& tenant) {
       if (page->items.empty() && cursor.empty()) {
         if (auto known = check_tenant(engine, tenant); !known) return error_response(known.error());
       }
+      std::vector<DeliveryId> ids;  // the page's deliveries to count, read together
       for (const Delivery& d : page->items) {
         // Attempts can come later than their delivery's creation, never earlier.
         if (d.created_at.ms() < from_ms - 7 * 24 * kBucketMs) {
@@ -1582,10 +1609,13 @@ void attempt_stats(Call& c, const std::string& tenant) {
           done = true;
           break;
         }
-        auto detail = engine.get_delivery(tenant, d.id);
-        if (!detail) return error_response(detail.error());
-        if (!detail->has_value()) continue;
-        for (const Attempt& a : (*detail)->attempts) {
+        ids.push_back(d.id);
+      }
+      auto details = engine.get_deliveries(tenant, ids);
+      if (!details) return error_response(details.error());
+      for (const auto& detail : *details) {
+        if (!detail) continue;
+        for (const Attempt& a : detail->attempts) {
           if (is_history_record(a.number) || is_check_record(a.number)) continue;
           const int64_t at = a.started_at.ms();
           if (at < from_ms || at >= to_ms) continue;

@@ -151,6 +151,30 @@ class Engine {
     (void)seq;
     return std::optional<Event>();
   }
+  // Several at once, aligned with the argument (one round trip on a networked store); what is
+  // not the tenant's reads as absent. The defaults ask one by one.
+  virtual Result<std::vector<std::optional<Event>>> get_events_by_seq(
+      std::string_view tenant, const std::vector<EventSeq>& seqs) {
+    std::vector<std::optional<Event>> out;
+    out.reserve(seqs.size());
+    for (EventSeq s : seqs) {
+      auto r = get_event_by_seq(tenant, s);
+      if (!r.ok()) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
+  virtual Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      std::string_view tenant, const std::vector<DeliveryId>& ids) {
+    std::vector<std::optional<DeliveryDetail>> out;
+    out.reserve(ids.size());
+    for (DeliveryId id : ids) {
+      auto r = get_delivery(tenant, id);
+      if (!r.ok()) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
 
   // ISSUE 17: resolves a delivery that ended `unknown` as delivered or failed; the verdict and
   // `note` (≤ kResolutionNoteBytes) become a record in its history (an Attempt numbered from

@@ -156,6 +156,29 @@ class Store {
                                                   std::string_view event_id) = 0;
 
   virtual Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) = 0;
+  // Several at once, aligned with the argument (a page of the delivery log names many: a
+  // networked store answers them in one round trip, not one each). The defaults ask one by one.
+  virtual Result<std::vector<std::optional<Event>>> load_events(const std::vector<EventSeq>& seqs) {
+    std::vector<std::optional<Event>> out;
+    out.reserve(seqs.size());
+    for (EventSeq s : seqs) {
+      auto r = load_event(s);
+      if (!r.ok()) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
+  virtual Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) {
+    std::vector<std::optional<DeliveryDetail>> out;
+    out.reserve(ids.size());
+    for (DeliveryId id : ids) {
+      auto r = get_delivery(id);
+      if (!r.ok()) return r.error();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
   // ISSUE 17 (replay missing): every delivery of event `seq` the store still holds (any
   // state), from its event → deliveries index. Any order.
   virtual Result<std::vector<Delivery>> event_deliveries(EventSeq seq) {

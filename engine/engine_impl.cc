@@ -318,14 +318,16 @@ void EngineImpl::run_recover(std::shared_ptr<RecoverJob> job) {
     const size_t take = std::min<size_t>({kBatch, bound - live, ids.size() - next});
     std::vector<DeliveryDetail> batch;
     uint64_t skipped = 0;
-    for (size_t k = 0; k < take; ++k) {
-      auto r = get_delivery(tenant, ids[next + k]);
-      if (!r) return end(JobView::State::kFailed, r.error().message);
-      if (!r->has_value() || !is_terminal((*r)->delivery.status)) {
+    auto read = get_deliveries(
+        tenant, std::vector<DeliveryId>(ids.begin() + static_cast<std::ptrdiff_t>(next),
+                                        ids.begin() + static_cast<std::ptrdiff_t>(next + take)));
+    if (!read) return end(JobView::State::kFailed, read.error().message);
+    for (auto& r : *read) {
+      if (!r || !is_terminal(r->delivery.status)) {
         ++skipped;  // gone (retention) or pending again already
         continue;
       }
-      batch.push_back(std::move(**r));
+      batch.push_back(std::move(*r));
     }
     next += take;
     ResendCounts counts;
@@ -459,6 +461,26 @@ Result<std::optional<DeliveryDetail>> EngineImpl::get_delivery(std::string_view 
   if (!r.ok()) return r;
   // A delivery id is only visible to its own tenant.
   if (r->has_value() && (*r)->tenant != tenant) return std::optional<DeliveryDetail>{};
+  return r;
+}
+
+Result<std::vector<std::optional<DeliveryDetail>>> EngineImpl::get_deliveries(
+    std::string_view tenant, const std::vector<DeliveryId>& ids) {
+  auto r = store_.get_deliveries(ids);
+  if (!r.ok()) return r;
+  for (auto& d : *r) {
+    if (d && d->tenant != tenant) d.reset();  // only visible to its own tenant
+  }
+  return r;
+}
+
+Result<std::vector<std::optional<Event>>> EngineImpl::get_events_by_seq(
+    std::string_view tenant, const std::vector<EventSeq>& seqs) {
+  auto r = store_.load_events(seqs);
+  if (!r.ok()) return r;
+  for (auto& e : *r) {
+    if (e && e->tenant != tenant) e.reset();
+  }
   return r;
 }
 

@@ -66,6 +66,10 @@ class EngineImpl final : public Engine {
   Result<std::optional<Event>> get_event(std::string_view tenant,
                                          std::string_view event_id) override;
   Result<std::optional<Event>> get_event_by_seq(std::string_view tenant, EventSeq seq) override;
+  Result<std::vector<std::optional<Event>>> get_events_by_seq(
+      std::string_view tenant, const std::vector<EventSeq>& seqs) override;
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      std::string_view tenant, const std::vector<DeliveryId>& ids) override;
   Result<std::vector<Notification>> notifications(std::string_view tenant) override;
   std::string metrics_text() override;
   bool ready() const override;

@@ -1795,37 +1795,120 @@ Result<std::optional<Event>> RedisStore::find_event(std::string_view tenant,
 }
 
 Result<std::optional<DeliveryDetail>> RedisStore::get_delivery(DeliveryId id) {
-  const std::string pre = impl_->prefix(id_partition(id));
+  auto r = get_deliveries({id});
+  if (!r) return r.error();
+  return std::move((*r)[0]);
+}
+
+// Two round trips whatever the count: the records (one HMGET per partition) with every
+// delivery's attempts (one ZRANGEBYLEX each), pipelined; then their events (load_events), for
+// the tenant.
+Result<std::vector<std::optional<DeliveryDetail>>> RedisStore::get_deliveries(
+    const std::vector<DeliveryId>& ids) {
+  std::vector<std::optional<DeliveryDetail>> out(ids.size());
+  if (ids.empty()) return out;
   std::vector<Cmd> cmds;
-  cmds.push_back({"HGET", pre + "dl", be64s(id)});
-  auto [lo, hi] = attempts_range(id);
-  cmds.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
-  Replies rs = impl_->run(std::move(cmds));
-  auto d = check(rs[0]);
-  if (!d) return d.error();
-  if ((*d)->is_nil()) return std::optional<DeliveryDetail>();
-  DeliveryDetail detail;
-  if (auto r = decode_delivery(id, (*d)->str(), detail.delivery); !r) return r.error();
-  auto a = check(rs[1]);
-  if (!a) return a.error();
-  if (!(*a)->is_array()) return bad_reply();
-  // Members come in (id, number) order; an attempt written twice with other bytes (not done
-  // by the engine) would appear twice: the first of a number is kept.
-  for (const Reply& mem : (*a)->elements()) {
-    const std::string& m = mem.str();
-    if (m.size() < 10 || get_be64(m.data()) != id)
-      return make_error(Errc::kCorruption, "attempt: bad member");
-    const uint16_t n = get_be16(m.data() + 8);
-    if (!detail.attempts.empty() && detail.attempts.back().number == n) continue;
-    auto k = attempt_key(id, n);
-    auto at = decode_attempt(k.view(), std::string_view(m).substr(10));
-    if (!at) return at.error();
-    detail.attempts.push_back(std::move(*at));
+  std::vector<std::vector<size_t>> pos;  // per HMGET: the positions in `ids` it asks for
+  std::map<Partition, size_t> at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Partition p = id_partition(ids[i]);
+    auto [it, fresh] = at.emplace(p, cmds.size());
+    if (fresh) {
+      cmds.push_back({"HMGET", impl_->prefix(p) + "dl"});
+      pos.emplace_back();
+    }
+    cmds[it->second].push_back(be64s(ids[i]));
+    pos[it->second].push_back(i);
   }
-  auto ev = load_event(detail.delivery.event);
-  if (!ev) return ev.error();
-  if (*ev) detail.tenant = (*ev)->tenant;
-  return std::optional<DeliveryDetail>(std::move(detail));
+  const size_t first_range = cmds.size();
+  for (DeliveryId id : ids) {
+    auto [lo, hi] = attempts_range(id);
+    cmds.push_back(
+        {"ZRANGEBYLEX", impl_->prefix(id_partition(id)) + "at", std::move(lo), std::move(hi)});
+  }
+  Replies rs = impl_->run(std::move(cmds));
+  for (size_t c = 0; c < first_range; ++c) {
+    auto r = check(rs[c]);
+    if (!r) return r.error();
+    const Reply& a = **r;
+    if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
+    for (size_t j = 0; j < a.size(); ++j) {
+      if (a[j].is_nil()) continue;
+      const size_t k = pos[c][j];
+      DeliveryDetail detail;
+      if (auto d = decode_delivery(ids[k], a[j].str(), detail.delivery); !d) return d.error();
+      out[k] = std::move(detail);
+    }
+  }
+  std::vector<EventSeq> seqs;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!out[k]) continue;
+    DeliveryDetail& detail = *out[k];
+    auto a = check(rs[first_range + k]);
+    if (!a) return a.error();
+    if (!(*a)->is_array()) return bad_reply();
+    // Members come in (id, number) order; an attempt written twice with other bytes (not done
+    // by the engine) would appear twice: the first of a number is kept.
+    for (const Reply& mem : (*a)->elements()) {
+      const std::string& m = mem.str();
+      if (m.size() < 10 || get_be64(m.data()) != ids[k])
+        return make_error(Errc::kCorruption, "attempt: bad member");
+      const uint16_t n = get_be16(m.data() + 8);
+      if (!detail.attempts.empty() && detail.attempts.back().number == n) continue;
+      auto key = attempt_key(ids[k], n);
+      auto att = decode_attempt(key.view(), std::string_view(m).substr(10));
+      if (!att) return att.error();
+      detail.attempts.push_back(std::move(*att));
+    }
+    seqs.push_back(detail.delivery.event);
+  }
+  std::sort(seqs.begin(), seqs.end());
+  seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+  auto evs = load_events(seqs);
+  if (!evs) return evs.error();
+  for (auto& d : out) {
+    if (!d) continue;
+    auto it = std::lower_bound(seqs.begin(), seqs.end(), d->delivery.event);
+    const auto& ev = (*evs)[static_cast<size_t>(it - seqs.begin())];
+    if (ev) d->tenant = ev->tenant;
+  }
+  return out;
+}
+
+// One HMGET of T ev per partition, pipelined: one round trip.
+Result<std::vector<std::optional<Event>>> RedisStore::load_events(
+    const std::vector<EventSeq>& seqs) {
+  std::vector<std::optional<Event>> out(seqs.size());
+  if (seqs.empty()) return out;
+  std::vector<Cmd> cmds;
+  std::vector<std::vector<size_t>> pos;
+  std::map<Partition, size_t> at;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Partition p = id_partition(seqs[i]);
+    auto [it, fresh] = at.emplace(p, cmds.size());
+    if (fresh) {
+      cmds.push_back({"HMGET", impl_->prefix(p) + "ev"});
+      pos.emplace_back();
+    }
+    cmds[it->second].push_back(be64s(seqs[i]));
+    pos[it->second].push_back(i);
+  }
+  Replies rs = impl_->run(std::move(cmds));
+  for (size_t c = 0; c < rs.size(); ++c) {
+    auto r = check(rs[c]);
+    if (!r) return r.error();
+    const Reply& a = **r;
+    if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
+    for (size_t j = 0; j < a.size(); ++j) {
+      if (a[j].is_nil()) continue;
+      if (!a[j].is_string()) return bad_reply();
+      const size_t k = pos[c][j];
+      auto e = decode_event(seqs[k], a[j].str());
+      if (!e) return e.error();
+      out[k] = std::move(*e);
+    }
+  }
+  return out;
 }
 
 // T ed: be16 length + the event's key field, then be64 delivery ids (split(), retention).
@@ -1887,6 +1970,9 @@ Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
   const std::string key = impl_->prefix(partition_of_hash(th)) +
                           (endpoint ? endpoint_index(th, *endpoint) : tenant_index(th));
   std::string from = after ? "(" + be64s(~*after) : "-";
+  // A chunk as large as the page (at least kFetchChunk, at most 1 000): a page of 1 000 is then
+  // two round trips, not 32 (the filters may need more).
+  const size_t chunk_n = std::clamp<size_t>(limit, kFetchChunk, 1000);
   DeliveryPage page;
   size_t scanned = 0;
   DeliveryId last_consumed = 0;
@@ -1894,7 +1980,7 @@ Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
   while (true) {
     // One more than a chunk: the extra one only says whether the index goes on.
     auto r =
-        impl_->run1({"ZRANGEBYLEX", key, from, "+", "LIMIT", "0", std::to_string(kFetchChunk + 1)});
+        impl_->run1({"ZRANGEBYLEX", key, from, "+", "LIMIT", "0", std::to_string(chunk_n + 1)});
     auto c = check(r);
     if (!c) return c.error();
     if (!(*c)->is_array()) return bad_reply();
@@ -1903,7 +1989,7 @@ Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
       if (m.str().size() != 8) return make_error(Errc::kCorruption, "delivery index: bad member");
       chunk.push_back(~get_be64(m.str().data()));
     }
-    const bool index_goes_on = chunk.size() > kFetchChunk;
+    const bool index_goes_on = chunk.size() > chunk_n;
     if (index_goes_on) chunk.pop_back();
     const size_t room = kListScanMax - scanned;
     bool scan_cut = false;

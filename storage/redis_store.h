@@ -187,6 +187,9 @@ class RedisStore final : public Store {
   Result<std::optional<Event>> find_event(std::string_view tenant,
                                           std::string_view event_id) override;
   Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<std::optional<Event>>> load_events(const std::vector<EventSeq>& seqs) override;
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) override;
   Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
   Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
