@@ -209,6 +209,13 @@ struct Host {
   uint32_t queued = 0;
   TokenBucket bucket;
   MonoTime paced_until;  // the latest token time promised to a deferred request
+  // The bulkhead's back-pressure: how fast this host's queue drains — the mean gap between two
+  // starts while a backlog waited (EWMA; zero until measured) — and the latest come-back time
+  // promised to a request turned away because the queue was full (queue_full_slot).
+  Duration drain_gap{};
+  MonoTime last_start;
+  bool backlog_at_last_start = false;
+  MonoTime full_until;
   // The one TLS connection doing a full handshake while no session is cached for this host:
   // other new connections wait for its session so they resume (≤ 1 full handshake per host).
   Connection* tls_probe = nullptr;
@@ -285,6 +292,7 @@ struct HttpTransport::Impl {
   void dequeue(Exchange* ex);
   void pump(Host* h);
   MonoTime pacing_slot(Host* h, MonoTime now, uint32_t ahead);
+  MonoTime queue_full_slot(Host* h, MonoTime now);
   void schedule_pump(Host* h);
   Connection* find_idle(Host* h, const IpAddress& addr);
   bool evict_one_idle();
@@ -445,7 +453,7 @@ void Impl::on_resolved(Exchange* ex) {
   ex->host = h;
   const MonoTime now = loop.now();
   if (h->queued >= opt.max_queued_per_host) {  // bulkhead (R12.6): try again once it drained
-    defer(ex, DeferReason::kQueueFull, now + opt.max_queue_wait);
+    defer(ex, DeferReason::kQueueFull, queue_full_slot(h, now));
     return;
   }
   // Pacing: the token this request would get, behind everything queued before it. Beyond the
@@ -714,6 +722,12 @@ void Impl::pump(Host* h) {
     }
     (void)h->bucket.try_take(now);
     dequeue(ex);
+    if (h->backlog_at_last_start) {  // the gap since the last start was spent draining
+      const Duration gap = now - h->last_start;
+      h->drain_gap = h->drain_gap == Duration{} ? gap : (h->drain_gap * 15 + gap) / 16;
+    }
+    h->last_start = now;
+    h->backlog_at_last_start = h->qhead != nullptr;
     // The receiver's deadline starts now: the wait above was ours, not its (R6, R12.4); so does
     // the attempt (its started_at and duration in the log).
     unlink_deadline(ex);
@@ -735,6 +749,20 @@ MonoTime Impl::pacing_slot(Host* h, MonoTime now, uint32_t ahead) {
   MonoTime at = h->bucket.token_at(now, ahead);
   if (h->paced_until >= at) at = h->paced_until + h->bucket.interval();
   h->paced_until = at;
+  return at;
+}
+
+// When a request turned away by a full queue may come back: when the queue should have room
+// for it, behind every request turned away before it, one drain gap apart (so they neither all
+// come back at once nor wait while the queue stands empty: a fixed max_queue_wait left a fast
+// host shared by many endpoints idle for seconds). Before the drain is measured, defer_retry;
+// never later than max_queue_wait.
+MonoTime Impl::queue_full_slot(Host* h, MonoTime now) {
+  if (h->drain_gap == Duration{}) return now + std::min(opt.defer_retry, opt.max_queue_wait);
+  const Duration gap = std::max<Duration>(h->drain_gap, microseconds(10));
+  MonoTime at = std::max(h->full_until, now) + gap;
+  at = std::min(at, now + opt.max_queue_wait);
+  h->full_until = at;
   return at;
 }
 

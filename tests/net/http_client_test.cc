@@ -321,6 +321,60 @@ TEST(HttpTransportTest, PacingBeyondTheQueueWaitDefersUnsentWithStaggeredTimes) 
   EXPECT_EQ(c.transport->stats().timeouts, 0u);
 }
 
+// The bulkhead (max_queued_per_host) turns a request away when its host's queue is full; it
+// comes back when the queue should have room — one measured drain gap apart, in order — not
+// after the whole max_queue_wait: 256 endpoints sharing one fast receiver sat idle for seconds
+// with every other request deferred 5 s.
+TEST(HttpTransportTest, AFullHostQueueSendsRequestsBackWhenItShouldHaveRoomStaggered) {
+  TestHttpServer server([](const HttpRequest&) {
+    std::this_thread::sleep_for(milliseconds(20));
+    return respond(200);
+  });
+  auto o = test_options();
+  o.max_connections_per_host = 1;
+  o.max_queued_per_host = 4;
+  o.max_queue_wait = seconds(5);
+  Client c(o);
+  // A backlog first, so the drain is measured: 1 on the connection, 4 waiting.
+  std::vector<Op> first(5);
+  for (auto& op : first) {
+    c.prepare(op, server.url());
+    c.transport->send(&op);
+  }
+  c.spin(milliseconds(70));  // a few of them start, ~20 ms apart
+  std::vector<Op> more(12);
+  for (auto& op : more) {
+    c.prepare(op, server.url());
+    c.transport->send(&op);
+  }
+  const WallTime sent_at = c.loop->wall_now();
+  std::initializer_list<Op*> all = {&first[0], &first[1], &first[2], &first[3], &first[4], &more[0],
+                                    &more[1],  &more[2],  &more[3],  &more[4],  &more[5],  &more[6],
+                                    &more[7],  &more[8],  &more[9],  &more[10], &more[11]};
+  ASSERT_TRUE(c.run(all, seconds(5)));
+  for (auto& op : first) EXPECT_EQ(op.result.http_status, 200);
+  WallTime prev = sent_at;
+  int turned_away = 0;
+  for (size_t i = 0; i < more.size(); ++i) {
+    const TransportResult& r = more[i].result;
+    if (r.deferred == DeferReason::kNone) {
+      EXPECT_EQ(r.http_status, 200) << i;
+      continue;
+    }
+    ++turned_away;
+    EXPECT_EQ(r.deferred, DeferReason::kQueueFull) << i;
+    EXPECT_FALSE(r.request_written) << i;
+    // Back when there should be room: a drain gap or so per request ahead, far below the 5 s
+    // queue wait it used to be; and in order, each after the one before.
+    EXPECT_GT(r.not_before, prev) << i;
+    EXPECT_LT(r.not_before - sent_at, seconds(2)) << i;
+    prev = r.not_before;
+  }
+  EXPECT_GE(turned_away, 6);
+  EXPECT_EQ(c.transport->stats().deferred[static_cast<int>(DeferReason::kQueueFull)],
+            static_cast<uint64_t>(turned_away));
+}
+
 TEST(HttpTransportTest, QueueWaitIsNotChargedToTheReceiversDeadline) {
   // One connection, a receiver that takes 600 ms: the second request waits ~600 ms for the
   // connection, then gets its own 1 s. Charged from send(), it would time out (UNKNOWN).
