@@ -64,6 +64,11 @@ struct Scheduler::EpState {
   bool active = false;        // in Scheduler::active_
   int64_t rate_timer_ms = 0;  // key in rate_timers_ when != 0
   int64_t hold_until_ms = 0;  // the receiver's Retry-After holds the queue until then (R7)
+  // A send of it came back queue_full (its host's queue, shared with the host's other
+  // endpoints, was full): no new sends until that one's come-back time, so the endpoint does not
+  // send its whole in-flight budget into a full queue to have it come back (a lease written and
+  // released each). In memory only; not shown, not persisted.
+  int64_t host_full_until_ms = 0;
   double tokens = 0;
   WallTime tokens_at;
   bool tokens_init = false;
@@ -392,7 +397,8 @@ bool Scheduler::normal_allowed(EpState& ep, WallTime now) {
     return false;
   }
   if (ep.rate_timer_ms != 0 && now.ms() < ep.rate_timer_ms) return false;
-  if (now.ms() < ep.hold_until_ms) return false;  // SPEC R7: the receiver asked us to wait
+  if (now.ms() < ep.hold_until_ms) return false;       // SPEC R7: the receiver asked us to wait
+  if (now.ms() < ep.host_full_until_ms) return false;  // its host's queue is full
   return true;
 }
 
@@ -1286,6 +1292,10 @@ void Scheduler::release_unsent(const SendCommand& cmd, Slot* s, const TransportR
   }
   d.status = DeliveryStatus::kPending;
   d.next_attempt_at = std::max(now, r.not_before);  // the API shows when it will go
+  if (r.deferred == DeferReason::kQueueFull && d.next_attempt_at.ms() > ep->host_full_until_ms) {
+    ep->host_full_until_ms = d.next_attempt_at.ms();
+    arm_endpoint_timer(*ep, ep->host_full_until_ms);
+  }
   if (!d.deferred()) {
     d.flags |= Delivery::kFlagDeferred;
     ++deferred_waiting_;

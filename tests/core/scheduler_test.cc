@@ -1175,6 +1175,60 @@ TEST_F(SchedulerTest, ADeferredSendSpendsNoAttemptAndRecordsNothing) {
   EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
 }
 
+// A send that came back queue_full (its host's queue, shared by every endpoint on that host,
+// was full) holds that endpoint's new sends until its come-back time: it does not send more into
+// the full queue only to have them come back too (a lease written and released each). Other
+// endpoints go on; the endpoint resumes by itself; no attempt is spent.
+TEST_F(SchedulerTest, AQueueFullDeferralHoldsOnlyThatEndpointsNewSendsUntilItsComeBack) {
+  Endpoint a = add_ep("acme", "xhub");
+  Endpoint b = add_ep("bolt", "xhub");
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(submit("acme"), 1u);
+    ASSERT_EQ(submit("bolt"), 1u);
+  }
+  auto first = poll();
+  ASSERT_EQ(first.size(), 8u);
+  // acme's first send comes back queue_full, 300 ms out; its other three are still out.
+  const SendCommand* bounced = nullptr;
+  for (const SendCommand& c : first) {
+    if (c.endpoint == a.id && bounced == nullptr) bounced = &c;
+  }
+  ASSERT_NE(bounced, nullptr);
+  reply(*bounced, deferred(DeferReason::kQueueFull, now + milliseconds(300)));
+  EXPECT_TRUE(m.attempts.empty());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(submit("acme"), 1u);
+    ASSERT_EQ(submit("bolt"), 1u);
+  }
+  now = now + milliseconds(100);
+  auto during = poll();
+  for (const SendCommand& c : during) EXPECT_NE(c.endpoint, a.id) << "acme sent into a full queue";
+  EXPECT_EQ(during.size(), 3u);   // bolt's three new ones
+  now = now + milliseconds(200);  // the come-back time: the bounced one and the new ones go
+  auto after = poll();
+  size_t acme = 0;
+  bool again = false;
+  for (const SendCommand& c : after) {
+    if (c.endpoint != a.id) continue;
+    ++acme;
+    if (c.delivery == bounced->delivery) {
+      again = true;
+      EXPECT_EQ(c.attempt, 1);  // the bounce was not an attempt
+    }
+  }
+  EXPECT_TRUE(again);
+  EXPECT_EQ(acme, 4u);
+  // A connection or pacing deferral does not hold the endpoint (those are timed by their own).
+  const SendCommand* other = nullptr;
+  for (const SendCommand& c : during) other = &c;
+  ASSERT_NE(other, nullptr);
+  reply(*other, deferred(DeferReason::kConnections, now + seconds(5)));
+  ASSERT_EQ(submit("bolt"), 1u);
+  auto next = poll();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].endpoint, b.id);
+}
+
 TEST_F(SchedulerTest, DeferralsNeverAutoDisableAnEndpoint) {
   // smengo-ms: 3 attempts, then the endpoint is auto-disabled (R8.1). Deferrals are not
   // attempts, so they never get there.
