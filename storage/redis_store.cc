@@ -1335,37 +1335,58 @@ struct RedisStore::Impl {
     return l;
   }
 
+  // One HMGET per partition of `ids` on the partition's hash `suffix` (fields be64(id)):
+  // cmds[c] asks for the positions pos[c] of `ids`, in its field order.
+  struct HmgetPlan {
+    std::vector<Cmd> cmds;
+    std::vector<std::vector<size_t>> pos;
+  };
+  HmgetPlan hmget_plan(const std::vector<uint64_t>& ids, std::string_view suffix) const {
+    HmgetPlan plan;
+    std::map<Partition, size_t> at;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Partition p = id_partition(ids[i]);
+      auto [it, fresh] = at.emplace(p, plan.cmds.size());
+      if (fresh) {
+        plan.cmds.push_back({"HMGET", prefix(p) + std::string(suffix)});
+        plan.pos.emplace_back();
+      }
+      plan.cmds[it->second].push_back(be64s(ids[i]));
+      plan.pos[it->second].push_back(i);
+    }
+    return plan;
+  }
+  // Walks the plan's answers (rs[0 .. plan.cmds.size())): hit(k, value) for each field found,
+  // k its position in the plan's ids.
+  template <typename Hit>
+  static Result<void> each_hit(const Replies& rs, const HmgetPlan& plan, Hit&& hit) {
+    for (size_t c = 0; c < plan.cmds.size(); ++c) {
+      auto r = check(rs[c]);
+      if (!r) return r.error();
+      const Reply& a = **r;
+      if (!a.is_array() || a.size() != plan.pos[c].size()) return bad_reply();
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].is_nil()) continue;
+        if (!a[i].is_string()) return bad_reply();
+        if (auto h = hit(plan.pos[c][i], a[i].str()); !h.ok()) return h.error();
+      }
+    }
+    return ok();
+  }
+
   // Deliveries by id (one HMGET per partition), aligned with `ids`.
   Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) {
     std::vector<std::optional<Delivery>> out(ids.size());
     if (ids.empty()) return out;
-    std::vector<Cmd> cmds;
-    std::vector<std::vector<size_t>> pos;
-    std::map<Partition, size_t> at;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const Partition p = id_partition(ids[i]);
-      auto [it, fresh] = at.emplace(p, cmds.size());
-      if (fresh) {
-        cmds.push_back({"HMGET", prefix(p) + "dl"});
-        pos.emplace_back();
-      }
-      cmds[it->second].push_back(be64s(ids[i]));
-      pos[it->second].push_back(i);
-    }
-    Replies rs = run(std::move(cmds));
-    for (size_t c = 0; c < rs.size(); ++c) {
-      auto r = check(rs[c]);
-      if (!r) return r.error();
-      const Reply& a = **r;
-      if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i].is_nil()) continue;
-        const size_t k = pos[c][i];
-        auto d = decode_delivery(ids[k], a[i].str());
-        if (!d) return d.error();
-        out[k] = *d;
-      }
-    }
+    HmgetPlan plan = hmget_plan(ids, "dl");
+    Replies rs = run(std::vector<Cmd>(plan.cmds));
+    auto done = each_hit(rs, plan, [&](size_t k, const std::string& v) -> Result<void> {
+      auto d = decode_delivery(ids[k], v);
+      if (!d) return d.error();
+      out[k] = std::move(*d);
+      return ok();
+    });
+    if (!done) return done.error();
     return out;
   }
 };
@@ -1807,19 +1828,8 @@ Result<std::vector<std::optional<DeliveryDetail>>> RedisStore::get_deliveries(
     const std::vector<DeliveryId>& ids) {
   std::vector<std::optional<DeliveryDetail>> out(ids.size());
   if (ids.empty()) return out;
-  std::vector<Cmd> cmds;
-  std::vector<std::vector<size_t>> pos;  // per HMGET: the positions in `ids` it asks for
-  std::map<Partition, size_t> at;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const Partition p = id_partition(ids[i]);
-    auto [it, fresh] = at.emplace(p, cmds.size());
-    if (fresh) {
-      cmds.push_back({"HMGET", impl_->prefix(p) + "dl"});
-      pos.emplace_back();
-    }
-    cmds[it->second].push_back(be64s(ids[i]));
-    pos[it->second].push_back(i);
-  }
+  Impl::HmgetPlan plan = impl_->hmget_plan(ids, "dl");
+  std::vector<Cmd> cmds = plan.cmds;
   const size_t first_range = cmds.size();
   for (DeliveryId id : ids) {
     auto [lo, hi] = attempts_range(id);
@@ -1827,19 +1837,13 @@ Result<std::vector<std::optional<DeliveryDetail>>> RedisStore::get_deliveries(
         {"ZRANGEBYLEX", impl_->prefix(id_partition(id)) + "at", std::move(lo), std::move(hi)});
   }
   Replies rs = impl_->run(std::move(cmds));
-  for (size_t c = 0; c < first_range; ++c) {
-    auto r = check(rs[c]);
-    if (!r) return r.error();
-    const Reply& a = **r;
-    if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
-    for (size_t j = 0; j < a.size(); ++j) {
-      if (a[j].is_nil()) continue;
-      const size_t k = pos[c][j];
-      DeliveryDetail detail;
-      if (auto d = decode_delivery(ids[k], a[j].str(), detail.delivery); !d) return d.error();
-      out[k] = std::move(detail);
-    }
-  }
+  auto records = Impl::each_hit(rs, plan, [&](size_t k, const std::string& v) -> Result<void> {
+    DeliveryDetail detail;
+    if (auto d = decode_delivery(ids[k], v, detail.delivery); !d) return d.error();
+    out[k] = std::move(detail);
+    return ok();
+  });
+  if (!records) return records.error();
   std::vector<EventSeq> seqs;
   for (size_t k = 0; k < ids.size(); ++k) {
     if (!out[k]) continue;
@@ -1880,34 +1884,15 @@ Result<std::vector<std::optional<Event>>> RedisStore::load_events(
     const std::vector<EventSeq>& seqs) {
   std::vector<std::optional<Event>> out(seqs.size());
   if (seqs.empty()) return out;
-  std::vector<Cmd> cmds;
-  std::vector<std::vector<size_t>> pos;
-  std::map<Partition, size_t> at;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const Partition p = id_partition(seqs[i]);
-    auto [it, fresh] = at.emplace(p, cmds.size());
-    if (fresh) {
-      cmds.push_back({"HMGET", impl_->prefix(p) + "ev"});
-      pos.emplace_back();
-    }
-    cmds[it->second].push_back(be64s(seqs[i]));
-    pos[it->second].push_back(i);
-  }
-  Replies rs = impl_->run(std::move(cmds));
-  for (size_t c = 0; c < rs.size(); ++c) {
-    auto r = check(rs[c]);
-    if (!r) return r.error();
-    const Reply& a = **r;
-    if (!a.is_array() || a.size() != pos[c].size()) return bad_reply();
-    for (size_t j = 0; j < a.size(); ++j) {
-      if (a[j].is_nil()) continue;
-      if (!a[j].is_string()) return bad_reply();
-      const size_t k = pos[c][j];
-      auto e = decode_event(seqs[k], a[j].str());
-      if (!e) return e.error();
-      out[k] = std::move(*e);
-    }
-  }
+  Impl::HmgetPlan plan = impl_->hmget_plan(seqs, "ev");
+  Replies rs = impl_->run(std::vector<Cmd>(plan.cmds));
+  auto done = Impl::each_hit(rs, plan, [&](size_t k, const std::string& v) -> Result<void> {
+    auto e = decode_event(seqs[k], v);
+    if (!e) return e.error();
+    out[k] = std::move(*e);
+    return ok();
+  });
+  if (!done) return done.error();
   return out;
 }
 
