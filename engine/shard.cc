@@ -726,16 +726,30 @@ void Shard::flush_durable_acks() {
 
 // Sends held until their batch is durable (Store::durable_on_write() false) go out now, or,
 // when their partition is no longer sendable here (handed over, lease past its deadline), come
-// back unsent: no attempt spent, the scheduler releases the lease.
+// back unsent: no attempt spent, the scheduler releases the lease. Also when the partition is
+// held at another epoch than the send was leased at (lost and taken again while the batch
+// waited), or the store fenced that batch: its lease and event were never stored, and the
+// owner at the new epoch read the partition without them and may have given their ids to other
+// events — sent, the request would carry a webhook id nobody stored (E2eCluster.RedisPrimaryKill…:
+// a Redis failover put the batch in a 3.6 s replay; the partition was lost and taken again
+// meanwhile; the retried events got the same seqs under new webhook ids, and the held sends
+// went out under the old ones).
 void Shard::release_held_sends() {
   if (held_sends_.empty()) return;
   const uint64_t durable = store_.durable_seq();
   const MonoTime mono = loop_->now();
+  auto stale = [this](const SendSlot* slot) {
+    const Partition p = id_partition(slot->cmd.delivery);
+    auto it = owned_.find(p);
+    return it == owned_.end() || it->second.epoch != slot->epoch ||
+           options_.leases->fenced(p, slot->epoch);
+  };
   while (!held_sends_.empty() && held_sends_.front().seq <= durable) {
     SendSlot* slot = held_sends_.front().slot;
     held_sends_.pop_front();
     ++in_flight_;
-    if (discarding_ || (dynamic_ && !sendable(id_partition(slot->cmd.delivery), mono))) {
+    if (discarding_ ||
+        (dynamic_ && (!sendable(id_partition(slot->cmd.delivery), mono) || stale(slot)))) {
       slot->result = TransportResult{};
       slot->result.deferred = DeferReason::kConnections;
       slot->result.not_before = loop_->wall_now() + milliseconds(200);

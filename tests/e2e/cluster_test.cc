@@ -191,6 +191,7 @@ struct Producer {
 struct Tally {
   size_t not_in_store = 0, delivered = 0, lost = 0, duplicated = 0;
   std::vector<std::string> missing;  // webhook ids with no 200
+  std::string missing_detail;        // the first few of them as the API shows them
 };
 Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<std::string>& acked,
             Millis wait) {
@@ -201,6 +202,7 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
   }
   Tally t;
   std::vector<std::string> want;
+  std::map<std::string, std::pair<std::string, std::string>> event_of;  // webhook id -> event
   // An event a non-owner queued is in the store once its owner took it in (a poll later).
   const auto in_store_by = SteadyClock::now() + scaled(10s);
   for (const auto& [tenant, evs] : by_tenant) {
@@ -212,6 +214,7 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
       }
       if (ms[i].empty()) ++t.not_in_store;
       want.push_back(ms[i]);
+      event_of[ms[i]] = {tenant, evs[i]};
     }
   }
   wait_until(
@@ -222,11 +225,70 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
       wait, 200ms);
   const std::set<std::string> wanted(want.begin(), want.end());
   std::map<std::string, int> lines;
+  std::set<std::string> foreign;  // 200s for a webhook id no acknowledged event has
   for (const auto& l : rig.sink.ids()) {
     if (l.status == "200" && wanted.count(l.id)) ++lines[l.id];
+    if (l.status == "200" && !wanted.count(l.id)) foreign.insert(l.id);
+  }
+  if (!t.missing.empty()) {
+    // Piece by piece: GCC 12's false -Wrestrict on "literal" + std::string&& at -O3.
+    t.missing_detail += "\n  the sink has ";
+    t.missing_detail += std::to_string(foreign.size());
+    t.missing_detail += " webhook ids with a 200 that no acknowledged event has: ";
+    t.missing_detail += sample(std::vector<std::string>(foreign.begin(), foreign.end()));
+    for (size_t i = 0; i < rig.nodes.size(); ++i) {
+      t.missing_detail += "\n--- node ";
+      t.missing_detail += std::to_string(i);
+      t.missing_detail += '\n';
+      t.missing_detail += rig.nodes[i]->output(4000);
+      if (!rig.up[i]) continue;
+      const Reply m = rig.nodes[i]->call("GET", "/metrics");
+      size_t at = 0;
+      while (at < m.body.size()) {
+        size_t end = m.body.find('\n', at);
+        if (end == std::string::npos) end = m.body.size();
+        const std::string line = m.body.substr(at, end - at);
+        at = end + 1;
+        if (line.empty() || line[0] == '#') continue;
+        for (const char* k : {"partition", "fenced", "withheld", "replay", "duplicate", "inbox"}) {
+          if (line.find(k) != std::string::npos) {
+            t.missing_detail += line;
+            t.missing_detail += '\n';
+            break;
+          }
+        }
+      }
+    }
   }
   t.lost = t.missing.size();
   t.delivered = want.size() - t.missing.size();
+  // What became of the first few: their delivery (with its history) as any node answers it.
+  for (size_t i = 0; i < t.missing.size() && i < 3; ++i) {
+    auto it = event_of.find(t.missing[i]);
+    if (it == event_of.end()) continue;
+    const std::string& tenant = it->second.first;
+    const std::string seq =
+        rig.any_up()
+            .call("GET", "/v1/tenants/" + tenant + "/events/" + it->second.second)
+            .json()["seq"]
+            .str();
+    std::string found = "(no delivery listed)";
+    std::string cursor;
+    for (int page = 0; page < 20 && found[0] == '('; ++page) {
+      std::string path = "/v1/tenants/" + tenant + "/deliveries?limit=1000";
+      if (!cursor.empty()) path += "&cursor=" + cursor;
+      const Json list = rig.any_up().call("GET", path).json();
+      for (const Json& del : list["deliveries"].items()) {
+        if (del["event_seq"].str() != seq) continue;
+        const Reply r =
+            rig.any_up().call("GET", "/v1/tenants/" + tenant + "/deliveries/" + del["id"].str());
+        found = std::to_string(r.status) + " " + r.body.substr(0, 2000);
+      }
+      if (list["next_cursor"].is_null() || list["next_cursor"].str().empty()) break;
+      cursor = list["next_cursor"].str();
+    }
+    t.missing_detail += "\n  " + t.missing[i] + ": " + found;
+  }
   for (const auto& [id, n] : lines) t.duplicated += n > 1 ? static_cast<size_t>(n - 1) : 0;
   return t;
 }
@@ -238,7 +300,8 @@ void expect_all_delivered(Rig& rig, const std::vector<std::string>& tenants,
   const Tally t = tally(rig, tenants, acked, scaled(60s));
   EXPECT_EQ(t.not_in_store, 0u) << "acknowledged events not in the store";
   EXPECT_TRUE(t.missing.empty()) << t.missing.size()
-                                 << " acknowledged events never delivered: " << sample(t.missing);
+                                 << " acknowledged events never delivered: " << sample(t.missing)
+                                 << t.missing_detail;
   std::printf(
       "[ cluster ] events acknowledged %zu, delivered %zu, lost %zu, duplicated %zu; node kill "
       "takeover %s ms\n",
