@@ -45,6 +45,21 @@ class PayloadCache {
     map_.emplace(ev->seq, std::move(ev));
   }
 
+  // Forgets every event of partition p (cluster mode: the partition was lost or handed over).
+  // A later owner of p may give the same seqs to other events — a write of this node that the
+  // store fenced never made it — so an entry kept past the partition would send another
+  // event's payload and webhook id if this node took p again.
+  void drop_partition(Partition p) {
+    for (auto it = map_.begin(); it != map_.end();) {
+      if (id_partition(it->first) != p) {
+        ++it;
+        continue;
+      }
+      bytes_ -= cost(*it->second);
+      it = map_.erase(it);
+    }
+  }
+
   size_t bytes() const { return bytes_; }
   size_t size() const { return map_.size(); }
   uint64_t hits() const { return hits_; }

@@ -614,6 +614,7 @@ void Shard::forget_tenants_of(Partition p) {
 
 void Shard::forget_partition(Partition p) {
   scheduler_->drop_partition(p);
+  payloads_.drop_partition(p);  // the next owner may reuse seqs a fenced write of ours held
   next_seq_.erase(p);
   forget_tenants_of(p);
   for (auto it = unknown_since_.begin(); it != unknown_since_.end();) {
