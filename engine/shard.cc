@@ -452,9 +452,10 @@ bool Shard::serves(std::string_view tenant) const {
   return it != owned_.end() && !it->second.releasing;
 }
 
-bool Shard::sendable(Partition p, MonoTime now) const {
+bool Shard::sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch) const {
   auto it = owned_.find(p);
   if (it == owned_.end() || it->second.releasing) return false;
+  if (epoch && it->second.epoch != *epoch) return false;
   return options_.leases->valid(p, it->second.epoch, now);
 }
 
@@ -739,18 +740,13 @@ void Shard::release_held_sends() {
   if (held_sends_.empty()) return;
   const uint64_t durable = store_.durable_seq();
   const MonoTime mono = loop_->now();
-  auto stale = [this](const SendSlot* slot) {
-    const Partition p = id_partition(slot->cmd.delivery);
-    auto it = owned_.find(p);
-    return it == owned_.end() || it->second.epoch != slot->epoch ||
-           options_.leases->fenced(p, slot->epoch);
-  };
   while (!held_sends_.empty() && held_sends_.front().seq <= durable) {
     SendSlot* slot = held_sends_.front().slot;
     held_sends_.pop_front();
     ++in_flight_;
-    if (discarding_ ||
-        (dynamic_ && (!sendable(id_partition(slot->cmd.delivery), mono) || stale(slot)))) {
+    const Partition p = id_partition(slot->cmd.delivery);
+    if (discarding_ || (dynamic_ && (!sendable(p, mono, slot->epoch) ||
+                                     options_.leases->fenced(p, slot->epoch)))) {
       slot->result = TransportResult{};
       slot->result.deferred = DeferReason::kConnections;
       slot->result.not_before = loop_->wall_now() + milliseconds(200);

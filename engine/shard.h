@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -216,7 +217,8 @@ class Shard final : public IdAllocator {
   MonoTime next_inbox_sweep_;     // every inbox held is read then (20 polls apart)
   bool inbox_sweep_now_ = false;  // a partition was taken: sweep at the next poll
   uint32_t inbox_ops_ = 0;        // inbox pushes and reads outstanding (a stop waits for them)
-  bool sendable(Partition p, MonoTime now) const;
+  // p is owned here (at `epoch`, when given), not being handed over, and its lease is valid.
+  bool sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch = std::nullopt) const;
   void retry_failed_loads();
   struct RetryLoad {
     Partition p;

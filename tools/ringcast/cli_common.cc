@@ -169,6 +169,14 @@ size_t display_width(std::string_view s) {
 }
 }  // namespace
 
+void Table::print(std::string_view if_empty) const {
+  if (empty()) {
+    std::printf("%.*s\n", static_cast<int>(if_empty.size()), if_empty.data());
+  } else {
+    std::fputs(str().c_str(), stdout);
+  }
+}
+
 std::string Table::str() const {
   std::vector<size_t> width(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {

@@ -87,6 +87,8 @@ class Table {
   void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   std::string str() const;
   bool empty() const { return rows_.empty(); }
+  // Prints the table to stdout, or `if_empty` and a newline when it has no rows.
+  void print(std::string_view if_empty) const;
 
  private:
   std::vector<std::string> header_;

@@ -65,11 +65,7 @@ void run_list(GlobalOptions& g, DeliveryArgs& a) {
   if (r.root["deliveries"].get(items)) throw CliError("unexpected answer: " + clip(r.body, 200));
   Table t({"ID", "STATUS", "ATTEMPTS", "LAST", "ENDPOINT", "CREATED", "NEXT ATTEMPT"});
   for (auto d : items) delivery_row(t, d, "");
-  if (t.empty()) {
-    std::printf("no deliveries\n");
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no deliveries");
   std::string next = jstr(r.root, "next_cursor");
   if (!next.empty()) std::printf("\nmore: --cursor %s\n", next.c_str());
 }
@@ -89,11 +85,7 @@ void run_recent(GlobalOptions& g, DeliveryArgs& a) {
     std::string type = item["event"].get(ev) || ev.is_null() ? "-" : jstr(ev, "type");
     delivery_row(t, d, type);
   }
-  if (t.empty()) {
-    std::printf("no deliveries\n");
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no deliveries");
 }
 
 void run_get(GlobalOptions& g, DeliveryArgs& a) {

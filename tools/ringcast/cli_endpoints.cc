@@ -117,11 +117,7 @@ void run_list(GlobalOptions& g, EndpointArgs& a) {
     t.add({jstr(e, "id"), state_text(e), jstr(e, "policy"), jstr(e, "signature"), types_text(e),
            jstr(e, "url")});
   }
-  if (t.empty()) {
-    std::printf("no endpoints for tenant %s\n", a.tenant.c_str());
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no endpoints for tenant " + a.tenant);
 }
 
 // The JSON body of a create (POST) or an update (PATCH): only the fields given.

@@ -33,11 +33,7 @@ void run_status(GlobalOptions& g) {
            std::to_string(jint(s, "accepted")), std::to_string(jint(s, "duplicate")),
            std::to_string(jint(s, "dead_lettered")), std::to_string(jint(s, "reconnects"))});
   }
-  if (t.empty()) {
-    std::printf("no intake sources are configured\n");
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no intake sources are configured");
 }
 
 }  // namespace

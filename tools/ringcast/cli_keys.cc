@@ -65,11 +65,7 @@ void run_list(GlobalOptions& g, const KeyArgs& a) {
     t.add({jstr(k, "id"), jstr(k, "prefix"), clip(jstr(k, "name"), 30), jstr(k, "scope"),
            jtext(k, "created_at"), expires});
   }
-  if (t.empty()) {
-    std::printf("no keys for tenant %s\n", a.tenant.c_str());
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no keys for tenant " + a.tenant);
 }
 
 void run_revoke(GlobalOptions& g, const KeyArgs& a) {

@@ -68,11 +68,7 @@ void run_notifications(GlobalOptions& g, const TenantArgs& a) {
     t.add({jstr(n, "seq"), jtext(n, "at"), jstr(n, "kind"), jtext(n, "endpoint"),
            jtext(n, "reason"), clip(jstr(n, "message"), 60)});
   }
-  if (t.empty()) {
-    std::printf("no notifications for tenant %s\n", a.tenant.c_str());
-  } else {
-    std::fputs(t.str().c_str(), stdout);
-  }
+  t.print("no notifications for tenant " + a.tenant);
 }
 
 void run_settings(GlobalOptions& g, const TenantArgs& a) {
