@@ -86,17 +86,26 @@ int run_serve(const Config& cfg) {
   std::atomic<storage::RocksStore*> open_store{nullptr};
   // Redis mode: the store, for /metrics (its memory view) and the notification outbox.
   std::atomic<storage::RedisStore*> open_redis{nullptr};
-  if (!cfg.notifications.webhook_url.empty()) {
-    engine::NotifierOptions nopts = engine::notifier_options(cfg);
-    nopts.on_finished = [&open_store, &open_redis](const Notification& note) {
+  // What the notifier (mail = false) or the mailer (mail = true) calls once a notification is
+  // through: its entry leaves the open store's outbox (RocksDB; Redis mode: the partition's T ob
+  // or T om). With no store open it stays there and is sent again after the next start.
+  auto outbox_marker = [&open_store, &open_redis](bool mail) {
+    return [&open_store, &open_redis, mail](const Notification& note) {
       Result<void> r = ok();
       if (storage::RocksStore* store = open_store.load(std::memory_order_acquire)) {
-        r = store->outbox_done(note.seq);
+        r = mail ? store->mail_outbox_done(note.seq) : store->outbox_done(note.seq);
       } else if (storage::RedisStore* redis = open_redis.load(std::memory_order_acquire)) {
-        r = redis->outbox_done(note.seq);  // Redis mode: the partition's outbox (T ob)
-      }  // neither: stays in the outbox, sent again after the next start
-      if (!r.ok()) std::fprintf(stderr, "ringcast: notification outbox: %s\n", r.error().message);
+        r = mail ? redis->mail_outbox_done(note.seq) : redis->outbox_done(note.seq);
+      }
+      if (!r.ok()) {
+        std::fprintf(stderr, "ringcast: %s outbox: %s\n", mail ? "owner e-mail" : "notification",
+                     r.error().message);
+      }
     };
+  };
+  if (!cfg.notifications.webhook_url.empty()) {
+    engine::NotifierOptions nopts = engine::notifier_options(cfg);
+    nopts.on_finished = outbox_marker(false);
     auto n = engine::Notifier::start(std::move(nopts));
     if (!n.ok()) {
       std::fprintf(stderr, "ringcast: the notification webhook did not start: %s\n",
@@ -116,15 +125,7 @@ int run_serve(const Config& cfg) {
       std::fprintf(stderr, "ringcast: %s\n", e.what());
       return 1;
     }
-    mopts.on_finished = [&open_store, &open_redis](const Notification& note) {
-      Result<void> r = ok();
-      if (storage::RocksStore* store = open_store.load(std::memory_order_acquire)) {
-        r = store->mail_outbox_done(note.seq);
-      } else if (storage::RedisStore* redis = open_redis.load(std::memory_order_acquire)) {
-        r = redis->mail_outbox_done(note.seq);  // Redis mode: the partition's T om
-      }  // neither: stays in the outbox, sent again after the next start
-      if (!r.ok()) std::fprintf(stderr, "ringcast: owner e-mail outbox: %s\n", r.error().message);
-    };
+    mopts.on_finished = outbox_marker(true);
     auto m = engine::Mailer::start(std::move(mopts));
     if (!m.ok()) {
       std::fprintf(stderr, "ringcast: the owner e-mail sender did not start: %s\n",
