@@ -47,6 +47,11 @@ struct SchedulerOptions {
   std::vector<Duration> reconcile_schedule = {seconds(5), seconds(10), seconds(15), seconds(30),
                                               minutes(1), minutes(2),  minutes(5),  minutes(10)};
   Duration reconcile_deadline = minutes(30);
+  // A delivery a crash left in flight more often than this (Delivery::lease_expiries) ends
+  // `unknown` with lease_expired instead of being sent again: a request that itself brings the
+  // process down must not crash-loop every node that takes its partition. Those crashes spend
+  // no budget and never disable the endpoint (core/types.h expire_lease).
+  uint32_t max_lease_expiries = 10;
 };
 
 // One send the engine must perform, after the Mutations of the same poll() are written.

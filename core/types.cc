@@ -45,6 +45,26 @@ std::string legacy_message_id(WallTime created_at, EventSeq seq) {
   return make_message_id(created_at, 0, seq);
 }
 
+Attempt expire_lease(Delivery& d, uint16_t number, WallTime now) {
+  Attempt a;
+  a.delivery = d.id;
+  a.number = number;
+  a.ladder = Ladder::kNone;
+  a.outcome = Outcome::kUnknown;  // the receiver may have acted (R12.1)
+  a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
+  a.started_at = now;
+  uint8_t& spent = d.ladder() == Ladder::kSlow ? d.slow_attempts : d.fast_attempts;
+  if (spent > 0) --spent;
+  if (d.lease_expiries < 255) ++d.lease_expiries;
+  d.attempts = number;
+  d.status = DeliveryStatus::kPending;
+  d.next_attempt_at = now;
+  d.last_code = a.code;
+  d.last_http_status = 0;
+  d.flags |= Delivery::kFlagLastUnknown;
+  return a;
+}
+
 const char* outcome_name(Outcome o) {
   switch (o) {
     case Outcome::kSuccess:

@@ -228,6 +228,9 @@ struct Delivery {
   // The sample this delivery left in its tenant's breaker window (core/breaker: R4.1 counts
   // deliveries, not attempts); 0 = none. In memory only: the window is not persisted either.
   uint32_t breaker_mark = 0;
+  // How often a crash of ringcast left it in flight (SPEC R6 lease_expired, expire_lease()):
+  // each such attempt is in its history but spent none of its budget. Saturates at 255.
+  uint8_t lease_expiries = 0;
 
   static constexpr uint8_t kFlagMoney = 1;  // money event (R3.5), decided at intake
   static constexpr uint8_t kFlagTest = 2;   // endpoint test event (R8.5, R9.3)
@@ -250,7 +253,7 @@ struct Delivery {
   bool last_unknown() const { return flags & kFlagLastUnknown; }
   Ladder ladder() const { return (flags & kFlagSlowLadder) ? Ladder::kSlow : Ladder::kFast; }
 };
-static_assert(sizeof(Delivery) <= 72);
+static_assert(sizeof(Delivery) <= 80);
 
 // Network timings of one attempt (0 when a phase did not happen, e.g. a reused connection).
 struct Timings {
@@ -291,6 +294,17 @@ struct Attempt {
   Timings timings;
   std::string response_prefix;  // first kResponsePrefixBytes of the body
 };
+
+// A lease found open at recovery (SPEC R6 lease_expired, R12.1): the process that wrote it
+// died with the attempt in flight, so the receiver may or may not have the request. Returns
+// the lease_expired attempt numbered `number` (after every attempt stored) and turns `d` back
+// to pending, due at `now`, its latest outcome UNKNOWN. The lost attempt is given back to its
+// ladder's budget: ringcast's own crash is no answer of the receiver, so it can neither end the
+// delivery nor, through an exhausted budget, auto-disable the endpoint (R8.1) — a crash loop of
+// the whole service would otherwise kill every queued delivery of a healthy receiver. What
+// bounds a delivery that itself crashes the process is `lease_expiries` (the scheduler's
+// max_lease_expiries). Every store's recovery calls this, in the write that records the attempt.
+Attempt expire_lease(Delivery& d, uint16_t number, WallTime now);
 
 // A tenant-scoped API key (ISSUE 18). The key a client holds is "rck_<id>_<secret>"; the store
 // keeps only the SHA-256 of the secret part, so a store dump reveals no usable key.

@@ -95,6 +95,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.scheduler.subscription_postpone = cfg.engine.subscription_postpone;
   e.scheduler.reconcile_schedule = cfg.engine.reconcile_schedule;
   e.scheduler.reconcile_deadline = cfg.engine.reconcile_deadline;
+  e.scheduler.max_lease_expiries = cfg.engine.max_lease_expiries;
   const BreakerSettings& b = cfg.engine.breaker;
   e.scheduler.breaker.window = b.window;
   e.scheduler.breaker.min_deliveries = b.min_deliveries;

@@ -120,6 +120,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("engine.subscription_postpone", kDuration, engine.subscription_postpone),
       RC_KEY("engine.reconcile_schedule", kDurationList, engine.reconcile_schedule),
       RC_KEY("engine.reconcile_deadline", kDuration, engine.reconcile_deadline),
+      RC_KEY("engine.max_lease_expiries", kU32, engine.max_lease_expiries, 1, 255),
       RC_KEY("engine.breaker.window", kDuration, engine.breaker.window),
       RC_KEY("engine.breaker.min_deliveries", kU32, engine.breaker.min_deliveries, 1, 1'000'000),
       RC_KEY("engine.breaker.failure_ratio", kDouble, engine.breaker.failure_ratio, 0.01, 1.0),

@@ -108,6 +108,7 @@ struct EngineConfig {
   std::vector<Duration> reconcile_schedule = {seconds(5), seconds(10), seconds(15), seconds(30),
                                               minutes(1), minutes(2),  minutes(5),  minutes(10)};
   Duration reconcile_deadline = minutes(30);
+  uint32_t max_lease_expiries = 10;  // crashes with a delivery in flight before it ends unknown
   BreakerSettings breaker;
 };
 

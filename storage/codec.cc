@@ -152,7 +152,7 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
 // ---- delivery ---------------------------------------------------------------------------------
 void encode_delivery(const Delivery& d, std::string& out) {
   const int64_t created = d.created_at.ns();
-  put_u8(out, kValueVersion);
+  put_u8(out, d.lease_expiries > 0 ? kDeliveryWithLeaseExpiries : kValueVersion);
   put_zigzag(out, static_cast<int64_t>(d.id - d.event));
   put_zigzag(out, static_cast<int64_t>(d.id - d.endpoint));
   put_fixed64(out, static_cast<uint64_t>(created));
@@ -166,6 +166,7 @@ void encode_delivery(const Delivery& d, std::string& out) {
   put_code(out, d.last_code);
   put_u8(out, static_cast<uint8_t>(d.status));
   put_u8(out, d.flags);
+  if (d.lease_expiries > 0) put_u8(out, d.lease_expiries);
 }
 
 static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d);
@@ -206,7 +207,8 @@ Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
 }
 
 static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d) {
-  if (!version_ok(r)) return false;
+  const uint8_t tag = r.u8();
+  if (!r.ok() || (tag != kValueVersion && tag != kDeliveryWithLeaseExpiries)) return false;
   d.id = id;
   d.event = id - static_cast<uint64_t>(r.zz());
   d.endpoint = id - static_cast<uint64_t>(r.zz());
@@ -222,6 +224,7 @@ static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d) {
   d.last_code = get_code(r);
   d.status = static_cast<DeliveryStatus>(r.u8_max(kMaxStatus));
   d.flags = r.u8();
+  d.lease_expiries = tag == kDeliveryWithLeaseExpiries ? r.u8() : 0;
   return true;
 }
 

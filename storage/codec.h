@@ -317,6 +317,10 @@ struct StoredEvent {
 };
 Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v);
 
+// A delivery a crash left in flight at least once (Delivery::lease_expiries > 0) is written with
+// its own tag: version 1's fields, then lease_expiries (u8). Every other delivery stays version 1
+// (a binary from before reads it). decode_delivery reads both.
+inline constexpr uint8_t kDeliveryWithLeaseExpiries = 9;
 void encode_delivery(const Delivery& d, std::string& out);
 // Allocation-free: recovery decodes a million of these.
 Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& out);

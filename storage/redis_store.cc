@@ -2162,19 +2162,7 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
               number = std::max<uint32_t>(number, get_be16(f.str().data() + 8) + 1u);
           }
           number = std::min<uint32_t>(number, 0xffff);
-          Attempt a;
-          a.delivery = d.id;
-          a.number = static_cast<uint16_t>(number);
-          a.ladder = Ladder::kNone;
-          a.outcome = Outcome::kUnknown;  // the receiver may have acted (SPEC R12.1)
-          a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
-          a.started_at = now;
-          d.attempts = a.number;
-          d.status = DeliveryStatus::kPending;
-          d.next_attempt_at = now;
-          d.last_code = a.code;
-          d.last_http_status = 0;
-          m.attempts.push_back(std::move(a));
+          m.attempts.push_back(expire_lease(d, static_cast<uint16_t>(number), now));
           m.deliveries.push_back(DeliveryPut{d, 0, false});
         }
         auto list =

@@ -1135,21 +1135,10 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
             number = std::max<uint32_t>(number, get_be16(attempts->key().data() + 8) + 1u);
           }
           number = std::min<uint32_t>(number, 0xffff);
-          Attempt a;
-          a.delivery = d.id;
-          a.number = static_cast<uint16_t>(number);
-          a.ladder = Ladder::kNone;
-          a.outcome = Outcome::kUnknown;  // the receiver may have acted (SPEC R12.1)
-          a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
-          a.started_at = now;
+          const Attempt a = expire_lease(d, static_cast<uint16_t>(number), now);
           v.clear();
           encode_attempt(a, v);
           batch.Put(cf(kCfAttempts), sl(attempt_key(d.id, a.number)), sl(v));
-          d.attempts = a.number;
-          d.status = DeliveryStatus::kPending;
-          d.next_attempt_at = now;
-          d.last_code = a.code;
-          d.last_http_status = 0;
           v.clear();
           encode_delivery(d, v);
           batch.Put(cf(kCfActive), sl(id_key(d.id)), sl(v));

@@ -705,6 +705,83 @@ TEST_F(SchedulerTest, RecoveryNeverOverspendsABudget) {
   EXPECT_EQ(s->stats().live, 1u);
 }
 
+// SPEC R6 lease_expired: a crash of ringcast with the delivery in flight is recorded (the
+// store's recovery, core expire_lease) but is no answer of the receiver: five crashes in a row
+// do not spend a 3-attempt smengo budget, so its exhaustion cannot auto-disable a healthy
+// endpoint (R8.1) — a crash loop of the service used to kill every queued delivery that way.
+TEST_F(SchedulerTest, CrashesWithADeliveryInFlightSpendNoBudgetAndNeverDisable) {
+  const Endpoint e = add_ep("acme", "smengo-ms");  // 3 attempts; exhaustion disables
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  for (int crash = 1; crash <= 5; ++crash) {
+    ASSERT_NE(last_put(id), nullptr);
+    Delivery d = *last_put(id);  // the lease as the store holds it
+    ASSERT_EQ(d.status, DeliveryStatus::kInFlight);
+    const Attempt lost = expire_lease(d, d.attempts, now);  // what recovery writes
+    EXPECT_EQ(lost.code, ErrorCode::of(K::kLeaseExpired));
+    EXPECT_EQ(lost.outcome, Outcome::kUnknown);
+    EXPECT_EQ(d.fast_attempts, 0u) << "crash " << crash;
+    EXPECT_EQ(d.lease_expiries, crash);
+    make();  // the restarted process
+    ASSERT_TRUE(s->restore_endpoint(e).ok());
+    s->restore_delivery(d, now);
+    m.clear();
+    out = poll();
+    ASSERT_EQ(out.size(), 1u) << "crash " << crash << ": sent again, not ended";
+    EXPECT_EQ(out[0].attempt, crash + 1) << "the receiver sees the numbers go on";
+    now += milliseconds(1);
+  }
+  EXPECT_EQ(s->stats().endpoints_disabled, 0u);
+  // The receiver's own answers still spend the budget: 503, 503, 503 ends it (and disables).
+  reply(out[0], http(503));
+  for (int i = 0; i < 10 && s->find_live_delivery(id).has_value(); ++i) {
+    now = std::max(now, *s->next_wakeup());
+    for (const SendCommand& c : poll()) reply(c, http(503));
+  }
+  ASSERT_NE(last_put(id), nullptr);
+  EXPECT_EQ(last_put(id)->status, DeliveryStatus::kDead);
+  EXPECT_EQ(last_put(id)->attempts, 5 + 3);
+  EXPECT_EQ(s->stats().endpoints_disabled, 1u);
+}
+
+// A delivery found in flight more than max_lease_expiries times (it may be what crashes the
+// process) ends `unknown` with lease_expired instead of being sent again; nothing is disabled
+// and the endpoint's other deliveries go on.
+TEST_F(SchedulerTest, ADeliveryInFlightAtTooManyCrashesEndsUnknownWithoutDisabling) {
+  opts.max_lease_expiries = 2;
+  make();
+  const Endpoint e = add_ep("acme", "smengo-ms");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const DeliveryId id = out[0].delivery;
+  Delivery d = *last_put(id);
+  for (int crash = 1; crash <= 3; ++crash) {
+    expire_lease(d, d.attempts, now);
+    make();
+    ASSERT_TRUE(s->restore_endpoint(e).ok());
+    s->restore_delivery(d, now);
+    m.clear();
+    out = poll();
+    if (crash < 3) {
+      ASSERT_EQ(out.size(), 1u) << "crash " << crash;
+      d = *last_put(id);
+      continue;
+    }
+    EXPECT_TRUE(out.empty());
+    ASSERT_NE(last_put(id), nullptr);
+    EXPECT_EQ(last_put(id)->status, DeliveryStatus::kUnknown);
+    EXPECT_EQ(last_put(id)->last_code, ErrorCode::of(K::kLeaseExpired));
+  }
+  EXPECT_EQ(s->stats().endpoints_disabled, 0u);
+  submit("acme");
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].delivery, id);
+}
+
 // ISSUE 17, SPEC R12.1: a 502 leaves the delivery retrying with its latest outcome UNKNOWN
 // (persisted, the API shows it); a later 200 settles it.
 TEST_F(SchedulerTest, AnUnknownOutcomeIsKeptWhileRetryingAndClearedByAnAnswer) {
@@ -1119,7 +1196,7 @@ TEST_F(SchedulerTest, NextWakeupAndStats) {
   EXPECT_EQ(st.in_wheel, 1u);
   EXPECT_EQ(st.endpoints, 1u);
   EXPECT_EQ(st.tenants, 1u);
-  EXPECT_LE(st.slot_bytes, 96u);
+  EXPECT_LE(st.slot_bytes, 104u);
   EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 1u);
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <functional>
+#include <optional>
 #include <random>
 
 #include "tests/storage/store_test_util.h"
@@ -195,6 +196,42 @@ TEST(StorageCodec, DeliveryRoundTripIncludingExtremeTimes) {
   std::string bad_status = v;
   bad_status[bad_status.size() - 2] = 9;  // status byte out of range
   EXPECT_FALSE(decode_delivery(d.id, bad_status).ok());
+}
+
+// A delivery a crash left in flight keeps its lease_expiries under tag 9; without any it is
+// written exactly as version 1 (what a binary from before reads).
+TEST(StorageCodec, DeliveryWithLeaseExpiriesRoundTripsAndWithoutThemStaysVersionOne) {
+  Event e = make_event("acme", "evt-1", 77, "{}");
+  Delivery d = make_delivery(e, make_id(id_partition(e.seq), 3), 78, DeliveryStatus::kPending);
+  std::string plain;
+  encode_delivery(d, plain);
+  EXPECT_EQ(static_cast<uint8_t>(plain[0]), kValueVersion);
+  for (uint8_t n : {1, 7, 255}) {
+    d.lease_expiries = n;
+    std::string v;
+    encode_delivery(d, v);
+    EXPECT_EQ(static_cast<uint8_t>(v[0]), kDeliveryWithLeaseExpiries);
+    EXPECT_EQ(v.size(), plain.size() + 1);
+    auto back = decode_delivery(d.id, v);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->lease_expiries, n);
+    EXPECT_EQ(fields(*back), fields(d));
+    expect_truncations_fail(v,
+                            [&](std::string_view x) { return as_void(decode_delivery(d.id, x)); });
+    // In an archived record too (the attempt that ended it follows the delivery's fields).
+    Attempt last;
+    last.delivery = d.id;
+    last.number = 3;
+    last.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
+    std::string arch;
+    encode_archived(d, last, arch);
+    Delivery ad;
+    std::optional<Attempt> al;
+    ASSERT_TRUE(decode_archived(d.id, arch, ad, &al).ok());
+    EXPECT_EQ(ad.lease_expiries, n);
+    ASSERT_TRUE(al.has_value());
+    EXPECT_EQ(al->number, 3u);
+  }
 }
 
 TEST(StorageCodec, AttemptRoundTrip) {

@@ -22,7 +22,7 @@ inline constexpr WallTime kT0 = WallTime::from_ms(1'767'225'600'000);  // 2026-0
 inline auto fields(const Delivery& d) {
   return std::tie(d.id, d.event, d.endpoint, d.created_at, d.next_attempt_at, d.first_slow_at,
                   d.held, d.attempts, d.fast_attempts, d.slow_attempts, d.last_http_status,
-                  d.last_code, d.status, d.flags);
+                  d.last_code, d.status, d.flags, d.lease_expiries);
 }
 inline auto fields(const Attempt& a) {
   return std::tie(a.delivery, a.number, a.ladder, a.outcome, a.code, a.http_status,

@@ -174,16 +174,7 @@ Result<RecoveryStats> MemoryStore::recover(Partition p, WallTime now, RecoveryVi
     if (id_partition(id) != p || is_terminal(d.status)) continue;
     if (d.status == DeliveryStatus::kInFlight) {
       // The lease expired with the process (SPEC R6 lease_expired): record it, retry.
-      Attempt a;
-      a.delivery = id;
-      a.number = d.attempts;
-      a.ladder = d.ladder();
-      a.outcome = Outcome::kUnknown;
-      a.code = ErrorCode::of(ErrorCode::Kind::kLeaseExpired);
-      a.started_at = now;
-      attempts_[id].push_back(a);
-      d.status = DeliveryStatus::kPending;
-      d.last_code = a.code;
+      attempts_[id].push_back(expire_lease(d, std::max<uint16_t>(d.attempts, 1), now));
       ++st.leases_expired;
     }
     v.on_delivery(d);
