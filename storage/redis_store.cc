@@ -911,10 +911,44 @@ struct RedisStore::Impl {
 
   // ---- loop thread ----
 
+  // Reads issued while unconfirmed batches wait for their replay (replay_armed). A read sent at
+  // once would not see those batches — they are not in Redis again yet — and break the
+  // read-your-writes invariant: an intake lookup then missed an event written before it, and a
+  // retried event was taken in twice under two webhook ids (E2eCluster.RedisPrimaryKill…). They
+  // go right after the replay has sent the batches again, behind them on the same connections.
+  struct ParkedRead {
+    std::vector<Cmd> cmds;
+    std::function<void(Replies)> then;
+    redis::CommandOptions co;
+  };
+  std::vector<ParkedRead> parked_reads;
+
+  void send_parked_reads() {
+    std::vector<ParkedRead> reads = std::move(parked_reads);
+    parked_reads.clear();
+    // A read parks again if the replay was put off meanwhile (replay_armed).
+    for (ParkedRead& r : reads) send_all(std::move(r.cmds), std::move(r.then), r.co);
+  }
+
+  // At close: what is still parked gets an error, like what was sent and not answered.
+  void fail_parked_reads() {
+    std::vector<ParkedRead> reads = std::move(parked_reads);
+    parked_reads.clear();
+    for (ParkedRead& r : reads) {
+      Replies out(r.cmds.size(),
+                  Result<Reply>(make_error(Errc::kUnavailable, "redis store closed")));
+      r.then(std::move(out));
+    }
+  }
+
   // Sends every command (pipelined, in order), then calls `then` with every answer.
   void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then,
                 const redis::CommandOptions& co = {}) {
     if (cmds.empty()) return then({});
+    if (replay_armed && !closing) {
+      parked_reads.push_back(ParkedRead{std::move(cmds), std::move(then), co});
+      return;
+    }
     struct Gather {
       Replies out;
       size_t left;
@@ -1035,6 +1069,7 @@ struct RedisStore::Impl {
     replay_upto = pending.empty() ? 0 : pending.back().seq;
     if (opt.wait_replicas == 0 || pending.empty()) {
       for (const Pending& b : pending) transmit(b);
+      send_parked_reads();
       return advance();
     }
     const uint64_t g = gen;
@@ -1091,6 +1126,7 @@ struct RedisStore::Impl {
           },
           o);
     }
+    send_parked_reads();
     advance();
   }
 
@@ -1427,6 +1463,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     if (!started) return;
     impl->loop->run();
     impl->closing = true;  // what fails below is not sent again
+    impl->fail_parked_reads();
     impl->client.reset();  // fails what is still held: async callers get an error
     impl->loop->disarm(&impl->replay_timer);
     impl->loop->disarm(&impl->mem_timer);

@@ -65,9 +65,8 @@
 //     returns it (crash-only: the shard aborts on a write error);
 //   - a read issued after write() returned sees that write: reads are queued behind it on the
 //     loop thread and travel on the same per-node connection, which Redis answers in order;
-//     but not while unconfirmed batches wait to be sent again (degraded): a read then goes at
-//     once and does not see them (TODO(ISSUE 16): parking reads behind the replay fixed that
-//     and stalled bus intake under load; docs/cluster.md "Not done yet");
+//     while unconfirmed batches wait to be sent again (degraded), a read waits for that replay
+//     and goes right behind it;
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
 //     never block and complete exactly once through the caller's Poster.
 // TODO(ISSUE 16): reads are not fenced (a stale owner still reads what is there), and a
