@@ -567,11 +567,12 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
     encode_delivery(d, v);
     const std::string id8 = be64s(d.id);
     b.op('H', "dl", id8, v);
-    // T act: added when created, removed when it ends. A lease (kInFlight) is always of a
-    // delivery created before or earlier in this batch, so it is in T act already.
+    // T act: added when created or reopened (a resend), removed when it ends. Any other put of
+    // a live delivery — a lease, a retry, a send given back, recovery's lease_expired — is of
+    // one created before or earlier in this batch, so it is in T act already (no ZADD again).
     if (is_terminal(d.status)) {
       b.op('R', "act", id8);
-    } else if (dp.is_new || d.status != DeliveryStatus::kInFlight) {
+    } else if (dp.is_new || dp.rewrite) {
       b.op('Z', "act", id8);
     }
     if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`

@@ -19,14 +19,6 @@
 namespace ringcast::storage::test {
 namespace {
 
-// `calls=` of one command in INFO commandstats (0 when it never ran).
-long long calls_of(const ringcast::test::RedisServer& s, const std::string& cmd) {
-  const std::string info = s.cmd({"INFO", "commandstats"}).str;
-  const std::string key = "cmdstat_" + cmd + ":calls=";
-  const size_t at = info.find(key);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + key.size()));
-}
-
 TEST(RedisStoreWait, ABurstWhoseWaitsRunShortConvergesWithoutALoop) {
   if (!ringcast::test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
   ringcast::test::TempDir dir("ringcast-redis-replay-wait");
@@ -61,8 +53,8 @@ TEST(RedisStoreWait, ABurstWhoseWaitsRunShortConvergesWithoutALoop) {
   const uint64_t replays_before = (*s)->replays();
   std::this_thread::sleep_for(milliseconds(2500));
   const uint64_t replays = (*s)->replays() - replays_before;
-  const long long evals = calls_of(*primary, "eval");
-  const long long waits = calls_of(*primary, "wait");
+  const long long evals = primary->calls("eval");
+  const long long waits = primary->calls("wait");
   std::printf("[ replay ] in 2.5 s without a replica: %llu replays, %lld scripts, %lld WAITs\n",
               static_cast<unsigned long long>(replays), evals, waits);
   ASSERT_GE(replays, 1u) << "no replay while the replica is missing";

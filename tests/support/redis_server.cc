@@ -239,6 +239,13 @@ void RedisServer::kill() {
   process_.kill();
 }
 
+long long RedisServer::calls(const std::string& command) const {
+  const std::string info = cmd({"INFO", "commandstats"}).str;
+  const std::string key = "cmdstat_" + command + ":calls=";
+  const size_t at = info.find(key);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + key.size()));
+}
+
 SyncReply RedisServer::cmd(const std::vector<std::string>& args,
                            std::chrono::milliseconds timeout) const {
   Ctx ctx;

@@ -70,6 +70,9 @@ class RedisServer {
   std::vector<SyncReply> cmds(const std::vector<std::vector<std::string>>& commands,
                               std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
   std::string log() const;
+  // `calls=` of one command (lower case, e.g. "zadd") in INFO commandstats: what ran since the
+  // start or the last CONFIG RESETSTAT, commands run by scripts included; 0 when it never ran.
+  long long calls(const std::string& command) const;
 
  private:
   RedisServer() = default;
