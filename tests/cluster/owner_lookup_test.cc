@@ -83,7 +83,7 @@ TEST_F(OwnerLookupTest, TheLeaseHolderAndItsPublishedAddress) {
   EXPECT_EQ(addr_of(ns, "node-a"), "http://127.0.0.1:1111");
   EXPECT_EQ(addr_of(ns, "node-b"), "<none>");
   const Partition pa = a->owned().begin()->first;
-  const Partition pb = b->owned().begin()->first;
+  Partition pb = b->owned().begin()->first;
   auto none = lookup(*a->m, pb);
   ASSERT_TRUE(none.ok()) << none.error().message;
   EXPECT_EQ(none->node_id, "node-b");
@@ -92,13 +92,26 @@ TEST_F(OwnerLookupTest, TheLeaseHolderAndItsPublishedAddress) {
   b->m->set_advertise_url("http://127.0.0.1:2222");
   ASSERT_TRUE(
       wait_until([&] { return addr_of(ns, "node-b") == "http://127.0.0.1:2222"; }, seconds(3)));
-  // From a's side (the address from its view after a beat, or from the hash) and b's own.
+  // From a's side (the address from its view after a beat, or from the hash) and b's own. Each
+  // try asks about a partition b holds at that moment: under CPU starvation (two cores, ctest
+  // -j2 beside the cluster suites) a 1 s lease can lapse and move to a — the lookups then
+  // rightly answered "nobody", then node-a, for the partition picked first.
+  std::string seen;  // what the lookups answered, for the failure message
   ASSERT_TRUE(wait_until(
       [&] {
-        auto r = lookup(*a->m, pb);
-        return r.ok() && r->url == "http://127.0.0.1:2222";
+        const auto held = b->owned();
+        if (held.empty()) return false;
+        const Partition p = held.begin()->first;
+        auto r = lookup(*a->m, p);
+        seen += '[';
+        seen += r.ok() ? r->node_id + " " + r->url : std::string(r.error().message);
+        seen += ']';
+        if (!r.ok() || r->node_id != "node-b" || r->url != "http://127.0.0.1:2222") return false;
+        pb = p;
+        return true;
       },
-      seconds(3)));
+      seconds(10)))
+      << seen;
   auto own = lookup(*b->m, pb);
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->node_id, "node-b");
