@@ -917,18 +917,27 @@ struct RedisStore::Impl {
   // read-your-writes invariant: an intake lookup then missed an event written before it, and a
   // retried event was taken in twice under two webhook ids (E2eCluster.RedisPrimaryKill…). They
   // go right after the replay has sent the batches again, behind them on the same connections.
+  //
+  // A read that went out before a write failed can be stale too: a script queued on a
+  // connection that was down timed out unsent, and a read queued behind it, with a later
+  // deadline, went out alone once the connection was back (ASan CI, 12-03). So a read answered
+  // after any script failed since it went out (writes_lost moved) is asked again, parked
+  // behind the replay; after kMaxStaleReads such answers it fails instead (kUnavailable).
   struct ParkedRead {
     std::vector<Cmd> cmds;
     std::function<void(Replies)> then;
     redis::CommandOptions co;
+    int stale = 0;  // answers thrown away as possibly stale
   };
+  static constexpr int kMaxStaleReads = 3;
+  uint64_t writes_lost = 0;  // scripts that failed (or never went out) so far
   std::vector<ParkedRead> parked_reads;
 
   void send_parked_reads() {
     std::vector<ParkedRead> reads = std::move(parked_reads);
     parked_reads.clear();
     // A read parks again if the replay was put off meanwhile (replay_armed).
-    for (ParkedRead& r : reads) send_all(std::move(r.cmds), std::move(r.then), r.co);
+    for (ParkedRead& r : reads) send_all(std::move(r.cmds), std::move(r.then), r.co, r.stale);
   }
 
   // At close: what is still parked gets an error, like what was sent and not answered.
@@ -944,31 +953,55 @@ struct RedisStore::Impl {
 
   // Sends every command (pipelined, in order), then calls `then` with every answer.
   void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then,
-                const redis::CommandOptions& co = {}) {
+                const redis::CommandOptions& co = {}, int stale = 0) {
     if (cmds.empty()) return then({});
     if (replay_armed && !closing) {
-      parked_reads.push_back(ParkedRead{std::move(cmds), std::move(then), co});
+      parked_reads.push_back(ParkedRead{std::move(cmds), std::move(then), co, stale});
       return;
     }
     struct Gather {
       Replies out;
       size_t left;
+      std::vector<Cmd> cmds;  // kept to ask again
       std::function<void(Replies)> then;
+      redis::CommandOptions co;
+      uint64_t lost_before;
+      int stale;
     };
     auto g = std::make_shared<Gather>();  // API reads and intake lookups, not per delivery
     g->out.assign(cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
     g->left = cmds.size();
     g->then = std::move(then);
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
+    g->co = co;
+    g->lost_before = writes_lost;
+    g->stale = stale;
+    g->cmds = std::move(cmds);
+    const size_t n = g->cmds.size();
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<std::string_view> args(g->cmds[i].begin(), g->cmds[i].end());
       client->command(
           std::span<const std::string_view>(args),
-          [g, i](Result<Reply> r) {
+          [this, g, i](Result<Reply> r) {
             g->out[i] = std::move(r);
-            if (--g->left == 0) g->then(std::move(g->out));
+            if (--g->left == 0) gathered(std::move(g));
           },
           co);
     }
+  }
+
+  template <class G>
+  void gathered(std::shared_ptr<G> g) {
+    const bool answered =
+        std::any_of(g->out.begin(), g->out.end(), [](const Result<Reply>& r) { return r.ok(); });
+    if (!answered || g->lost_before == writes_lost || closing) return g->then(std::move(g->out));
+    if (g->stale + 1 > kMaxStaleReads) {
+      Replies out(g->out.size(),
+                  Result<Reply>(make_error(Errc::kUnavailable,
+                                           "redis store: writes issued before this read are not "
+                                           "confirmed (they are being sent again)")));
+      return g->then(std::move(out));
+    }
+    send_all(std::move(g->cmds), std::move(g->then), g->co, g->stale + 1);
   }
 
   void fail(const Error& e) {
@@ -1081,9 +1114,11 @@ struct RedisStore::Impl {
       for (const PartBatch& part : b.parts) {
         std::string node = "standalone";
         if (cluster) node = cluster->node_for_slot(redis::key_slot(prefix(part.p) + "seq"));
-        if (node.empty())  // the slot map is being refreshed (a failover): later
+        if (node.empty()) {  // the slot map is being refreshed (a failover): later
+          ++writes_lost;
           return replay_later(
               make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
+        }
         if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
       }
     }
@@ -1169,6 +1204,7 @@ struct RedisStore::Impl {
       advance();
     };
     auto on_error = [this, g](const Result<Reply>& r) {
+      ++writes_lost;
       if (g != gen) return;
       auto c = check(r);
       if (transient(r))
@@ -1221,6 +1257,7 @@ struct RedisStore::Impl {
         target = node.empty() ? nullptr : cluster->connection(node);
       }
       if (!target) {  // the slot map is being refreshed (a failover): later
+        ++writes_lost;
         replay_later(make_error(Errc::kUnavailable, "redis: no node known for a partition's slot"));
         return;
       }

@@ -66,7 +66,9 @@
 //   - a read issued after write() returned sees that write: reads are queued behind it on the
 //     loop thread and travel on the same per-node connection, which Redis answers in order;
 //     while unconfirmed batches wait to be sent again (degraded), a read waits for that replay
-//     and goes right behind it;
+//     and goes right behind it; a read answered after a write failed that was issued before
+//     it (e.g. timed out unsent) is asked again behind the replay, and after 3 such answers
+//     fails with kUnavailable instead of answering without that write;
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
 //     never block and complete exactly once through the caller's Poster.
 // TODO(ISSUE 16): reads are not fenced (a stale owner still reads what is there), and a

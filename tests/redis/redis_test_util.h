@@ -63,7 +63,9 @@ inline std::string show(const Result<Reply>& r) {
 
 // A TCP proxy 127.0.0.1:port() -> upstream, one connection at a time, on its own thread.
 // cut_after(n): of the bytes the upstream sends from now on, forward n, then close both sides
-// (once; the next connection flows normally).
+// (once; the next connection flows normally). drop(): closes the current connection now.
+// hold(true): a connection accepted from now on is left unanswered (what its client sends waits
+// in the socket) until hold(false); then it is connected upstream and flows.
 class CutProxy {
  public:
   explicit CutProxy(uint16_t upstream_port) : upstream_(upstream_port) {
@@ -86,6 +88,8 @@ class CutProxy {
   }
   uint16_t port() const { return port_; }
   void cut_after(int64_t bytes) { budget_ = bytes; }
+  void drop() { drop_ = true; }
+  void hold(bool on) { hold_ = on; }
   int cuts() const { return cuts_; }
   int connections() const { return connections_; }
 
@@ -97,6 +101,7 @@ class CutProxy {
       const int c = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) continue;
       connections_++;
+      while (hold_ && !stop_) ::usleep(2000);
       const int u = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -115,6 +120,7 @@ class CutProxy {
   void pump(int c, int u) {
     char buf[16384];
     while (!stop_) {
+      if (drop_.exchange(false)) return;
       pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
       if (::poll(p, 2, 20) <= 0) continue;
       if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -149,7 +155,7 @@ class CutProxy {
   uint16_t upstream_;
   uint16_t port_ = 0;
   int lfd_ = -1;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, drop_{false}, hold_{false};
   std::atomic<int64_t> budget_{-1};
   std::atomic<int> cuts_{0};
   std::atomic<int> connections_{0};
