@@ -923,7 +923,7 @@ struct RedisStore::Impl {
   // deadline, went out alone once the connection was back (ASan CI, 12-03). So a read answered
   // after any script failed since it went out (writes_lost moved) is asked again, parked
   // behind the replay; after kMaxStaleReads such answers it fails instead (kUnavailable).
-  struct ParkedRead {
+  struct Read {
     std::vector<Cmd> cmds;
     std::function<void(Replies)> then;
     redis::CommandOptions co;
@@ -931,77 +931,65 @@ struct RedisStore::Impl {
   };
   static constexpr int kMaxStaleReads = 3;
   uint64_t writes_lost = 0;  // scripts that failed (or never went out) so far
-  std::vector<ParkedRead> parked_reads;
+  std::vector<Read> parked_reads;
 
   void send_parked_reads() {
-    std::vector<ParkedRead> reads = std::move(parked_reads);
-    parked_reads.clear();
     // A read parks again if the replay was put off meanwhile (replay_armed).
-    for (ParkedRead& r : reads) send_all(std::move(r.cmds), std::move(r.then), r.co, r.stale);
+    for (Read& r : std::exchange(parked_reads, {})) send_read(std::move(r));
   }
 
   // At close: what is still parked gets an error, like what was sent and not answered.
   void fail_parked_reads() {
-    std::vector<ParkedRead> reads = std::move(parked_reads);
-    parked_reads.clear();
-    for (ParkedRead& r : reads) {
-      Replies out(r.cmds.size(),
-                  Result<Reply>(make_error(Errc::kUnavailable, "redis store closed")));
-      r.then(std::move(out));
+    for (Read& r : std::exchange(parked_reads, {})) {
+      r.then(Replies(r.cmds.size(),
+                     Result<Reply>(make_error(Errc::kUnavailable, "redis store closed"))));
     }
   }
 
   // Sends every command (pipelined, in order), then calls `then` with every answer.
   void send_all(std::vector<Cmd> cmds, std::function<void(Replies)> then,
-                const redis::CommandOptions& co = {}, int stale = 0) {
-    if (cmds.empty()) return then({});
-    if (replay_armed && !closing) {
-      parked_reads.push_back(ParkedRead{std::move(cmds), std::move(then), co, stale});
-      return;
-    }
+                const redis::CommandOptions& co = {}) {
+    send_read(Read{std::move(cmds), std::move(then), co});
+  }
+
+  void send_read(Read r) {
+    if (r.cmds.empty()) return r.then({});
+    if (replay_armed && !closing) return parked_reads.push_back(std::move(r));
     struct Gather {
+      Read r;
       Replies out;
       size_t left;
-      std::vector<Cmd> cmds;  // kept to ask again
-      std::function<void(Replies)> then;
-      redis::CommandOptions co;
       uint64_t lost_before;
-      int stale;
     };
     auto g = std::make_shared<Gather>();  // API reads and intake lookups, not per delivery
-    g->out.assign(cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
-    g->left = cmds.size();
-    g->then = std::move(then);
-    g->co = co;
+    g->out.assign(r.cmds.size(), Result<Reply>(make_error(Errc::kInternal, "no reply")));
+    g->left = r.cmds.size();
     g->lost_before = writes_lost;
-    g->stale = stale;
-    g->cmds = std::move(cmds);
-    const size_t n = g->cmds.size();
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<std::string_view> args(g->cmds[i].begin(), g->cmds[i].end());
+    g->r = std::move(r);
+    const std::vector<Cmd>& cmds = g->r.cmds;
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      std::vector<std::string_view> args(cmds[i].begin(), cmds[i].end());
       client->command(
           std::span<const std::string_view>(args),
-          [this, g, i](Result<Reply> r) {
-            g->out[i] = std::move(r);
-            if (--g->left == 0) gathered(std::move(g));
+          [this, g, i](Result<Reply> reply) {
+            g->out[i] = std::move(reply);
+            if (--g->left == 0) gathered(g->r, std::move(g->out), g->lost_before);
           },
-          co);
+          g->r.co);
     }
   }
 
-  template <class G>
-  void gathered(std::shared_ptr<G> g) {
+  void gathered(Read& r, Replies out, uint64_t lost_before) {
     const bool answered =
-        std::any_of(g->out.begin(), g->out.end(), [](const Result<Reply>& r) { return r.ok(); });
-    if (!answered || g->lost_before == writes_lost || closing) return g->then(std::move(g->out));
-    if (g->stale + 1 > kMaxStaleReads) {
-      Replies out(g->out.size(),
-                  Result<Reply>(make_error(Errc::kUnavailable,
-                                           "redis store: writes issued before this read are not "
-                                           "confirmed (they are being sent again)")));
-      return g->then(std::move(out));
+        std::any_of(out.begin(), out.end(), [](const Result<Reply>& x) { return x.ok(); });
+    if (!answered || lost_before == writes_lost || closing) return r.then(std::move(out));
+    if (++r.stale > kMaxStaleReads) {
+      return r.then(Replies(out.size(), Result<Reply>(make_error(
+                                            Errc::kUnavailable,
+                                            "redis store: writes issued before this read are not "
+                                            "confirmed (they are being sent again)"))));
     }
-    send_all(std::move(g->cmds), std::move(g->then), g->co, g->stale + 1);
+    send_read(std::move(r));
   }
 
   void fail(const Error& e) {
