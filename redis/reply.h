@@ -1,5 +1,5 @@
 // Redis replies as owned trees, and the RESP2 codec around Debian's hiredis 0.14 (ISSUE 15):
-// hiredis is used only to format commands (redisFormatCommandArgv) and to parse the byte
+// commands are formatted here (encode_command); hiredis is used only to parse the byte
 // stream (redisReaderCreateWithFunctions/Feed/GetReply); the io_uring loop owns the socket.
 // Invariants: a Reply owns its whole tree (no hiredis object outlives a parse); an error reply
 // keeps the server's message verbatim ("MOVED 3999 127.0.0.1:6381"); the reader yields only
@@ -113,7 +113,7 @@ class ReplyReader {
   Context* ctx_ = nullptr;
 };
 
-// Appends the RESP encoding of `args` (one command) to `out` via redisFormatCommandArgv.
+// Appends the RESP encoding of `args` (one command: a multi-bulk array) to `out`.
 // kInvalidArgument for an empty command.
 Result<void> encode_command(std::span<const std::string_view> args, std::string* out);
 
