@@ -581,6 +581,12 @@ Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
 // ---- cluster mode (ISSUE 16) ------------------------------------------------------------------
 
 uint64_t Scheduler::drop_partition(Partition p) {
+  PartitionSet ps;
+  ps.set(p);
+  return drop_partitions(ps);
+}
+
+uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
   // 1. Deliveries (before the endpoints: their ready queues and their partition need them).
   // Queued and scheduled ones are recycled; in-flight ones are marked and recycled when their
   // result comes back (the transport still holds their command and slot index).
@@ -588,7 +594,7 @@ uint64_t Scheduler::drop_partition(Partition p) {
   for (const auto& chunk : chunks_) {
     for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
       Slot* s = &chunk[i];
-      if (s->d.id == 0 || is_orphan(s) || slot_partition(s) != p) continue;
+      if (s->d.id == 0 || is_orphan(s) || !ps.test(slot_partition(s))) continue;
       if (s->d.status == DeliveryStatus::kInFlight) {
         assert(!s->te.linked());
         s->te.expiry_ms = kOrphanMark;
@@ -611,7 +617,7 @@ uint64_t Scheduler::drop_partition(Partition p) {
   // 2. Endpoints: an endpoint is in its tenant's partition.
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     EpState& ep = *it->second;
-    if (partition_of_hash(ep.tenant->hash) != p) {
+    if (!ps.test(partition_of_hash(ep.tenant->hash))) {
       ++it;
       continue;
     }
@@ -625,7 +631,7 @@ uint64_t Scheduler::drop_partition(Partition p) {
   // 3. Tenants (their endpoints are all gone): breakers and their timers.
   for (auto it = tenants_.begin(); it != tenants_.end();) {
     TenantState& t = *it->second;
-    if (partition_of_hash(t.hash) != p) {
+    if (!ps.test(partition_of_hash(t.hash))) {
       ++it;
       continue;
     }

@@ -207,6 +207,9 @@ class Scheduler {
   // id_partition(id)). O(slab + endpoints + tenants). Returns how many deliveries were dropped
   // from the wheel and the ready queues (the in-flight ones are not counted).
   uint64_t drop_partition(Partition p);
+  // The same for every partition in `ps`, in one pass over the slab, endpoints and tenants (a
+  // SIGTERM hands all of a node's partitions over in one turn: one pass each was O(P × slab)).
+  uint64_t drop_partitions(const PartitionSet& ps);
   // Deliveries of partition p currently leased to the transport (those of an earlier drop of
   // p, whose results are ignored, not counted). O(in-flight table).
   uint32_t in_flight(Partition p) const;

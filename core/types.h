@@ -3,6 +3,7 @@
 // scheduler keeps in memory; `Delivery` is kept small on purpose: millions are pending at once.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +15,8 @@ namespace ringcast {
 
 // A partition is xxh3(tenant) % kPartitions; fixed at creation (ARCHITECTURE.md).
 inline constexpr uint32_t kPartitions = 256;
+// A set of partitions (Scheduler::drop_partitions and friends: one pass for many).
+using PartitionSet = std::bitset<kPartitions>;
 using Partition = uint16_t;
 
 // Ids that the engine assigns: (partition << 48) | per-partition sequence. The partition in

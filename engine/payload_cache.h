@@ -45,13 +45,13 @@ class PayloadCache {
     map_.emplace(ev->seq, std::move(ev));
   }
 
-  // Forgets every event of partition p (cluster mode: the partition was lost or handed over).
+  // Forgets every event of the partitions in ps (cluster mode: lost or handed over).
   // A later owner of p may give the same seqs to other events — a write of this node that the
   // store fenced never made it — so an entry kept past the partition would send another
   // event's payload and webhook id if this node took p again.
-  void drop_partition(Partition p) {
+  void drop_partitions(const PartitionSet& ps) {
     for (auto it = map_.begin(); it != map_.end();) {
-      if (id_partition(it->first) != p) {
+      if (!ps.test(id_partition(it->first))) {
         ++it;
         continue;
       }

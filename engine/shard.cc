@@ -590,6 +590,7 @@ void Shard::lose_partition(Partition p, uint64_t epoch) {
 // its last results is durable: the next owner, which takes the lease only after done(),
 // then reads everything this node did.
 void Shard::progress_releases() {
+  if (releasing_ == 0) return;  // every turn: no walk over the owned partitions for nothing
   std::vector<Partition> finished;
   for (auto& [p, o] : owned_) {
     if (!o.releasing || o.in_flight > 0) continue;
@@ -599,32 +600,31 @@ void Shard::progress_releases() {
     }
     if (store_.durable_seq() >= o.release_seq) finished.push_back(p);
   }
-  for (Partition p : finished) {
-    std::function<void()> done = std::move(owned_[p].done);
-    forget_partition(p);
-    metrics_.partitions_released.fetch_add(1, std::memory_order_relaxed);
+  if (finished.empty()) return;
+  std::vector<std::function<void()>> dones;
+  for (Partition p : finished) dones.push_back(std::move(owned_[p].done));
+  forget_partitions(finished);
+  metrics_.partitions_released.fetch_add(finished.size(), std::memory_order_relaxed);
+  for (auto& done : dones) {
     if (done) done();
   }
 }
 
-void Shard::forget_tenants_of(Partition p) {
-  for (auto it = known_tenants_.begin(); it != known_tenants_.end();) {
-    it = partition_of(it->first) == p ? known_tenants_.erase(it) : std::next(it);
-  }
+void Shard::forget_partition(Partition p) {
+  forget_partitions({p});
 }
 
-void Shard::forget_partition(Partition p) {
-  scheduler_->drop_partition(p);
-  payloads_.drop_partition(p);  // the next owner may reuse seqs a fenced write of ours held
-  next_seq_.erase(p);
-  forget_tenants_of(p);
-  for (auto it = unknown_since_.begin(); it != unknown_since_.end();) {
-    it = id_partition(it->first) == p ? unknown_since_.erase(it) : std::next(it);
-  }
-  // Recover jobs of p end here (their worker sees `cancel`); their deliveries are the next
-  // owner's now.
+void Shard::forget_partitions(const std::vector<Partition>& list) {
+  PartitionSet ps;
+  for (Partition p : list) ps.set(p);
+  scheduler_->drop_partitions(ps);
+  payloads_.drop_partitions(ps);  // the next owner may reuse seqs a fenced write of ours held
+  std::erase_if(known_tenants_, [&](const auto& t) { return ps.test(partition_of(t.first)); });
+  std::erase_if(unknown_since_, [&](const auto& u) { return ps.test(id_partition(u.first)); });
+  // Recover jobs of these partitions end here (their worker sees `cancel`); their deliveries
+  // are the next owner's now.
   for (auto it = job_live_.begin(); it != job_live_.end();) {
-    if (id_partition(it->first) != p) {
+    if (!ps.test(id_partition(it->first))) {
       ++it;
       continue;
     }
@@ -632,12 +632,17 @@ void Shard::forget_partition(Partition p) {
     it = job_live_.erase(it);
   }
   for (auto& [jid, job] : jobs_) {
-    if (id_partition(jid) == p) job->cancel.store(true);
+    if (ps.test(id_partition(jid))) job->cancel.store(true);
   }
-  options_.leases->set_epoch(p, 0);
+  for (Partition p : list) {
+    next_seq_.erase(p);
+    options_.leases->set_epoch(p, 0);
+  }
   std::lock_guard<std::mutex> lock(owned_mu_);
-  if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
-  owned_.erase(p);
+  for (Partition p : list) {
+    if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
+    owned_.erase(p);
+  }
 }
 
 void Shard::commit() {

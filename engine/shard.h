@@ -229,7 +229,8 @@ class Shard final : public IdAllocator {
   std::unordered_map<Partition, uint64_t> loading_;  // acquired, being loaded: the epoch
   void finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartition> loaded);
   void forget_partition(Partition p);
-  void forget_tenants_of(Partition p);  // known_tenants_ of p
+  // One pass for many (progress_releases: a SIGTERM hands every partition over in one turn).
+  void forget_partitions(const std::vector<Partition>& ps);
   void progress_releases();
   const bool dynamic_;
   std::unordered_map<Partition, OwnedPart> owned_;

@@ -1489,6 +1489,38 @@ bool mentions(const Mutations& m, Partition p) {
   return false;
 }
 
+// Many partitions in one pass (a SIGTERM hands them all over in one turn): the same as dropping
+// each, and a partition not in the set keeps everything.
+TEST_F(SchedulerTest, DropPartitionsForgetsEveryPartitionInTheSetAndOnlyThose) {
+  const Partition pa = partition_of("acme"), pg = partition_of("globex"),
+                  pi = partition_of("initech");
+  ASSERT_TRUE(pa != pg && pg != pi && pa != pi);
+  Endpoint a = add_ep("acme", "xhub");
+  Endpoint g = add_ep("globex", "xhub");
+  Endpoint i = add_ep("initech", "xhub");
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(submit("acme"), 1u);
+    ASSERT_EQ(submit("globex"), 1u);
+    ASSERT_EQ(submit("initech"), 1u);
+  }
+  ASSERT_EQ(s->stats().live, 9u);
+  PartitionSet ps;
+  ps.set(pa);
+  ps.set(pi);
+  EXPECT_EQ(s->drop_partitions(ps), 6u);
+  SchedulerStats st = s->stats();
+  EXPECT_EQ(st.live, 3u);
+  EXPECT_EQ(st.endpoints, 1u);
+  EXPECT_EQ(st.tenants, 1u);
+  EXPECT_EQ(s->find_endpoint(a.id), nullptr);
+  EXPECT_EQ(s->find_endpoint(i.id), nullptr);
+  ASSERT_NE(s->find_endpoint(g.id), nullptr);
+  std::vector<SendCommand> out = poll();
+  EXPECT_EQ(out.size(), 3u);
+  for (const SendCommand& c : out) EXPECT_EQ(c.endpoint, g.id);
+  EXPECT_EQ(s->drop_partitions(ps), 0u);  // nothing left of them
+}
+
 TEST_F(SchedulerTest, DropPartitionForgetsOnlyThatPartition) {
   const Partition pa = partition_of("acme"), pg = partition_of("globex");
   ASSERT_NE(pa, pg);

@@ -72,7 +72,12 @@ TEST(PayloadCache, DroppingAPartitionForgetsItsEventsOnlyAndTheirBytes) {
   c.put(event(make_id(3, 11), 100));
   c.put(event(make_id(4, 10), 100));
   const size_t one = PayloadCache::cost(*event(make_id(4, 10), 100));
-  c.drop_partition(3);
+  c.put(event(make_id(5, 10), 100));
+  PartitionSet ps;
+  ps.set(3);
+  ps.set(5);
+  c.drop_partitions(ps);
+  EXPECT_EQ(c.find(make_id(5, 10)), nullptr);
   EXPECT_EQ(c.find(make_id(3, 10)), nullptr);
   EXPECT_EQ(c.find(make_id(3, 11)), nullptr);
   EXPECT_NE(c.find(make_id(4, 10)), nullptr);
