@@ -95,6 +95,31 @@ class StubEngine final : public Engine {
     done(active);
   }
 
+  // The calls with a "not supported here" default (core/engine.h): a stub answers them as the
+  // engine does for what it does not know, so the fuzz targets reach their routes' answers
+  // (GET …/settings answered 503 from the default, outside what the API answers).
+  void resolve_delivery(std::string, DeliveryId, Resolution, std::string,
+                        Callback<Delivery> done) override {
+    done(make_error(Errc::kNotFound, "no such delivery", nullptr, "unknown_delivery"));
+  }
+  void resend_delivery(std::string, DeliveryId, std::string, Callback<Delivery> done) override {
+    done(make_error(Errc::kNotFound, "no such delivery", nullptr, "unknown_delivery"));
+  }
+  void replay_event(std::string, std::string, Callback<uint32_t> done) override {
+    done(make_error(Errc::kNotFound, "no such event", nullptr, "unknown_event"));
+  }
+  void recover_endpoint(std::string, EndpointId, WallTime, WallTime,
+                        Callback<JobView> done) override {
+    done(make_error(Errc::kNotFound, "no such endpoint", nullptr, "unknown_endpoint"));
+  }
+  void get_tenant_settings(std::string, Callback<TenantSettings> done) override {
+    done(make_error(Errc::kNotFound, "no such tenant", nullptr, "unknown_tenant"));
+  }
+  void set_tenant_settings(std::string, TenantSettings settings,
+                           Callback<TenantSettings> done) override {
+    done(std::move(settings));
+  }
+
   Result<std::optional<DeliveryDetail>> get_delivery(std::string_view, DeliveryId) override {
     return std::optional<DeliveryDetail>();
   }
