@@ -444,14 +444,26 @@ TEST(E2eBusIntake, TwoConsumersSplitTheStreamAndTheSurvivorClaimsTheDeadOnesEntr
   // Restart `a` on its data dir: what it accepted before dying is delivered from its own store.
   // Every event is in at least one store and was delivered from one that holds it.
   ASSERT_NO_THROW(a.start());
+  // Each pass reads the sink's ids once, and asks a store for an event's message id until it
+  // has one (it never changes); an event confirmed once is not looked at again. (Asking both
+  // stores and reading the ids file per event and per pass took 70 s under ASan.)
   std::string lost;
+  std::map<std::string, std::pair<std::string, std::string>> message_ids;  // a's, b's
+  std::set<std::string> confirmed;
   ASSERT_TRUE(wait_until(
       [&] {
+        const std::vector<std::string> got = sink_ids_with_status(sink);
+        const std::set<std::string> delivered(got.begin(), got.end());
         for (const auto& id : ids(kEvents)) {
-          std::string ma = message_id_of(a, kTenant, id);
-          std::string mb = message_id_of(b, kTenant, id);
-          if (!ma.empty() && missing_ids(sink, {ma}).empty()) continue;
-          if (!mb.empty() && missing_ids(sink, {mb}).empty()) continue;
+          if (confirmed.count(id) != 0) continue;
+          auto& [ma, mb] = message_ids[id];
+          if (ma.empty()) ma = message_id_of(a, kTenant, id);
+          if (mb.empty()) mb = message_id_of(b, kTenant, id);
+          if ((!ma.empty() && delivered.count(ma) != 0) ||
+              (!mb.empty() && delivered.count(mb) != 0)) {
+            confirmed.insert(id);
+            continue;
+          }
           lost = id + (ma.empty() && mb.empty() ? " (in neither store)" : " (not delivered)");
           return false;
         }
