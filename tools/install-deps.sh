@@ -26,6 +26,7 @@ TEST=(
   nginx-light wrk curl time util-linux procps iproute2 openssl ca-certificates python3
   redis-server redis-tools
   git clang-format
+  fuse3 libfuse3-dev  # tests/support/powercut: the power-cut filesystem of the durability tests
   # the portal's browser tests (tests/portal: playwright-core from npm drives Debian's
   # chromium; pinned at 1.61, the last that runs on Debian 12's Node.js 18) and the owner
   # e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
