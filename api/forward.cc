@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "api/read_pool.h"
+#include "net/system_clock.h"
 
 namespace ringcast::api {
 
@@ -217,7 +218,7 @@ bool is_not_owner(const HttpResponse& r) {
 }
 
 std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
-                                  std::string_view origin) {
+                                  std::string_view origin, const SignedHeaders& signed_headers) {
   std::string out;
   out.reserve(256 + req.target.size() + req.body.size());
   out += req.method;
@@ -226,13 +227,8 @@ std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
   out += " HTTP/1.1\r\nHost: ";
   out += host;
   out += "\r\n";
-  // Only what the owner needs to answer as it would answer the client: the token (the same on
-  // every node) and the body's type.
-  if (const std::string* a = req.header("authorization")) {
-    out += "Authorization: ";
-    out += *a;
-    out += "\r\n";
-  }
+  // Only what the owner needs to answer as it would answer the client: who the caller is (the
+  // principal this node authenticated, signed) and the body's type. No credential (SPEC R14).
   if (const std::string* ct = req.header("content-type")) {
     out += "Content-Type: ";
     out += *ct;
@@ -240,6 +236,10 @@ std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
   }
   out += "X-Ringcast-Forwarded: ";
   out += origin;
+  out += "\r\nX-Ringcast-Principal: ";
+  out += signed_headers.principal;
+  out += "\r\nX-Ringcast-Signature: ";
+  out += signed_headers.signature;
   out += "\r\nContent-Length: ";
   out += std::to_string(req.body.size());
   out += "\r\nConnection: close\r\n\r\n";
@@ -362,7 +362,9 @@ std::shared_ptr<Forwarder> Forwarder::create(ForwardOptions options) {
   return std::shared_ptr<Forwarder>(new Forwarder(std::move(options)));
 }
 
-Forwarder::Forwarder(ForwardOptions options) : options_(std::move(options)) {
+Forwarder::Forwarder(ForwardOptions options)
+    : options_(std::move(options)),
+      auth_(std::make_unique<ForwardAuth>(options_.secret, options_.signature_window)) {
   ReadPoolOptions po;
   po.threads = std::max<uint32_t>(1, options_.max_forwards);
   po.max_queued = po.threads;
@@ -378,21 +380,23 @@ void Forwarder::stop() {
   pool_->stop();
 }
 
-Responder Forwarder::wrap(std::shared_ptr<const HttpRequest> req, Partition p, Responder client) {
+Responder Forwarder::wrap(std::shared_ptr<const HttpRequest> req, Partition p, Principal who,
+                          Responder client) {
   auto held = std::make_shared<Responder>(std::move(client));
-  return Responder::from_function(
-      [self = shared_from_this(), req = std::move(req), p, held](HttpResponse r) mutable {
-        if (!is_not_owner(r)) return held->send(std::move(r));
-        self->start(std::move(req), p, std::move(r), std::move(*held));
-      });
+  return Responder::from_function([self = shared_from_this(), req = std::move(req), p,
+                                   who = std::move(who), held](HttpResponse r) mutable {
+    if (!is_not_owner(r)) return held->send(std::move(r));
+    self->start(std::move(req), p, std::move(who), std::move(r), std::move(*held));
+  });
 }
 
-void Forwarder::start(std::shared_ptr<const HttpRequest> req, Partition p, HttpResponse not_owner,
-                      Responder client) {
+void Forwarder::start(std::shared_ptr<const HttpRequest> req, Partition p, Principal who,
+                      HttpResponse not_owner, Responder client) {
   const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
   // The job owns the request and the not_owner answer (the answer when nobody owns p).
-  auto work = [this, req = std::move(req), p, not_owner = std::move(not_owner),
-               deadline]() mutable { return run(*req, p, std::move(not_owner), deadline); };
+  auto work = [this, req = std::move(req), p, who = std::move(who),
+               not_owner = std::move(not_owner),
+               deadline]() mutable { return run(*req, p, who, std::move(not_owner), deadline); };
   switch (pool_->submit(std::move(work), client)) {
     case ReadPool::Submit::kQueued:
       return;
@@ -405,8 +409,8 @@ void Forwarder::start(std::shared_ptr<const HttpRequest> req, Partition p, HttpR
   }
 }
 
-HttpResponse Forwarder::run(const HttpRequest& req, Partition p, HttpResponse not_owner,
-                            SteadyTime deadline) {
+HttpResponse Forwarder::run(const HttpRequest& req, Partition p, const Principal& who_called,
+                            HttpResponse not_owner, SteadyTime deadline) {
   const auto t0 = std::chrono::steady_clock::now();
   in_flight_.fetch_add(1);
   struct Done {
@@ -448,8 +452,12 @@ HttpResponse Forwarder::run(const HttpRequest& req, Partition p, HttpResponse no
   }
   const std::string host =
       owner->url.substr(7, owner->url.size() - 7 - (owner->url.back() == '/' ? 1 : 0));
-  auto reply = http_exchange(*addr, forward_request_bytes(req, host, options_.node_id), deadline,
-                             options_.max_response_bytes);
+  const SignedHeaders signed_headers =
+      auth_->sign(who_called, options_.node_id, req.method, req.target, req.body,
+                  net::SystemClock().wall_now());
+  auto reply =
+      http_exchange(*addr, forward_request_bytes(req, host, options_.node_id, signed_headers),
+                    deadline, options_.max_response_bytes);
   if (!reply.ok()) {
     const Error& e = reply.error();
     if (std::string_view(e.reason_or_code()) == "timeout") return timed_out(who);

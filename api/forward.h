@@ -1,7 +1,12 @@
-// Cluster mode's "any node answers any API call" (ISSUE 16) on the REST side: a tenant-scoped
-// call that this node's engine answers 503 not_owner is sent on to the node that holds the
-// lease of the tenant's partition, and that node's answer is relayed to the client.
+// Cluster mode's "any node answers any API call" (docs/cluster.md) on the REST side: a
+// tenant-scoped call that this node's engine answers 503 not_owner is sent on to the node that
+// holds the lease of the tenant's partition, and that node's answer is relayed to the client.
 // Invariants:
+//   - no reusable credential crosses the network (SPEC R14, docs/security.md "Between nodes"):
+//     the forwarded call carries the principal this node authenticated, signed under
+//     cluster.secret (api/forward_auth.h), and neither the caller's key or cookie nor the
+//     admin token;
+//   - only to the address a live member published (cluster/membership.h);
 //   - one hop: a forwarded request carries `X-Ringcast-Forwarded: <origin node id>` and is never
 //     forwarded again; an owner that answers not_owner itself (mid hand-over) reaches the client
 //     as that 503 not_owner with Retry-After;
@@ -26,7 +31,9 @@
 #include <string_view>
 #include <vector>
 
+#include "api/forward_auth.h"
 #include "api/http_names.h"
+#include "api/principal.h"
 #include "core/ip_address.h"
 #include "core/result.h"
 #include "core/time.h"
@@ -64,6 +71,10 @@ struct ForwardTarget {
 
 struct ForwardOptions {
   std::string node_id;  // this node: the X-Ringcast-Forwarded value; never forwards to itself
+  // cluster.secret: signs what this node forwards and checks what it receives (at least
+  // kMinSecretBytes; config refuses shorter).
+  std::string secret;
+  Duration signature_window = seconds(30);  // a signed call's timestamp: ± this of the clock
   // Looks up the lease holder of `p` and its advertised URL; blocks at most `wait`; runs on a
   // forward thread. Unset: forwarding is off (single-node mode).
   std::function<Result<ForwardTarget>(Partition p, Duration wait)> find_owner;
@@ -80,10 +91,11 @@ bool forwardable_route(const std::vector<std::string>& segs);
 bool is_not_owner(const HttpResponse& r);
 
 // The forwarded request's bytes: method and target (path and query as received), Host, the
-// client's Authorization and Content-Type as they came, X-Ringcast-Forwarded: origin,
-// Content-Length, Connection: close, then the body. Nothing else of the client's is sent.
+// client's Content-Type, X-Ringcast-Forwarded: origin, the signed principal
+// (X-Ringcast-Principal, X-Ringcast-Signature), Content-Length, Connection: close, then the
+// body. Nothing else of the client's is sent: no Authorization, no Cookie.
 std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
-                                  std::string_view origin);
+                                  std::string_view origin, const SignedHeaders& signed_headers);
 
 // One HTTP/1.1 exchange on a fresh connection, blocking until the whole answer is read or
 // `deadline` passes. Errors: kUnavailable with reason "timeout" or "connect_failed" /
@@ -108,9 +120,13 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
   Forwarder& operator=(const Forwarder&) = delete;
 
   // A responder that passes every answer through to `client`, except not_owner: that one
-  // starts a forward of `*req` to the owner of `p`, whose answer goes to `client` instead.
-  // Any thread.
-  Responder wrap(std::shared_ptr<const HttpRequest> req, Partition p, Responder client);
+  // starts a forward of `*req`, on behalf of `who`, to the owner of `p`, whose answer goes to
+  // `client` instead. Any thread.
+  Responder wrap(std::shared_ptr<const HttpRequest> req, Partition p, Principal who,
+                 Responder client);
+
+  // Signs and checks forwarded calls (cluster.secret).
+  ForwardAuth& auth() { return *auth_; }
 
   // Forwarded requests received (their X-Ringcast-Forwarded set): counted for the metrics.
   void count_received() { received_.fetch_add(1, std::memory_order_relaxed); }
@@ -139,13 +155,14 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
 
  private:
   explicit Forwarder(ForwardOptions options);
-  void start(std::shared_ptr<const HttpRequest> req, Partition p, HttpResponse not_owner,
-             Responder client);
-  HttpResponse run(const HttpRequest& req, Partition p, HttpResponse not_owner,
-                   SteadyTime deadline);
+  void start(std::shared_ptr<const HttpRequest> req, Partition p, Principal who,
+             HttpResponse not_owner, Responder client);
+  HttpResponse run(const HttpRequest& req, Partition p, const Principal& who,
+                   HttpResponse not_owner, SteadyTime deadline);
   void note(Outcome o) { outcomes_[static_cast<size_t>(o)].fetch_add(1); }
 
   const ForwardOptions options_;
+  std::unique_ptr<ForwardAuth> auth_;
   std::unique_ptr<ReadPool> pool_;
   std::atomic<uint64_t> outcomes_[static_cast<size_t>(Outcome::kCount)] = {};
   std::atomic<uint64_t> received_{0};

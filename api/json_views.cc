@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/endpoint_headers.h"
 #include "net/signing.h"
 
 namespace ringcast::api {
@@ -108,8 +109,16 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.field("burst", e.rate_limit.burst);
   w.end_object();
   w.field("max_in_flight", e.max_in_flight);
-  w.key("headers").begin_object();  // in the order they are sent
-  for (const auto& h : e.headers) w.field(h.name, h.value);
+  // In the order they are sent; a receiver credential's value is write-only (SPEC R14.5): its
+  // name is shown, its value is null for every reader.
+  w.key("headers").begin_object();
+  for (const auto& h : e.headers) {
+    if (is_credential_header(h.name)) {
+      w.key(h.name).null();
+    } else {
+      w.field(h.name, h.value);
+    }
+  }
   w.end_object();
   w.field("idempotency_key", e.idempotency_key);
   w.field("on_unknown", on_unknown_name(e.on_unknown));

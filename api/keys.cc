@@ -115,6 +115,14 @@ KeyCheckResult KeyRegistry::check(std::string_view text, WallTime now) const {
   return r;
 }
 
+bool KeyRegistry::active(std::string_view id, std::string_view tenant, WallTime now) const {
+  std::shared_lock lk(mu_);
+  auto it = keys_.find(std::string(id));
+  if (it == keys_.end()) return false;
+  const ApiKey& k = it->second;
+  return k.tenant == tenant && (k.expires_at == WallTime() || now < k.expires_at);
+}
+
 std::vector<ApiKey> KeyRegistry::list(std::string_view tenant) const {
   std::vector<ApiKey> out;
   {

@@ -79,6 +79,9 @@ class KeyRegistry {
   // Any thread; memory only.
   KeyCheckResult check(std::string_view key_text, WallTime now) const;
   std::vector<ApiKey> list(std::string_view tenant) const;  // oldest first
+  // Whether the key `id` of `tenant` exists and has not expired at `now`: what a link, a
+  // session or a forwarded call made with it still rests on (SPEC R14). Memory only.
+  bool active(std::string_view id, std::string_view tenant, WallTime now) const;
 
   // Block on the store (call them off the HTTP loop). create: kLimitExceeded "too_many_keys"
   // past kMaxKeysPerTenant; revoke: kNotFound "unknown_key" (also for another tenant's key).

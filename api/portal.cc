@@ -110,38 +110,55 @@ std::optional<std::string> Portal::verify(std::string_view token) const {
   return payload;
 }
 
-// Payload: kind ('l' link, 's' session) "1|" scope "|" expiry ms "|" nonce "|" tenant.
+// Payload: kind ('l' link, 's' session) "2|" scope "|" expiry ms "|" nonce "|" minting key id
+// ("-": the admin) "|" tenant. The key id ties a link, and every session opened from it, to the
+// key that minted it: revoking or expiring that key ends them (SPEC R14).
 PortalCheck Portal::parse(std::string_view token, char kind, WallTime now, PortalSession& out,
                           std::string* nonce) const {
   auto payload = verify(token);
   if (!payload) return PortalCheck::kInvalid;
-  auto parts = split(*payload, '|', 5);
-  if (parts.size() != 5 || parts[0].size() != 2 || parts[0][0] != kind || parts[0][1] != '1')
+  auto parts = split(*payload, '|', 6);
+  if (parts.size() != 6 || parts[0].size() != 2 || parts[0][0] != kind || parts[0][1] != '2')
     return PortalCheck::kInvalid;
   auto scope = parse_portal_scope(parts[1]);
   int64_t exp_ms = 0;
   auto [p, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), exp_ms);
-  if (!scope || ec != std::errc() || p != parts[2].data() + parts[2].size() || parts[4].empty())
+  if (!scope || ec != std::errc() || p != parts[2].data() + parts[2].size() || parts[4].empty() ||
+      parts[5].empty())
     return PortalCheck::kInvalid;
-  out.tenant.assign(parts[4]);
+  out.tenant.assign(parts[5]);
   out.scope = *scope;
   out.expires_at = WallTime::from_ns(exp_ms * 1'000'000);
+  out.key_id.clear();
+  if (parts[4] != "-") out.key_id.assign(parts[4]);
   if (nonce) nonce->assign(parts[3]);
   if (now >= out.expires_at) return PortalCheck::kExpired;
+  if (!out.key_id.empty() && opt_.key_alive && !opt_.key_alive(out.key_id, out.tenant, now))
+    return PortalCheck::kRevoked;
   return PortalCheck::kOk;
 }
 
-std::string Portal::mint_link(std::string_view tenant, PortalScope scope,
-                              WallTime expires_at) const {
-  std::string payload = "l1|";
-  payload += portal_scope_name(scope);
-  payload += '|';
-  payload += std::to_string(expires_at.ms());
-  payload += '|';
-  payload += net::random_hex(8);
-  payload += '|';
-  payload += tenant;
-  return sign(payload);
+std::string Portal::payload(char kind, PortalScope scope, WallTime expires_at,
+                            std::string_view nonce, std::string_view key_id,
+                            std::string_view tenant) {
+  std::string out;
+  out += kind;
+  out += "2|";
+  out += portal_scope_name(scope);
+  out += '|';
+  out += std::to_string(expires_at.ms());
+  out += '|';
+  out += nonce;
+  out += '|';
+  out += key_id.empty() ? std::string_view("-") : key_id;
+  out += '|';
+  out += tenant;
+  return out;
+}
+
+std::string Portal::mint_link(std::string_view tenant, PortalScope scope, WallTime expires_at,
+                              std::string_view key_id) const {
+  return sign(payload('l', scope, expires_at, net::random_hex(8), key_id, tenant));
 }
 
 std::string Portal::link_url(std::string_view token, std::string_view host, bool https) const {
@@ -169,17 +186,10 @@ PortalCheck Portal::open_link(std::string_view token, WallTime now, PortalSessio
   if (c != PortalCheck::kOk) return c;
   out.tenant = link.tenant;
   out.scope = link.scope;
+  out.key_id = link.key_id;
   out.expires_at = now + opt_.session_ttl;
   const std::string nonce = net::random_hex(16);
-  std::string payload = "s1|";
-  payload += portal_scope_name(out.scope);
-  payload += '|';
-  payload += std::to_string(out.expires_at.ms());
-  payload += '|';
-  payload += nonce;
-  payload += '|';
-  payload += out.tenant;
-  cookie_value = sign(payload);
+  cookie_value = sign(payload('s', out.scope, out.expires_at, nonce, out.key_id, out.tenant));
   out.csrf = csrf_for(nonce);
   return PortalCheck::kOk;
 }
@@ -275,6 +285,10 @@ net::HttpResponse Portal::handle(const net::HttpRequest& req, WallTime now) cons
           case PortalCheck::kExpired:
             return net::HttpResponse::error(
                 401, "session_expired", "the portal session has expired: open a new portal link");
+          case PortalCheck::kRevoked:
+            return net::HttpResponse::error(
+                401, "session_revoked",
+                "the key that made this portal link was revoked or has expired");
           case PortalCheck::kInvalid:
             break;
         }
@@ -317,6 +331,10 @@ net::HttpResponse Portal::handle(const net::HttpRequest& req, WallTime now) cons
         case PortalCheck::kExpired:
           return net::HttpResponse::error(
               401, "link_expired", "this portal link has expired: ask for a new one", "link");
+        case PortalCheck::kRevoked:
+          return net::HttpResponse::error(
+              401, "link_revoked", "the key that made this portal link was revoked or has expired",
+              "link");
         case PortalCheck::kInvalid:
           break;
       }

@@ -5,12 +5,15 @@
 // "/portal/#link=<token>"). The fragment never reaches a server or a Referer; the page POSTs it
 // to /portal/session, which answers with a session cookie (HttpOnly, SameSite=Strict, Secure
 // behind TLS) and a CSRF token that every state-changing /v1 call must echo in X-CSRF-Token.
-// Links and sessions are stateless HMAC-SHA256 tokens under a key derived from
-// server.api_token (or portal.secret), so every node of a cluster checks them alike; the expiry
-// inside the signed payload is enforced here, on the server, at every request.
+// Links and sessions are stateless HMAC-SHA256 tokens under a key derived from portal.secret
+// (independent of every other secret: when unset, a random secret kept in the store and shared
+// by every node), so every node of a cluster checks them alike; the expiry inside the signed
+// payload is enforced here, on the server, at every request, and so is the minting key: a link
+// or session whose key was revoked or expired is refused (SPEC R14).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +36,9 @@ struct PortalOptions {
   Duration link_ttl = minutes(10);    // a link's default life
   Duration link_ttl_max = hours(24);  // the longest a link may ask for
   Duration session_ttl = hours(1);    // a session's life from the link's use
+  // Whether the key `key_id` of `tenant` still authenticates at `now` (not revoked, not
+  // expired); unset: every key does. Called on the HTTP loop: memory only.
+  std::function<bool(std::string_view key_id, std::string_view tenant, WallTime now)> key_alive;
   // Origins allowed to frame the portal (CSP frame-ancestors); empty: none (and
   // X-Frame-Options: DENY).
   std::vector<std::string> frame_ancestors;
@@ -43,10 +49,16 @@ struct PortalSession {
   std::string tenant;
   PortalScope scope = PortalScope::kView;
   WallTime expires_at;
-  std::string csrf;  // the token the page must echo in X-CSRF-Token
+  std::string csrf;    // the token the page must echo in X-CSRF-Token
+  std::string key_id;  // the key that minted the link; empty: the admin did
 };
 
-enum class PortalCheck : uint8_t { kOk, kInvalid, kExpired };
+enum class PortalCheck : uint8_t {
+  kOk,
+  kInvalid,
+  kExpired,
+  kRevoked,  // the key that minted it was revoked or expired
+};
 
 class Portal {
  public:
@@ -55,8 +67,10 @@ class Portal {
   bool enabled() const { return !key_.empty(); }
   const PortalOptions& options() const { return opt_; }
 
-  // A link token for `tenant`, valid until `expires_at`.
-  std::string mint_link(std::string_view tenant, PortalScope scope, WallTime expires_at) const;
+  // A link token for `tenant`, valid until `expires_at`, minted by the key `key_id` (empty:
+  // the admin).
+  std::string mint_link(std::string_view tenant, PortalScope scope, WallTime expires_at,
+                        std::string_view key_id = {}) const;
   // The portal URL around a link token; `host` and `https` describe the request (used when
   // public_url is empty).
   std::string link_url(std::string_view token, std::string_view host, bool https) const;
@@ -84,6 +98,9 @@ class Portal {
 
  private:
   std::string sign(std::string_view payload) const;
+  static std::string payload(char kind, PortalScope scope, WallTime expires_at,
+                             std::string_view nonce, std::string_view key_id,
+                             std::string_view tenant);
   // The payload of a token whose MAC is good; nullopt otherwise.
   std::optional<std::string> verify(std::string_view token) const;
   PortalCheck parse(std::string_view token, char kind, WallTime now, PortalSession& out,

@@ -22,10 +22,12 @@
 #include <variant>
 #include <vector>
 
+#include "api/auth_throttle.h"
 #include "api/json_views.h"
 #include "api/keys.h"
 #include "api/portal.h"
 #include "api/read_pool.h"
+#include "api/routes.h"
 #include "net/json_writer.h"
 #include "net/system_clock.h"
 
@@ -94,6 +96,9 @@ HttpResponse error_response(const Error& e) {
   // not_owner (cluster mode: the partition is between owners or owned by another node), the
   // store unreachable.
   if (r.status == 503) r.headers.push_back({"Retry-After", "1"});
+  // A quota (SPEC R14): the per-minute ones renew within a minute; the others when something
+  // ends (a job) or is removed (an endpoint, a key): a minute is the least worth waiting.
+  if (r.status == 429) r.headers.push_back({"Retry-After", "60"});
   return r;
 }
 
@@ -1526,7 +1531,7 @@ void portal_links(Call& c, const std::string& tenant) {
   if (c.req.method != "POST") return c.answer(method_not_allowed("POST"));
   if (c.portal == nullptr || !c.portal->enabled()) {
     return c.answer(HttpResponse::error(503, "portal_off",
-                                        "the portal needs server.api_token or portal.secret"));
+                                        "the portal is off on this node (no portal.secret)"));
   }
   const PortalOptions& po = c.portal->options();
   PortalScope scope = c.who.read_only ? PortalScope::kView : PortalScope::kManage;
@@ -1557,7 +1562,7 @@ void portal_links(Call& c, const std::string& tenant) {
   }
   const WallTime now = wall_now();
   const WallTime expires = now + std::chrono::seconds(ttl_s);
-  const std::string token = c.portal->mint_link(tenant, scope, expires);
+  const std::string token = c.portal->mint_link(tenant, scope, expires, c.who.key_id);
   const std::string* host = c.req.header("host");
   const std::string* proto = c.req.header("x-forwarded-proto");
   Writer w;
@@ -1576,7 +1581,12 @@ void portal_links(Call& c, const std::string& tenant) {
 // stats_max_deliveries deliveries created in the window and every attempt of theirs.
 void attempt_stats(Call& c, const std::string& tenant) {
   if (c.req.method != "GET") return c.answer(method_not_allowed("GET"));
-  c.read([&engine = c.engine, tenant, cap = c.opt.stats_max_deliveries]() -> HttpResponse {
+  c.read([&engine = c.engine, tenant, cap = c.opt.stats_max_deliveries,
+          max_rows = c.opt.stats_max_rows, max_time = c.opt.stats_max_time]() -> HttpResponse {
+    // SPEC R14: one tenant's chart shares the read pool with every tenant's log reads, so its
+    // scan is bounded by rows read (every delivery counts, with attempts or not) and by time.
+    const auto started = std::chrono::steady_clock::now();
+    size_t rows = 0;
     constexpr int kBuckets = 24;
     constexpr int64_t kBucketMs = 3'600'000;
     const int64_t now_ms = wall_now().ms();
@@ -1600,6 +1610,11 @@ void attempt_stats(Call& c, const std::string& tenant) {
       for (const Delivery& d : page->items) {
         // Attempts can come later than their delivery's creation, never earlier.
         if (d.created_at.ms() < from_ms - 7 * 24 * kBucketMs) {
+          done = true;
+          break;
+        }
+        if (rows++ >= max_rows) {
+          truncated = true;
           done = true;
           break;
         }
@@ -1634,6 +1649,10 @@ void attempt_stats(Call& c, const std::string& tenant) {
       }
       if (page->next_cursor.empty()) break;
       cursor = page->next_cursor;
+      if (std::chrono::steady_clock::now() - started >= max_time) {
+        truncated = true;
+        break;
+      }
     }
     Writer w;
     w.begin_object()
@@ -1848,7 +1867,8 @@ std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
       KeyCheckResult k = opt.keys->check(trim_ws(v.substr(7)), now);
       switch (k.check) {
         case KeyCheck::kOk:
-          return Principal{Principal::Kind::kKey, std::move(k.who.tenant), k.who.read_only};
+          return Principal{Principal::Kind::kKey, std::move(k.who.tenant), k.who.read_only,
+                           std::move(k.who.id)};
         case KeyCheck::kExpired:
           return unauthorized("key_expired", "this API key has expired");
         case KeyCheck::kUnknown:
@@ -1875,8 +1895,11 @@ std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
           }
         }
         return Principal{Principal::Kind::kSession, std::move(s.tenant),
-                         s.scope == PortalScope::kView};
+                         s.scope == PortalScope::kView, std::move(s.key_id)};
       }
+      case PortalCheck::kRevoked:
+        return unauthorized("session_revoked",
+                            "the key that made this portal link was revoked or has expired");
       case PortalCheck::kExpired:
         return unauthorized("session_expired",
                             "the portal session has expired: open a new portal link");
@@ -1891,30 +1914,44 @@ std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
                           : "missing Authorization: Bearer <token>");
 }
 
-// ISSUE 18: what a tenant key or a portal session may reach; nullopt: go on.
+// No row in the route table for this method and path: 405 when another method has one, else
+// 404. For every principal, the admin too, so a route the table does not name is not served.
+HttpResponse no_route(const std::vector<std::string>& segs, std::string_view path) {
+  std::string allow;
+  for (const RouteSpec& r : route_table()) {
+    const auto pat = pattern_segments(r.pattern);
+    bool same = pat.size() == segs.size();
+    for (size_t i = 0; same && i < pat.size(); ++i)
+      same = pat[i].starts_with('{') || pat[i] == segs[i];
+    if (!same || allow.find(r.method) != std::string::npos) continue;
+    if (!allow.empty()) allow += ", ";
+    allow += r.method;
+  }
+  if (!allow.empty()) return method_not_allowed(allow);
+  return not_found("route " + std::string(path));
+}
+
+// What a principal may reach (SPEC R14, the route classes of api/routes.h); nullopt: go on.
 std::optional<HttpResponse> authorize(const Principal& who, const std::vector<std::string>& segs,
-                                      const std::string& method) {
+                                      const std::string& method, std::string_view path) {
+  const RouteSpec* route = find_route(method, segs);
+  if (route == nullptr) return no_route(segs, path);
   if (who.admin()) return std::nullopt;
   const bool tenant_route = segs.size() >= 3 && segs[1] == "tenants";
-  const bool bulk = segs.size() == 3 && segs[1] == "events" && segs[2] == "bulk";
-  if (!tenant_route && !bulk) {
-    return HttpResponse::error(403, "admin_only", "this route needs the admin token");
-  }
   if (tenant_route && segs[2] != who.tenant) {
     // Exactly what a tenant that does not exist gets: nothing tells the two apart.
     return HttpResponse::error(404, "unknown_tenant", "unknown tenant: create an endpoint first",
                                "tenant");
   }
-  const std::string_view what = tenant_route && segs.size() >= 4 ? segs[3] : std::string_view();
-  if (tenant_route && what == "keys") {
-    return HttpResponse::error(403, "admin_only", "tenant keys are managed with the admin token");
+  if (route->who == RouteClass::kPlatform) {
+    return HttpResponse::error(403, "admin_only",
+                               "this route is the platform's: it needs the admin token");
   }
   const bool session = who.kind == Principal::Kind::kSession;
-  if (session && (bulk || what == "portal-links" || (what == "events" && method == "POST"))) {
+  if (session && !route->sessions) {
     return HttpResponse::error(403, "not_in_portal", "a portal session cannot do this");
   }
-  // A read-only key may still mint view links (portal_links checks the scope).
-  if (who.read_only && method != "GET" && method != "HEAD" && what != "portal-links") {
+  if (who.read_only && route->who == RouteClass::kMerchant && !route->any_key_scope) {
     return HttpResponse::error(
         403, "read_only",
         session ? "this portal link is for viewing only" : "this API key is read-only");
@@ -1922,17 +1959,17 @@ std::optional<HttpResponse> authorize(const Principal& who, const std::vector<st
   return std::nullopt;
 }
 
-void set_header(HttpRequest& req, std::string_view lower_name, std::string value) {
-  for (auto& h : req.headers) {
-    if (h.name.size() == lower_name.size() &&
-        std::equal(h.name.begin(), h.name.end(), lower_name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) == b;
-        })) {
-      h.value = std::move(value);
-      return;
-    }
-  }
-  req.headers.push_back({std::string(lower_name), std::move(value)});
+// A principal that rests on a key (a key, or a session of a key's link) is refused once the key
+// is revoked or expired (SPEC R14). On the node that authenticated it the check already ran;
+// the owner of a forwarded call runs it again on its own view of the keys.
+std::optional<HttpResponse> still_valid(const Principal& who, const KeyRegistry* keys,
+                                        WallTime now) {
+  if (who.admin() || who.key_id.empty()) return std::nullopt;
+  if (keys != nullptr && keys->active(who.key_id, who.tenant, now)) return std::nullopt;
+  return who.kind == Principal::Kind::kKey
+             ? unauthorized("unauthorized", "unknown or revoked API key")
+             : unauthorized("session_revoked",
+                            "the key that made this portal link was revoked or has expired");
 }
 
 }  // namespace
@@ -1940,13 +1977,35 @@ void set_header(HttpRequest& req, std::string_view lower_name, std::string value
 RestApi::RestApi(Engine& engine, RestApiOptions options)
     : engine_(engine), options_(std::move(options)), parsers_(std::make_unique<Parsers>()) {
   PortalOptions po = options_.portal;
-  if (po.secret.empty()) po.secret = options_.api_token;
+  // A link or session a key minted ends with the key (SPEC R14).
+  if (options_.keys != nullptr && !po.key_alive) {
+    po.key_alive = [keys = options_.keys](std::string_view id, std::string_view tenant,
+                                          WallTime now) { return keys->active(id, tenant, now); };
+  }
   portal_ = std::make_unique<Portal>(std::move(po));
+  throttle_ = std::make_unique<AuthThrottle>(options_.auth_failures_per_minute);
   if (options_.read_threads > 0) {
     reads_ = std::make_unique<ReadPool>(
         ReadPoolOptions{options_.read_threads, options_.max_queued_reads});
   }
   if (options_.forward.find_owner) forwarder_ = Forwarder::create(options_.forward);
+}
+
+HttpResponse RestApi::metrics_response() const {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = engine_.metrics_text();
+  if (forwarder_) r.body += forwarder_->metrics_text();
+  r.body +=
+      "# HELP ringcast_api_auth_failures_total Requests refused 401 (a missing, wrong, revoked "
+      "or expired credential, or a bad forwarded signature).\n"
+      "# TYPE ringcast_api_auth_failures_total counter\nringcast_api_auth_failures_total " +
+      std::to_string(throttle_->failures()) +
+      "\n# HELP ringcast_api_auth_throttled_total Requests answered 429 because their address "
+      "failed authentication too often that minute.\n"
+      "# TYPE ringcast_api_auth_throttled_total counter\nringcast_api_auth_throttled_total " +
+      std::to_string(throttle_->refused()) + "\n";
+  return r;
 }
 
 RestApi::~RestApi() {
@@ -1963,15 +2022,19 @@ size_t RestApi::queued_reads() const {
 }
 
 size_t RestApi::max_body_bytes(const HttpRequest& head) {
+  // One limit for every request that carries no valid credential, however its path is spelled
+  // ("/v1/…", "//v1/…", "/portal/…", an unknown path): only an authenticated call earns more.
   std::string_view path = head.path();
-  if (path.substr(0, 4) == "/v1/") {
-    auto who = authenticate(head, options_, portal_.get(), wall_now());
-    if (!std::holds_alternative<Principal>(who)) {
-      // Not worth buffering much: the answer will be 401 anyway.
-      return options_.max_unauthenticated_body_bytes;
-    }
+  if (forwarder_ && head.header(kForwardedHeader) != nullptr &&
+      head.header(kPrincipalHeader) != nullptr) {
+    // A forwarded call's signature covers its body, so it is checked once the body is in; a
+    // forwarded call is never a bulk call (forwardable_route()).
+    return options_.max_body_bytes;
   }
-  if (path.starts_with("/portal")) return options_.max_unauthenticated_body_bytes;
+  auto who = authenticate(head, options_, portal_.get(), wall_now());
+  if (!std::holds_alternative<Principal>(who) || path.starts_with("/portal")) {
+    return options_.max_unauthenticated_body_bytes;
+  }
   return is_bulk_route(path) ? options_.max_bulk_body_bytes : options_.max_body_bytes;
 }
 
@@ -1986,13 +2049,35 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     return responder.send(HttpResponse::json(
         ready ? 200 : 503, ready ? R"({"status":"ready"})" : R"({"status":"not_ready"})"));
   }
+  const WallTime now = wall_now();
+  const bool guarded = path == "/metrics" || path.starts_with("/v1") || path.starts_with("//");
+  if (guarded) {
+    // SPEC R14: an address that failed authentication too often this minute waits it out.
+    if (const int64_t wait_s = throttle_->blocked_for(request.peer, now); wait_s > 0) {
+      HttpResponse r = HttpResponse::error(
+          429, "too_many_auth_failures",
+          "too many failed authentications from this address: retry after the minute");
+      r.headers.push_back({"Retry-After", std::to_string(wait_s)});
+      return responder.send(std::move(r));
+    }
+  }
+  // A 401 counts against the client's address (AuthThrottle).
+  auto refuse = [&](HttpResponse r) {
+    if (r.status == 401) throttle_->failed(request.peer, now);
+    responder.send(std::move(r));
+  };
   if (path == "/metrics") {
     if (m != "GET" && m != "HEAD") return responder.send(method_not_allowed("GET"));
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = engine_.metrics_text();
-    if (forwarder_) r.body += forwarder_->metrics_text();
-    return responder.send(std::move(r));
+    // SPEC R14: the figures name tenants and hosts; they are the platform's unless
+    // server.metrics_public says otherwise (or they have a listener of their own).
+    if (!options_.metrics_public) {
+      const std::string* auth = request.header("authorization");
+      if (auth == nullptr || !bearer_token_matches(*auth, options_.api_token)) {
+        return refuse(unauthorized("unauthorized",
+                                   "/metrics needs the admin token (or server.metrics_listen)"));
+      }
+    }
+    return responder.send(metrics_response());
   }
   if (path == "/portal" || path.starts_with("/portal/")) {
     return responder.send(portal_->handle(request, wall_now()));
@@ -2003,27 +2088,40 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
   if (segs->empty() || (*segs)[0] != "v1") {
     return responder.send(not_found("route " + std::string(path)));
   }
-  auto authenticated = authenticate(request, options_, portal_.get(), wall_now());
-  if (auto* refused = std::get_if<HttpResponse>(&authenticated)) {
-    return responder.send(std::move(*refused));
+  const bool forwarded = forwarder_ != nullptr && request.header(kForwardedHeader) != nullptr;
+  Principal who;
+  if (forwarded) {
+    // Cluster mode: a call another node forwarded carries the principal that node
+    // authenticated, signed under cluster.secret (api/forward_auth.h); no credential.
+    forwarder_->count_received();
+    const ForwardVerdict v =
+        forwarder_->auth().verify(*request.header(kForwardedHeader), request, now, who);
+    if (v != ForwardVerdict::kOk) {
+      if (v == ForwardVerdict::kBusy) {
+        HttpResponse busy =
+            HttpResponse::error(503, "overloaded", "too many forwarded calls; retry in a moment");
+        busy.headers.push_back({"Retry-After", "1"});
+        return responder.send(std::move(busy));
+      }
+      return refuse(
+          unauthorized(forward_verdict_code(v), "a forwarded call needs a valid, fresh signature"));
+    }
+  } else {
+    auto authenticated = authenticate(request, options_, portal_.get(), now);
+    if (auto* refused = std::get_if<HttpResponse>(&authenticated)) {
+      return refuse(std::move(*refused));
+    }
+    who = std::get<Principal>(std::move(authenticated));
   }
-  const Principal who = std::get<Principal>(std::move(authenticated));
-  if (auto refused = authorize(who, *segs, m)) return responder.send(std::move(*refused));
+  if (auto refused = authorize(who, *segs, m, path)) return responder.send(std::move(*refused));
+  if (auto refused = still_valid(who, options_.keys, now)) return refuse(std::move(*refused));
   if (segs->size() >= 3 && (*segs)[1] == "tenants") {
-    const bool forwarded = request.header(kForwardedHeader) != nullptr;
-    if (forwarded && forwarder_) forwarder_->count_received();
     if (forwarder_ && !forwarded && forwardable_route(*segs)) {
       // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.
       // A forwarded request is answered here, whatever the answer (one hop).
       auto saved = std::make_shared<HttpRequest>(std::move(request));
-      // A tenant key or a session was checked here, for this tenant; the owner gets the
-      // admin token every node shares, so it does not depend on when it saw the key.
-      if (!who.admin()) {
-        std::string bearer = "Bearer ";
-        bearer += options_.api_token;
-        set_header(*saved, "authorization", std::move(bearer));
-      }
-      Responder wrapped = forwarder_->wrap(saved, partition_of((*segs)[2]), std::move(responder));
+      Responder wrapped =
+          forwarder_->wrap(saved, partition_of((*segs)[2]), who, std::move(responder));
       Call c{engine_, options_,     *parsers_, *saved,       wrapped,
              *segs,   reads_.get(), who,       portal_.get()};
       return tenant_routes(c);

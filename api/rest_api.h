@@ -42,6 +42,7 @@
 // shutting down.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,6 +54,7 @@
 #include "api/forward.h"
 #include "api/keys.h"
 #include "api/portal.h"
+#include "api/principal.h"
 #include "core/engine.h"
 #include "core/result.h"
 #include "net/http_server.h"
@@ -86,19 +88,31 @@ struct RestApiOptions {
   // ISSUE 18: tenant-scoped API keys (null: only the admin token authenticates). Not owned;
   // must outlive the RestApi. The admin token manages them (/v1/tenants/{t}/keys).
   KeyRegistry* keys = nullptr;
-  // ISSUE 18: the merchant portal (/portal/…, portal links, sessions). An empty secret takes
-  // the admin token's (server.api_token): the portal is off when neither is set.
+  // The merchant portal (/portal/…, portal links, sessions). Its secret is independent of the
+  // admin token (SPEC R14); empty: the portal is off.
   PortalOptions portal;
   // ISSUE 18: the 24-hour attempts chart reads at most this many of the tenant's deliveries
   // (newest first); beyond, its answer says "truncated": true.
   uint32_t stats_max_deliveries = 2000;
+  // And it reads at most this many deliveries in all (with attempts or not) and stops after
+  // this long (a "truncated" answer either way), so that one tenant's chart cannot hold a read
+  // thread every tenant's log reads share.
+  uint32_t stats_max_rows = 20'000;
+  std::chrono::milliseconds stats_max_time{500};
   // Cluster mode (ISSUE 16, api/forward.h): a tenant call this node's engine answers
   // not_owner (every tenant route but event intake) is forwarded to the partition's owner and
   // its answer relayed. Off while forward.find_owner is unset.
   ForwardOptions forward;
+  // GET /metrics without the admin token (server.metrics_public); false: the admin token, or
+  // the figures on a listener of their own (server.metrics_listen, metrics_response()).
+  bool metrics_public = false;
+  // Failed authentications (401) from one client address in a minute before every /v1 call
+  // from it is answered 429 for the rest of that minute (api/auth_throttle.h); 0: off.
+  uint32_t auth_failures_per_minute = 0;
 };
 
 class ReadPool;
+class AuthThrottle;
 
 // handle() and max_body_bytes() run on the HTTP server's loop thread (one thread: the JSON
 // parsers are reused); engine callbacks and the read pool answer from their own threads.
@@ -120,6 +134,9 @@ class RestApi final : public HttpHandler {
   void stop_reads();
   // Reads waiting for a read thread (running ones not counted); 0 when reads run inline.
   size_t queued_reads() const;
+  // What GET /metrics answers (the engine's figures and the forwarder's), for a metrics
+  // listener of its own. Any thread.
+  HttpResponse metrics_response() const;
   // The forwarder (cluster mode), for its counters; null when forwarding is off.
   const Forwarder* forwarder() const { return forwarder_.get(); }
 
@@ -132,16 +149,7 @@ class RestApi final : public HttpHandler {
   std::unique_ptr<ReadPool> reads_;       // null when options_.read_threads == 0
   std::shared_ptr<Forwarder> forwarder_;  // null unless options_.forward.find_owner is set
   std::unique_ptr<Portal> portal_;
-};
-
-// Who a /v1 request acts as (ISSUE 18): the admin token, a tenant-scoped key, or a portal
-// session. Every principal but the admin reaches one tenant only.
-struct Principal {
-  enum class Kind : uint8_t { kAdmin, kKey, kSession };
-  Kind kind = Kind::kAdmin;
-  std::string tenant;  // kKey, kSession
-  bool read_only = false;
-  bool admin() const { return kind == Kind::kAdmin; }
+  std::unique_ptr<AuthThrottle> throttle_;
 };
 
 // "Bearer <token>" against `token`, in time independent of where they differ. An empty

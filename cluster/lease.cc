@@ -406,20 +406,13 @@ struct LeaseManager::Impl {
           }
           if (!r->is_string()) return q->answer(OwnerInfo{});  // nil: nobody holds it
           OwnerInfo info{r->str(), ""};
+          // SPEC R14 (docs/security.md "Between nodes"): a call is forwarded only to the
+          // address a live member published with its last beat, never to one read from the
+          // hash alone (a stale or planted field). A holder not live yet: no address (503
+          // owner_unreachable with Retry-After; the next beat publishes it).
           const auto& known = members->addresses();
-          if (auto it = known.find(info.node_id); it != known.end()) {
-            info.url = it->second;
-            return q->answer(std::move(info));
-          }
-          // A holder this node has not seen in a beat yet: ask the hash.
-          client->command(
-              {"HGET", addr_key(opt.ns), info.node_id},
-              [this, q, info](Result<redis::Reply> a) mutable {
-                if (closing) return;
-                if (a.ok() && a->is_string()) info.url = a->str();
-                q->answer(std::move(info));
-              },
-              copts());
+          if (auto it = known.find(info.node_id); it != known.end()) info.url = it->second;
+          q->answer(std::move(info));
         },
         copts());
   }

@@ -91,6 +91,16 @@ bool is_http_token(std::string_view s) {
   return true;
 }
 
+bool is_credential_header(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = ascii_lower(c);
+  if (lower == "authorization" || lower == "proxy-authorization" || lower == "cookie") return true;
+  for (std::string_view part : {"key", "token", "secret", "auth", "password", "signature"}) {
+    if (lower.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
 bool is_reserved_header(std::string_view name) {
   for (std::string_view r : kReserved) {
     if (iequals(name, r)) return true;

@@ -31,6 +31,11 @@ bool is_http_token(std::string_view s);
 // X-Webhook-Id/-Timestamp/-Signature, Smengo-Delivery-Id), and Idempotency-Key (the option's).
 bool is_reserved_header(std::string_view name);
 
+// A receiver credential (SPEC R14.5): Authorization, Proxy-Authorization, Cookie, and every name
+// that contains (ASCII case-insensitively) key, token, secret, auth, password or signature. Its
+// value is write-only: sent on every attempt, never returned by a read, to anyone.
+bool is_credential_header(std::string_view name);
+
 // Why a header set was refused. `index` is the header at fault (for kTooMany: the first one
 // over the count limit; for kTooLarge: the one whose bytes crossed the limit), so the API can
 // name it. `reason` is the API's error code, `message` static text.

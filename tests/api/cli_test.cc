@@ -20,6 +20,7 @@ namespace ringcast::api {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kToken = "cli-token-1234";
 
@@ -41,6 +42,7 @@ class CliTest : public ::testing::Test {
     }
     RestApiOptions o;
     o.api_token = kToken;
+    o.portal.secret = "cli-test-portal-secret-0123456789abcdef";
     ASSERT_TRUE(keys_.start().ok());
     o.keys = &keys_;
     api_ = std::make_unique<RestApi>(engine_, o);
@@ -210,7 +212,9 @@ TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
                      "https://hooks.example.com/h", "--header", "X-Tenant: acme", "-H",
                      "Authorization:Bearer t0k", "--idempotency-key", "--json"});
   ASSERT_TRUE(r.status.ok()) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-Tenant":"acme","Authorization":"Bearer t0k"})"));
+  // A receiver credential is write-only (SPEC R14.5): named, its value null.
+  EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-Tenant":"acme","Authorization":null})"));
+  EXPECT_THAT(r.out, Not(HasSubstr("t0k")));
   EXPECT_THAT(r.out, HasSubstr(R"("idempotency_key":true)"));
   simdjson::dom::element el;
   ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
@@ -221,7 +225,8 @@ TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
   r = client({"endpoints", "get", "--tenant", "acme", id});
   ASSERT_TRUE(r.status.ok()) << r.err;
   EXPECT_THAT(r.out, HasSubstr("X-Tenant: acme"));
-  EXPECT_THAT(r.out, HasSubstr("Authorization: Bearer t0k"));
+  EXPECT_THAT(r.out, HasSubstr("Authorization: (write-only)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("t0k")));
   EXPECT_THAT(r.out, HasSubstr("idempotency key"));
 
   // The id may follow --header: one value per flag.
@@ -425,8 +430,9 @@ TEST_F(CliTest, DeliveriesCommands) {
 }
 
 TEST_F(CliTest, ConfigCheckAndPrint) {
-  std::string good =
-      write("good.toml", "[server]\nlisten = \"127.0.0.1:0\"\napi_token = \"s3cret\"\n");
+  std::string good = write(
+      "good.toml",
+      "[server]\nlisten = \"127.0.0.1:0\"\napi_token = \"s3cret-0123456789abcdef0123456789ab\"\n");
   CliRun r = run({"config", "check", "--config", good});
   EXPECT_TRUE(r.status.ok()) << r.err;
   EXPECT_THAT(r.out, HasSubstr("config ok"));

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/forward_auth.h"
 #include "api/rest_api.h"
 #include "tests/api/fake_engine.h"
 #include "tests/net/http_test_client.h"
@@ -34,6 +35,7 @@ using test::TestClient;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kToken = "forward-token";
+constexpr const char* kClusterSecret = "forward-cluster-secret-0123456789abcdef";
 
 Error not_owner_error() {
   return make_error(Errc::kUnavailable, "this node does not own the tenant's partition now",
@@ -136,6 +138,7 @@ struct Node {
     o.api_token = kToken;
     o.read_threads = 1;
     o.forward.node_id = node_id;
+    o.forward.secret = kClusterSecret;
     o.forward.timeout = timeout;
     o.forward.max_forwards = max;
     o.forward.find_owner = [this](Partition p, Duration wait) -> Result<ForwardTarget> {
@@ -290,18 +293,27 @@ TEST(ForwardRequest, MarksItAndCarriesOnlyWhatTheOwnerNeeds) {
                  {"cookie", "session=1"},          {"x-ringcast-forwarded", "spoofed"},
                  {"transfer-encoding", "chunked"}, {"host", "client-facing"}};
   req.body = R"({"url":"https://a.example/h"})";
-  const std::string bytes = forward_request_bytes(req, "10.0.0.8:8080", "node-a");
+  ForwardAuth auth(kClusterSecret);
+  Principal who{Principal::Kind::kKey, "acme", false, "0123456789abcdef"};
+  const SignedHeaders signed_headers =
+      auth.sign(who, "node-a", req.method, req.target, req.body, WallTime::from_ms(1'000));
+  const std::string bytes = forward_request_bytes(req, "10.0.0.8:8080", "node-a", signed_headers);
   EXPECT_EQ(bytes.rfind("PATCH /v1/tenants/acme/endpoints/7?x=1&y=%20 HTTP/1.1\r\n", 0), 0u)
       << bytes;
   const std::string head = bytes.substr(0, bytes.find("\r\n\r\n") + 2);
   EXPECT_NE(head.find("\r\nHost: 10.0.0.8:8080\r\n"), std::string::npos);
-  EXPECT_NE(head.find("\r\nAuthorization: Bearer tok\r\n"), std::string::npos);
+  // No credential crosses (SPEC R14.4): the signed principal instead of the caller's key.
+  EXPECT_NE(head.find("\r\nX-Ringcast-Principal: v1 key rw 0123456789abcdef acme\r\n"),
+            std::string::npos);
+  EXPECT_NE(head.find("\r\nX-Ringcast-Signature: " + signed_headers.signature + "\r\n"),
+            std::string::npos);
   EXPECT_NE(head.find("\r\nContent-Type: application/json\r\n"), std::string::npos);
   EXPECT_NE(head.find("\r\nX-Ringcast-Forwarded: node-a\r\n"), std::string::npos);
   EXPECT_NE(head.find("\r\nContent-Length: " + std::to_string(req.body.size()) + "\r\n"),
             std::string::npos);
   EXPECT_NE(head.find("\r\nConnection: close\r\n"), std::string::npos);
-  for (const char* gone : {"cookie", "Cookie", "spoofed", "chunked", "client-facing"})
+  for (const char* gone :
+       {"cookie", "Cookie", "spoofed", "chunked", "client-facing", "Authorization", "tok\r"})
     EXPECT_EQ(head.find(gone), std::string::npos) << gone;
   EXPECT_EQ(bytes.substr(bytes.find("\r\n\r\n") + 4), req.body);
 }
@@ -329,7 +341,9 @@ TEST(ForwardExchange, AClosedPortIsRefused) {
 TEST(ForwardExchange, ReadsAWholeAnswerAndCapsItsSize) {
   FakeEngine store;
   Node b("node-b", store);
-  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string req =
+      std::string("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kToken +
+      "\r\nConnection: close\r\n\r\n";
   auto r = http_exchange({IpAddress::v4(127, 0, 0, 1), b.server->port()}, req,
                          Clock::now() + std::chrono::seconds(5), 1 << 20);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -455,11 +469,118 @@ TEST_F(ForwardApiTest, AForwardedCallIsNeverForwardedAgain) {
   EXPECT_EQ(b_->fwd().received(), 1u);
   EXPECT_EQ(b_->lookups.load(), 0);
   EXPECT_EQ(a_->fwd().received(), 0u);
-  // A client's own X-Ringcast-Forwarded also means "answer here".
+  // A client's own X-Ringcast-Forwarded is a forwarded call without a signature: refused,
+  // whatever credential it carries (SPEC R14.4), and never forwarded.
   ClientResponse own =
       a_->call("GET", "/v1/tenants/acme/breaker", {}, {{"X-Ringcast-Forwarded", "somebody"}});
-  EXPECT_EQ(error_code(own), "not_owner");
+  EXPECT_EQ(own.status, 401) << own.body;
+  EXPECT_EQ(error_code(own), "forward_unsigned");
   EXPECT_EQ(a_->lookups.load(), 1);
+}
+
+// A listener that poses as the owner (its address is what the lookup says, as if planted in
+// Redis): it records the one request it gets and answers 200.
+class PosingOwner {
+ public:
+  PosingOwner() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 4) != 0)
+      throw std::runtime_error("bind");
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string got;
+      char buf[4096];
+      for (;;) {
+        const size_t head_end = got.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+          const size_t cl = got.find("Content-Length: ");
+          const size_t n = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
+          if (got.size() >= head_end + 4 + n) break;
+        }
+        const ssize_t r = ::recv(c, buf, sizeof buf, 0);
+        if (r <= 0) break;
+        got.append(buf, static_cast<size_t>(r));
+      }
+      const std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+          "Connection: close\r\n\r\n{}";
+      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(c);
+      std::lock_guard lk(mu_);
+      request_ = std::move(got);
+    });
+  }
+  ~PosingOwner() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string request() {
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard lk(mu_);
+    return request_;
+  }
+  uint16_t port = 0;
+
+ private:
+  int fd_ = -1;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string request_;
+};
+
+// Sends raw request bytes to `port` and returns the whole answer.
+std::string send_raw(uint16_t port, const std::string& bytes) {
+  auto r = http_exchange({IpAddress::v4(127, 0, 0, 1), port}, bytes,
+                         Clock::now() + std::chrono::seconds(5), 1 << 20);
+  if (!r.ok()) return "error";
+  return std::to_string(r->status) + " " + r->body;
+}
+
+TEST_F(ForwardApiTest, AListenerPosingAsTheOwnerGetsNoReusableCredential) {
+  ClientResponse made = b_->call("POST", "/v1/tenants/acme/endpoints",
+                                 R"({"url":"https://hooks.example.com/a","policy":"smengo"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key = R"("id":")";
+  const size_t at = made.body.find(key) + key.size();
+  const std::string ep =
+      "/v1/tenants/acme/endpoints/" + made.body.substr(at, made.body.find('"', at) - at);
+  PosingOwner poser;
+  a_->set_owner(ForwardTarget{"node-b", "http://127.0.0.1:" + std::to_string(poser.port)});
+  ClientResponse r = a_->call("PATCH", ep, R"({"event_types":["a"]})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  const std::string captured = poser.request();
+  ASSERT_FALSE(captured.empty());
+  // Neither the admin token the client used nor any Authorization header reached it.
+  EXPECT_EQ(captured.find(kToken), std::string::npos) << captured;
+  EXPECT_EQ(captured.find("Authorization"), std::string::npos) << captured;
+  EXPECT_NE(captured.find("X-Ringcast-Principal: v1 admin rw - -\r\n"), std::string::npos)
+      << captured;
+
+  // What it captured, sent to the real owner: accepted once (it is a fresh, signed call) …
+  std::string replay = captured;
+  const size_t host = replay.find("Host: ");
+  replay.replace(host, replay.find("\r\n", host) - host, "Host: 127.0.0.1");
+  b_->engine.owns = true;
+  const std::string first = send_raw(b_->server->port(), replay);
+  EXPECT_EQ(first.substr(0, 3), "200") << first;
+  // … and refused as a replay after that: a captured call cannot be used again.
+  const std::string again = send_raw(b_->server->port(), replay);
+  EXPECT_EQ(again.substr(0, 3), "401") << again;
+  EXPECT_NE(again.find("forward_replayed"), std::string::npos) << again;
+  // Pointed at another tenant, or with another body, its signature no longer holds.
+  std::string moved = captured;
+  moved.replace(moved.find("/acme/"), 6, "/zeta/");
+  const std::string other = send_raw(b_->server->port(), moved);
+  EXPECT_EQ(other.substr(0, 3), "401") << other;
+  EXPECT_NE(other.find("forward_bad_signature"), std::string::npos) << other;
 }
 
 TEST_F(ForwardApiTest, NobodyToForwardToAnswersNotOwner) {

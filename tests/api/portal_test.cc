@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 namespace ringcast::api {
@@ -205,6 +206,47 @@ TEST(PortalRoutes, TheAssetsAreServedFromTheBinary) {
   // No inline script: every script is a file of its own, allowed by script-src 'self'.
   EXPECT_EQ(r.body.find("<script>"), std::string::npos);
   EXPECT_EQ(r.body.find(" onclick="), std::string::npos);
+}
+
+// SPEC R14.3: a link names the key that minted it, and so does every session opened from it;
+// once the key is revoked or expired, neither the link nor the session works, while what the
+// admin minted (no key) and what other keys minted go on.
+TEST(PortalTokens, ALinkAndItsSessionsEndWithTheKeyThatMintedThem) {
+  std::set<std::string> alive = {"aaaa000000000001", "aaaa000000000002"};
+  PortalOptions o = options();
+  o.key_alive = [&alive](std::string_view id, std::string_view tenant, WallTime) {
+    return tenant == "acme" && alive.count(std::string(id)) > 0;
+  };
+  Portal p(o);
+  const std::string by_key =
+      p.mint_link("acme", PortalScope::kManage, kT0 + minutes(10), "aaaa000000000001");
+  const std::string by_other =
+      p.mint_link("acme", PortalScope::kView, kT0 + minutes(10), "aaaa000000000002");
+  const std::string by_admin = p.mint_link("acme", PortalScope::kManage, kT0 + minutes(10));
+  PortalSession s;
+  std::string key_cookie, other_cookie, admin_cookie;
+  ASSERT_EQ(p.open_link(by_key, kT0, s, key_cookie), PortalCheck::kOk);
+  EXPECT_EQ(s.key_id, "aaaa000000000001");
+  ASSERT_EQ(p.open_link(by_other, kT0, s, other_cookie), PortalCheck::kOk);
+  ASSERT_EQ(p.open_link(by_admin, kT0, s, admin_cookie), PortalCheck::kOk);
+  EXPECT_EQ(s.key_id, "");
+  PortalSession back;
+  ASSERT_EQ(p.check_session(key_cookie, kT0 + minutes(1), back), PortalCheck::kOk);
+  EXPECT_EQ(back.key_id, "aaaa000000000001");
+
+  alive.erase("aaaa000000000001");  // revoked (or expired: key_alive says which keys still hold)
+  EXPECT_EQ(p.check_session(key_cookie, kT0 + minutes(1), back), PortalCheck::kRevoked);
+  std::string again;
+  EXPECT_EQ(p.open_link(by_key, kT0 + minutes(1), s, again), PortalCheck::kRevoked);
+  EXPECT_EQ(p.check_session(other_cookie, kT0 + minutes(1), back), PortalCheck::kOk);
+  EXPECT_EQ(p.check_session(admin_cookie, kT0 + minutes(1), back), PortalCheck::kOk);
+  // Over HTTP: 401 with the reason.
+  net::HttpResponse r =
+      p.handle(request("GET", "/portal/session", "",
+                       {{"cookie", std::string(Portal::kCookieName) + "=" + key_cookie}}),
+               kT0 + minutes(1));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("session_revoked"), std::string::npos) << r.body;
 }
 
 }  // namespace

@@ -191,3 +191,21 @@ TEST(EndpointHeaders, RenderedLinesFollowTheIdempotencyKey) {
 
 }  // namespace
 }  // namespace ringcast
+
+namespace ringcast {
+namespace {
+
+// SPEC R14.5: which header values are write-only.
+TEST(CredentialHeaders, TheNamesOfReceiverCredentialsAreKnownWhateverTheirCase) {
+  for (const char* n : {"Authorization", "authorization", "Proxy-Authorization", "Cookie",
+                        "X-Api-Key", "X-TENANT-TOKEN", "X-Client-Secret", "X-Auth-User",
+                        "X-Password", "X-Upstream-Signature", "Apikey", "OAuth-Bearer"}) {
+    EXPECT_TRUE(is_credential_header(n)) << n;
+  }
+  for (const char* n : {"X-Trace", "X-Env", "Accept", "X-Tenant", "X-Request-Id"}) {
+    EXPECT_FALSE(is_credential_header(n)) << n;
+  }
+}
+
+}  // namespace
+}  // namespace ringcast

@@ -85,6 +85,11 @@ void print_endpoint(simdjson::dom::element e) {
   if (!e["headers"].get(hs)) {
     for (auto f : hs) {
       std::string_view v;
+      // null: a receiver credential, write-only (SPEC R14.5): named, never shown.
+      if (f.value.is_null()) {
+        t.add({"header", std::string(f.key) + ": (write-only)"});
+        continue;
+      }
       if (f.value.get(v)) continue;
       t.add({"header", std::string(f.key) + ": " + std::string(v)});
     }

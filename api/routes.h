@@ -1,0 +1,45 @@
+// Who may call each /v1 route (SPEC R14; docs/security.md "Route classes"): one table that
+// authorization, the route × principal test and the docs all read. Invariants: every route the
+// REST adapter answers has exactly one row per method; a tenant principal (a key or a portal
+// session) reaches only rows of its own tenant and never a platform row; a read-only principal
+// reaches only viewer rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringcast::api {
+
+// Who may call a route.
+enum class RouteClass : uint8_t {
+  kPlatform,  // the admin token only: the platform's switches (billing state, operator controls)
+  kMerchant,  // and a read-write tenant key or a manage portal session, for their own tenant
+  kViewer,    // and a read-only key or a view session: reads that show nothing write-only
+};
+const char* route_class_name(RouteClass c);
+
+struct RouteSpec {
+  std::string_view method;   // "GET", "POST", ...
+  std::string_view pattern;  // "/v1/tenants/{t}/endpoints/{id}"; {t} is the tenant
+  RouteClass who;
+  bool sessions = true;  // false: a portal session may not call it (the portal has no use for it)
+  // Keys of either scope may call it although it writes (minting a view link with a read-only
+  // key); the handler checks what the scope allows.
+  bool any_key_scope = false;
+};
+
+// Every /v1 route, in the order the docs list them.
+std::span<const RouteSpec> route_table();
+
+// The row for `method` on the split path `segs` ("v1", "tenants", T, ...); null when no row
+// has that method and path (the handler answers 404 or 405).
+const RouteSpec* find_route(std::string_view method, const std::vector<std::string>& segs);
+
+// Splits a pattern into its segments ("v1", "tenants", "{t}", ...).
+std::vector<std::string_view> pattern_segments(std::string_view pattern);
+
+}  // namespace ringcast::api
