@@ -212,6 +212,15 @@ class Store {
   virtual Result<ApiKeySet> load_api_keys() { return ApiKeySet{}; }
   virtual Result<uint64_t> api_keys_version() { return uint64_t{0}; }
 
+  // A node-wide secret (e.g. the portal's signing key when portal.secret is unset, SPEC R14):
+  // the value stored under `name`, or, when none is, `candidate`, stored durably first. Every
+  // node of a store gets the same value (set-if-absent), so the first node's candidate wins.
+  virtual Result<std::string> node_secret(std::string_view name, std::string_view candidate) {
+    (void)name;
+    (void)candidate;
+    return make_error(Errc::kUnavailable, "this store keeps no secrets", nullptr, "not_supported");
+  }
+
   // ---- asynchronous forms for a shard's loop (ISSUE 16) -------------------------------------
   // A networked store (cluster mode) must not block a shard thread on the network, so the
   // shards look intake keys up and load payloads through these. `done` runs on `on`'s thread

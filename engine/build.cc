@@ -25,6 +25,7 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
   const RedisStorageConfig& r = cfg.storage.redis;
   o.store.servers = r.servers;
   o.store.cluster = r.cluster;
+  o.store.username = r.username;
   o.store.password = r.password;
   o.store.ns = r.ns;
   o.store.wait_replicas = r.wait_replicas;
@@ -38,6 +39,7 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
     cluster::LeaseOptions l;
     l.servers = r.servers;
     l.cluster = r.cluster;
+    l.username = r.username;
     l.password = r.password;
     l.ns = r.ns;
     l.node_id = !cfg.cluster.node_id.empty() ? cfg.cluster.node_id : cfg.intake.node_id;
@@ -113,6 +115,8 @@ EngineOptions engine_options(const Config& cfg) {
   e.secret_rotation_overlap = cfg.signing.rotation_overlap;
   e.stop_grace = cfg.server.shutdown_grace;
   e.recover_max_in_flight = cfg.limits.recover_max_in_flight;
+  e.max_endpoints_per_tenant = cfg.limits.max_endpoints_per_tenant;
+  e.test_sends_per_minute = cfg.limits.test_sends_per_minute;
   net::HttpTransportOptions topts = transport_options(cfg);
   e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
     auto t = net::HttpTransport::create(loop, topts);
@@ -199,6 +203,8 @@ MailerOptions mailer_options(const Config& cfg) {
 api::RestApiOptions api_options(const Config& cfg) {
   api::RestApiOptions a;
   a.api_token = cfg.server.api_token;
+  a.metrics_public = cfg.server.metrics_public;
+  a.auth_failures_per_minute = cfg.server.auth_failures_per_minute;
   a.max_body_bytes = cfg.limits.max_body_bytes;
   a.max_bulk_body_bytes = cfg.limits.max_bulk_body_bytes;
   a.max_bulk_events = cfg.limits.max_bulk_events;
@@ -207,7 +213,7 @@ api::RestApiOptions api_options(const Config& cfg) {
   a.max_type_bytes = cfg.limits.max_type_bytes;
   a.max_event_types = cfg.limits.max_event_types;
   a.max_list_limit = cfg.limits.max_list_limit;
-  a.portal.secret = cfg.portal.secret;  // empty: RestApi takes the api_token
+  a.portal.secret = cfg.portal.secret;  // empty: serve takes the store's (node_secret)
   a.portal.public_url = cfg.portal.public_url;
   a.portal.link_ttl = cfg.portal.link_ttl;
   a.portal.link_ttl_max = cfg.portal.link_ttl_max;
@@ -222,6 +228,7 @@ net::HttpServerOptions server_options(const Config& cfg) {
   s.port = cfg.server.listen_port;
   s.max_header_bytes = cfg.limits.max_header_bytes;
   s.max_connections = cfg.server.max_connections;
+  s.max_connections_per_ip = cfg.server.max_connections_per_ip;
   s.idle_timeout = cfg.server.idle_timeout;
   return s;
 }

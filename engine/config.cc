@@ -79,6 +79,11 @@ const std::vector<KeyDef>& config_keys() {
   static const std::vector<KeyDef> kKeys = {
       RC_KEY("server.listen", kString, server.listen),
       RC_KEY("server.api_token", kSecret, server.api_token),
+      RC_KEY("server.metrics_public", kBool, server.metrics_public),
+      RC_KEY("server.metrics_listen", kString, server.metrics_listen),
+      RC_KEY("server.max_connections_per_ip", kU32, server.max_connections_per_ip, 0, 1'000'000),
+      RC_KEY("server.auth_failures_per_minute", kU32, server.auth_failures_per_minute, 0,
+             1'000'000),
       RC_KEY("server.key_refresh", kDuration, server.key_refresh),
       RC_KEY("server.shutdown_grace", kDuration, server.shutdown_grace),
       RC_KEY("server.max_connections", kU32, server.max_connections, 1, 1'000'000),
@@ -94,6 +99,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.redis.servers", kStringList, storage.redis.servers),
       RC_KEY("storage.redis.cluster", kBool, storage.redis.cluster),
       RC_KEY("storage.redis.password", kSecret, storage.redis.password),
+      RC_KEY("storage.redis.username", kString, storage.redis.username),
       RC_KEY("storage.redis.namespace", kString, storage.redis.ns),
       RC_KEY("storage.redis.wait_replicas", kU32, storage.redis.wait_replicas, 0, 16),
       RC_KEY("storage.redis.wait_timeout", kDuration, storage.redis.wait_timeout),
@@ -109,6 +115,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("cluster.safety_margin", kDuration, cluster.safety_margin),
       RC_KEY("cluster.inbox_poll", kDuration, cluster.inbox_poll),
       RC_KEY("cluster.advertise_url", kString, cluster.advertise_url),
+      RC_KEY("cluster.secret", kSecret, cluster.secret),
       RC_KEY("cluster.forward_timeout", kDuration, cluster.forward_timeout),
       RC_KEY("cluster.max_forwards", kU32, cluster.max_forwards, 1, 1024),
 
@@ -190,6 +197,9 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 256),
       RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
       RC_KEY("limits.recover_max_in_flight", kU32, limits.recover_max_in_flight, 1, 1'000'000),
+      RC_KEY("limits.max_endpoints_per_tenant", kU32, limits.max_endpoints_per_tenant, 1,
+             1'000'000),
+      RC_KEY("limits.test_sends_per_minute", kU32, limits.test_sends_per_minute, 1, 1'000'000),
 
       RC_KEY("intake.node_id", kString, intake.node_id),
   };
@@ -1047,9 +1057,26 @@ void Config::validate() const {
   // server
   auto listen = parse_listen(server.listen);
   if (!listen) fail("", "server.listen", "expected host:port, got \"" + server.listen + "\"");
-  for (unsigned char c : server.api_token) {
-    if (c <= 0x20 || c >= 0x7f)
-      fail("", "server.api_token", "must be printable ASCII without spaces");
+  // SPEC R14 (docs/security.md "Secrets"): no secret short enough to guess offline.
+  auto strong = [](const char* key, const std::string& v, bool required) {
+    if (v.empty()) {
+      if (required) fail("", key, "must be set (at least 32 characters: openssl rand -hex 32)");
+      return;
+    }
+    for (unsigned char c : v) {
+      if (c <= 0x20 || c >= 0x7f) fail("", key, "must be printable ASCII without spaces");
+    }
+    if (v.size() < 32) {
+      fail("", key,
+           "must be at least 32 characters (has " + std::to_string(v.size()) +
+               "): openssl rand -hex 32");
+    }
+  };
+  strong("server.api_token", server.api_token, false);
+  strong("portal.secret", portal.secret, false);
+  if (!cluster.enabled) strong("cluster.secret", cluster.secret, false);
+  if (!server.metrics_listen.empty() && !parse_listen(server.metrics_listen)) {
+    fail("", "server.metrics_listen", "expected host:port, got \"" + server.metrics_listen + "\"");
   }
   positive("server.shutdown_grace", server.shutdown_grace);
   positive("server.idle_timeout", server.idle_timeout);
@@ -1094,6 +1121,8 @@ void Config::validate() const {
                "\" listens on every address, so it names none the other nodes could reach this "
                "one at: set cluster.advertise_url = \"http://<this node's IP>:<port>\"");
     }
+    // Last, so that a wrong cluster setting is named before a missing secret.
+    strong("cluster.secret", cluster.secret, true);
   }
   // engine
   if (engine.shards == 0) fail("", "engine.shards", "must be resolved to at least 1");

@@ -44,11 +44,25 @@ struct ServerConfig {
   // Tenant-scoped API keys (ISSUE 18): how often a node checks the store for a key another
   // node made or revoked (cluster mode; a single node makes every change itself).
   Duration key_refresh = seconds(1);
+  // GET /metrics (SPEC R14, docs/security.md "The listener"): needs the admin token unless
+  // metrics_public, or unless metrics_listen puts the figures on a listener of their own (no
+  // credential there: bind it where only the scraper reaches it).
+  bool metrics_public = false;
+  std::string metrics_listen;  // host:port; empty: none
+  // Open connections from one client address (behind a proxy every client is the proxy's
+  // address: raise it or set 0 there); 0: no cap.
+  uint32_t max_connections_per_ip = 256;
+  // 401s from one client address in a minute before its /v1 calls are 429 for the rest of
+  // the minute (api/auth_throttle.h); 0: off.
+  uint32_t auth_failures_per_minute = 30;
 };
 
 // [portal] (ISSUE 18): the merchant portal and its links (api/portal.h).
 struct PortalConfig {
-  std::string secret;      // signs links and sessions; empty: derived from server.api_token
+  // Signs links and sessions (at least 32 characters); empty: a random 256-bit secret made
+  // once and kept in the store (shared by every node through Redis), never derived from
+  // another secret (SPEC R14).
+  std::string secret;
   std::string public_url;  // what browsers reach the portal at; empty: the request's Host
   Duration link_ttl = minutes(10);
   Duration link_ttl_max = hours(24);
@@ -61,6 +75,7 @@ struct PortalConfig {
 struct RedisStorageConfig {
   std::vector<std::string> servers{"127.0.0.1:6379"};  // several (seeds) only with cluster
   bool cluster = false;
+  std::string username;   // a Redis ACL user (AUTH user password); empty: AUTH password
   std::string password;   // secret; masked when printed
   std::string ns = "rc";  // key `namespace`: the hash tag is {<ns>:<partition>}
   // Durable = on the primary and acknowledged by this many replicas (WAIT) before a 202 or
@@ -208,6 +223,9 @@ struct LimitsConfig {
   uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
   // A recover job (ISSUE 17) has at most this many of its re-queued deliveries live at once.
   uint32_t recover_max_in_flight = 1000;
+  // Quotas (SPEC R14, docs/security.md "Quotas"), each a 429 naming the key.
+  uint32_t max_endpoints_per_tenant = 100;
+  uint32_t test_sends_per_minute = 10;  // per endpoint
 };
 
 // One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same
@@ -259,6 +277,9 @@ struct ClusterConfig {
   // Empty: derived from server.listen (with the bound port when it is 0); a listener on
   // 0.0.0.0 / :: names no address, so it then must be set.
   std::string advertise_url;
+  // Signs what one node forwards to another (api/forward_auth.h): required in cluster mode, at
+  // least 32 characters, the same on every node, and used for nothing else.
+  std::string secret;
   Duration forward_timeout = seconds(5);  // a forwarded call is answered within this
   uint32_t max_forwards = 16;             // forwarded calls at once (as many more may wait)
 };

@@ -36,6 +36,7 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
     storage::RedisInboxOptions io;
     io.servers = options.store.servers;
     io.cluster = options.store.cluster;
+    io.username = options.store.username;
     io.password = options.store.password;
     io.ns = options.store.ns;
     io.command_timeout = options.store.command_timeout;

@@ -83,6 +83,11 @@ struct EngineOptions {
   // max_recover_jobs jobs running per engine.
   uint32_t recover_max_in_flight = 1000;
   uint32_t max_recover_jobs = 4;
+  // Quotas (SPEC R14, docs/security.md "Quotas"): each a 429 naming its limit. Endpoints per
+  // tenant (a fan-out amplifier toward any host otherwise), test sends per endpoint per minute,
+  // and one running recover job per tenant (max_recover_jobs bounds a shard's).
+  uint32_t max_endpoints_per_tenant = 100;
+  uint32_t test_sends_per_minute = 10;
 };
 
 }  // namespace ringcast::engine

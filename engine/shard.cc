@@ -1333,6 +1333,12 @@ void Shard::create_endpoint(std::string tenant, EndpointSpec spec, Callback<Endp
   e.on_unknown = spec.on_unknown;
   e.status_url = std::move(spec.status_url);
   if (auto rc = check_reconcile(e, url_check()); !rc.ok()) return done(rc.error());
+  // SPEC R14: every endpoint multiplies each event toward a host of the tenant's choosing.
+  if (scheduler_->endpoints_of(tenant).size() >= options_.max_endpoints_per_tenant) {
+    return done(make_error(Errc::kLimitExceeded,
+                           "this tenant has as many endpoints as it may: delete one first",
+                           "limits.max_endpoints_per_tenant", "too_many_endpoints"));
+  }
   e.id = next_id(partition_of(tenant));
   e.tenant = tenant;
   e.url = std::move(spec.url);
@@ -1439,6 +1445,20 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
   const Endpoint* e = owned_endpoint(tenant, id);
   if (!e) return done(unknown_endpoint());
   WallTime now = loop_->wall_now();
+  {  // SPEC R14: test sends are bounded per endpoint per minute (no amplifier toward a host).
+    const int64_t minute = now.ms() / 60'000;
+    if (minute != test_sends_minute_) {
+      test_sends_.clear();
+      test_sends_minute_ = minute;
+    }
+    TestSends& t = test_sends_[id];
+    if (t.sent >= options_.test_sends_per_minute) {
+      return done(make_error(Errc::kLimitExceeded,
+                             "too many test sends to this endpoint this minute: retry later",
+                             "limits.test_sends_per_minute", "too_many_test_sends"));
+    }
+    ++t.sent;
+  }
   Event ev;
   ev.seq = next_id(partition_of(tenant));
   ev.tenant = tenant;
@@ -1641,7 +1661,14 @@ void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime
   }
   uint32_t running = 0;
   for (const auto& [jid, job] : jobs_) {
-    if (job->snapshot().state == JobView::State::kRunning) ++running;
+    if (job->snapshot().state != JobView::State::kRunning) continue;
+    ++running;
+    // SPEC R14: one tenant cannot take the shard's recover jobs from the others.
+    if (job->view.tenant == tenant) {
+      return done(make_error(Errc::kLimitExceeded,
+                             "a recover job of this tenant is running: wait for it to end", nullptr,
+                             "too_many_jobs"));
+    }
   }
   if (running >= options_.max_recover_jobs) {
     return done(make_error(Errc::kLimitExceeded, "too many recover jobs are running", nullptr,

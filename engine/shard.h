@@ -317,6 +317,14 @@ class Shard final : public IdAllocator {
   std::deque<uint64_t> jobs_order_;
   static constexpr size_t kJobsKept = 256;
   std::unordered_map<DeliveryId, std::shared_ptr<RecoverJob>> job_live_;
+  // Test sends per endpoint in the current minute (EngineOptions::test_sends_per_minute);
+  // entries of earlier minutes go when the minute turns.
+  struct TestSends {
+    int64_t minute = 0;
+    uint32_t sent = 0;
+  };
+  std::unordered_map<EndpointId, TestSends> test_sends_;
+  int64_t test_sends_minute_ = 0;
 
   ShardMetrics metrics_;
 };

@@ -15,11 +15,12 @@
 #include <ctime>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <unordered_set>
 
-#include "net/json_writer.h"
 #include "net/http_request_parser.h"
+#include "net/json_writer.h"
 
 namespace ringcast::net {
 
@@ -250,6 +251,9 @@ class detail::HttpServerCore {
   std::shared_ptr<Gate> gate_;
   HttpServerStats stats_;
   std::unordered_set<Connection*> connections_;
+  // Open connections per client address (max_connections_per_ip); an entry goes at 0.
+  std::map<std::pair<IpAddress::Family, std::array<uint8_t, 16>>, uint32_t> per_ip_;
+  void release_ip(const IpAddress& ip);
 
  private:
   void arm_accept();
@@ -288,14 +292,16 @@ namespace {
 
 class Connection final : RequestParser::Sink {
  public:
-  Connection(detail::HttpServerCore& server, int fd)
+  Connection(detail::HttpServerCore& server, int fd, IpAddress peer)
       : server_(server),
+        peer_(peer),
         fd_(fd),
         parser_(*this,
                 RequestLimits{server.options_.max_header_bytes, server.options_.max_headers}) {
     rbuf_.resize(server_.options_.recv_buffer_bytes);
     last_activity_ = server_.loop_.now();
   }
+  const IpAddress& peer() const { return peer_; }
   ~Connection() {
     assert(ops_ == 0);
     server_.loop_.disarm(&timer_);
@@ -350,6 +356,7 @@ class Connection final : RequestParser::Sink {
     queue_.push_back(slot);
     server_.stats_.requests++;
     const bool more = slot->keep_alive;
+    request.peer = peer_;
     server_.handler_.handle(std::move(request), Responder(slot));
     if (!more) {
       no_more_requests_ = true;
@@ -638,6 +645,7 @@ class Connection final : RequestParser::Sink {
   static constexpr size_t kMaxBufferedOutput = 4 * 1024 * 1024;
 
   detail::HttpServerCore& server_;
+  const IpAddress peer_;
   int fd_;
   RequestParser parser_;
   std::vector<char> rbuf_;
@@ -781,9 +789,38 @@ void detail::HttpServerCore::on_accept(int res) {
     loop_.arm_after(&retry_timer_, res == -ECONNABORTED ? Duration(0) : milliseconds(50));
     return;
   }
+  IpAddress peer;
+  sockaddr_storage ss{};
+  socklen_t slen = sizeof ss;
+  if (::getpeername(res, reinterpret_cast<sockaddr*>(&ss), &slen) == 0) {
+    if (ss.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+      std::memcpy(peer.bytes.data(), &a->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+      std::array<uint8_t, 16> b{};
+      std::memcpy(b.data(), &a->sin6_addr, 16);
+      static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+      if (std::memcmp(b.data(), kMapped, 12) == 0) {
+        peer = IpAddress::v4(b[12], b[13], b[14], b[15]);
+      } else {
+        peer = IpAddress::v6(b);
+      }
+    }
+  }
+  if (options_.max_connections_per_ip > 0) {
+    uint32_t& open = per_ip_[{peer.family, peer.bytes}];
+    if (open >= options_.max_connections_per_ip) {
+      ::close(res);
+      stats_.refused_per_ip++;
+      arm_accept();
+      return;
+    }
+    ++open;
+  }
   int one = 1;
   ::setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  auto* c = new Connection(*this, res);
+  auto* c = new Connection(*this, res, peer);
   connections_.insert(c);
   stats_.connections_accepted++;
   stats_.connections_open = connections_.size();
@@ -791,7 +828,14 @@ void detail::HttpServerCore::on_accept(int res) {
   c->start();
 }
 
+void detail::HttpServerCore::release_ip(const IpAddress& ip) {
+  if (options_.max_connections_per_ip == 0) return;
+  auto it = per_ip_.find({ip.family, ip.bytes});
+  if (it != per_ip_.end() && --it->second == 0) per_ip_.erase(it);
+}
+
 void detail::HttpServerCore::on_connection_destroyed(Connection* c) {
+  release_ip(c->peer());
   connections_.erase(c);
   delete c;
   stats_.connections_open = connections_.size();

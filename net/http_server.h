@@ -36,6 +36,7 @@ struct HttpRequest {
   std::vector<HttpHeader> headers;
   std::string body;  // capacity() >= size() + kBodyPadding when it comes from the server
   bool keep_alive = true;
+  IpAddress peer{};  // the client's address (set by the server; v4-mapped v6 read as v4)
 
   std::string_view path() const;   // target up to '?'
   std::string_view query() const;  // after '?', "" when none
@@ -111,7 +112,10 @@ struct HttpServerOptions {
   size_t max_header_bytes = 64 * 1024;  // request line + headers → 431 beyond
   uint32_t max_headers = 100;
   uint32_t max_connections = 1024;  // accepting pauses at the cap
-  uint32_t max_pipelined = 32;      // requests queued per connection before reading pauses
+  // Open connections from one client address; a connection past it is closed at once (SPEC
+  // R14: one client cannot take the listener). 0: no cap.
+  uint32_t max_connections_per_ip = 0;
+  uint32_t max_pipelined = 32;  // requests queued per connection before reading pauses
   size_t recv_buffer_bytes = 64 * 1024;
   Duration idle_timeout = seconds(60);  // no request in progress (also bounds a slow head)
   Duration linger = seconds(2);         // after an error response, drain the peer this long
@@ -125,6 +129,7 @@ struct HttpServerStats {
   uint64_t parse_errors = 0;
   uint64_t too_large = 0;  // 413 + 431
   uint64_t idle_closed = 0;
+  uint64_t refused_per_ip = 0;  // closed at accept: max_connections_per_ip
 };
 
 class HttpServer {

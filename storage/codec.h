@@ -278,6 +278,12 @@ inline std::string api_key_key(std::string_view id) {
   k += id;
   return k;
 }
+// meta: 's' | name: a node-wide secret (Store::node_secret), the raw text.
+inline std::string node_secret_key(std::string_view name) {
+  std::string k(1, 's');
+  k += name;
+  return k;
+}
 // meta: 'm' | notification seq: the owner's e-mail of the notification is still to be sent
 // (value: its tenant hash, fixed64). Written with a notification that names an owner_email,
 // deleted once the e-mail was accepted by the relay or given up (StoreOptions::mail_outbox).

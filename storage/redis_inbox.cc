@@ -145,6 +145,7 @@ struct RedisInbox::Impl {
     if (!l) return l.error();
     loop = std::move(*l);
     redis::ConnectionOptions co;
+    co.username = opt.username;
     co.password = opt.password;
     co.default_timeout = opt.command_timeout;
     co.connect_timeout = opt.command_timeout;

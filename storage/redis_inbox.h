@@ -34,6 +34,7 @@ namespace ringcast::storage {
 struct RedisInboxOptions {
   std::vector<std::string> servers;  // as RedisStoreOptions
   bool cluster = false;
+  std::string username;  // a Redis ACL user; empty: AUTH with the password alone
   std::string password;
   std::string ns = "rc";
   Duration command_timeout = seconds(2);

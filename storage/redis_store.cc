@@ -889,6 +889,7 @@ struct RedisStore::Impl {
     if (!l) return l.error();
     loop = std::move(*l);
     redis::ConnectionOptions co;
+    co.username = opt.username;
     co.password = opt.password;
     co.default_timeout = opt.command_timeout;
     co.connect_timeout = opt.command_timeout;
@@ -1721,6 +1722,22 @@ Result<ApiKeySet> RedisStore::load_api_keys() {
     set.keys.push_back(std::move(*k));
   }
   return set;
+}
+
+Result<std::string> RedisStore::node_secret(std::string_view name, std::string_view candidate) {
+  // SET NX then GET in one script: every node reads the first candidate stored.
+  static constexpr std::string_view kSetIfAbsent =
+      "redis.call('SET', KEYS[1], ARGV[1], 'NX') return redis.call('GET', KEYS[1])";
+  std::vector<Cmd> cmds;
+  cmds.push_back({"EVAL", std::string(kSetIfAbsent), "1",
+                  "{" + impl_->opt.ns + ":secrets}:" + std::string(name), std::string(candidate)});
+  redis::CommandOptions co;
+  co.key_index = 3;
+  Replies rs = impl_->run(std::move(cmds), co);
+  auto c = check(rs[0]);
+  if (!c) return c.error();
+  if (!(*c)->is_string()) return bad_reply();
+  return (*c)->str();
 }
 
 Result<uint64_t> RedisStore::api_keys_version() {

@@ -95,6 +95,7 @@ namespace ringcast::storage {
 struct RedisStoreOptions {
   std::vector<std::string> servers;  // "127.0.0.1:6379"; several only with cluster = true
   bool cluster = false;
+  std::string username;  // a Redis ACL user; empty: AUTH with the password alone
   std::string password;
   std::string ns = "rc";  // the hash tag is "{<ns>:<partition>}"
   Duration command_timeout = seconds(2);
@@ -227,6 +228,7 @@ class RedisStore final : public Store {
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;
   Result<uint64_t> api_keys_version() override;
+  Result<std::string> node_secret(std::string_view name, std::string_view candidate) override;
 
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);

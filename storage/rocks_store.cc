@@ -1,5 +1,7 @@
 #include "storage/rocks_store.h"
 
+#include <mutex>
+
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -134,7 +136,7 @@ Result<void> RocksStore::open_db() {
   cache_ = rocksdb::NewLRUCache(options_.block_cache_bytes);
   // The payload log first: the flush listener needs it from the first flush on (a restart
   // after a crash may flush while it replays the WAL).
-  if (options_.create_if_missing && ::mkdir(options_.path.c_str(), 0755) != 0 && errno != EEXIST)
+  if (options_.create_if_missing && ::mkdir(options_.path.c_str(), 0700) != 0 && errno != EEXIST)
     return io_error("cannot create the store directory");
   auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes);
   if (!log) return log.error();
@@ -424,6 +426,21 @@ Result<void> RocksStore::delete_api_key(std::string_view id) {
   auto r = write_meta(api_key_key(id), nullptr, true);
   if (r) api_keys_version_.fetch_add(1);
   return r;
+}
+
+Result<std::string> RocksStore::node_secret(std::string_view name, std::string_view candidate) {
+  // One process owns a RocksDB store: a mutex makes read-then-write a set-if-absent.
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  const std::string key = node_secret_key(name);
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf(kCfMeta), key, &value);
+  if (s.ok()) return value;
+  if (!s.IsNotFound()) return to_error(s);
+  value.assign(candidate);
+  auto w = write_meta(key, &value, true);
+  if (!w) return w.error();
+  return value;
 }
 
 Result<ApiKeySet> RocksStore::load_api_keys() {

@@ -35,7 +35,7 @@ bool parse_segment_name(std::string_view n, std::string_view suffix, uint64_t& o
 
 Result<SegmentDir> SegmentDir::open(const std::string& dir, const char* suffix, const Messages& m,
                                     std::vector<uint64_t>& found) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return io_error(m.dir, errno);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return io_error(m.dir, errno);
   SegmentDir d;
   d.dir_ = dir;
   d.suffix_ = suffix;
@@ -83,7 +83,7 @@ std::string SegmentDir::path_of(uint64_t segment) const {
 }
 
 Result<int> SegmentDir::create(uint64_t segment) const {
-  const int fd = ::open(path_of(segment).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = ::open(path_of(segment).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return io_error(m_.create, errno);
   return fd;
 }

@@ -13,6 +13,7 @@
 namespace ringcast {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // The message of the ConfigError that `fn` throws ("" when it does not throw).
@@ -125,7 +126,7 @@ TEST(Config, ParsesEverySection) {
   Config c = load(R"(
 [server]
 listen = "[::1]:0"
-api_token = "s3cret-token"
+api_token = "s3cret-token-0123456789abcdef01234"
 shutdown_grace = "3s"
 
 [storage]
@@ -181,7 +182,7 @@ max_age = "2s"
 )");
   EXPECT_EQ(c.server.listen_port, 0);
   EXPECT_FALSE(c.server.listen_ip.is_v4());
-  EXPECT_EQ(c.server.api_token, "s3cret-token");
+  EXPECT_EQ(c.server.api_token, "s3cret-token-0123456789abcdef01234");
   EXPECT_EQ(c.server.shutdown_grace, seconds(3));
   EXPECT_EQ(c.storage.data_dir, "/tmp/rc");
   EXPECT_EQ(c.storage.sync, SyncPolicy::kAlways);
@@ -268,7 +269,7 @@ money = [{type = "refund.completed"}, {type = "payment.status_changed", field = 
 TEST(Config, EnvironmentOverridesEveryKind) {
   Environment env = {
       {"RINGCAST_SERVER_LISTEN", "127.0.0.1:0"},
-      {"RINGCAST_API_TOKEN", "from-env"},
+      {"RINGCAST_API_TOKEN", "from-env-0123456789abcdef0123456789"},
       {"RINGCAST_STORAGE_SYNC", "none"},
       {"RINGCAST_STORAGE_RETENTION", "2d"},
       {"RINGCAST_ENGINE_FAIRNESS_CAP", "7"},
@@ -283,7 +284,7 @@ TEST(Config, EnvironmentOverridesEveryKind) {
   Config c = load(R"(
 [server]
 listen = "127.0.0.1:9000"
-api_token = "from-file"
+api_token = "from-file-0123456789abcdef012345678"
 [engine]
 fairness_cap = 20
 [policies.quick]
@@ -291,7 +292,7 @@ ladder = ["1s"]
 )",
                   env);
   EXPECT_EQ(c.server.listen_port, 0);
-  EXPECT_EQ(c.server.api_token, "from-env");
+  EXPECT_EQ(c.server.api_token, "from-env-0123456789abcdef0123456789");
   EXPECT_EQ(c.storage.sync, SyncPolicy::kNone);
   EXPECT_EQ(c.storage.retention, days(2));
   EXPECT_EQ(c.engine.fairness_cap, 7u);
@@ -307,8 +308,9 @@ ladder = ["1s"]
 }
 
 TEST(Config, LongTokenVariableWorksAndUnknownVariablesWarn) {
-  Config c = load("", {{"RINGCAST_SERVER_API_TOKEN", "long-form"}, {"RINGCAST_SERVER_LISTN", "x"}});
-  EXPECT_EQ(c.server.api_token, "long-form");
+  Config c = load("", {{"RINGCAST_SERVER_API_TOKEN", "long-form-0123456789abcdef012345678"},
+                       {"RINGCAST_SERVER_LISTN", "x"}});
+  EXPECT_EQ(c.server.api_token, "long-form-0123456789abcdef012345678");
   ASSERT_EQ(c.warnings.size(), 1u);
   EXPECT_THAT(c.warnings[0], HasSubstr("RINGCAST_SERVER_LISTN"));
 }
@@ -411,23 +413,23 @@ TEST(Config, LoadsFromFileAndReportsMissingFile) {
   std::string path = dir.file("ringcast.toml");
   {
     std::ofstream f(path);
-    f << "[server]\nlisten = \"127.0.0.1:0\"\napi_token = \"t\"\n";
+    f << "[server]\nlisten = \"127.0.0.1:0\"\napi_token = \"t-0123456789abcdef0123456789abcdef\"\n";
   }
   Config c = load_config(path, {});
   EXPECT_EQ(c.source, path);
-  EXPECT_EQ(c.server.api_token, "t");
+  EXPECT_EQ(c.server.api_token, "t-0123456789abcdef0123456789abcdef");
   std::string msg = error_of([&] { (void)load_config(dir.file("missing.toml"), {}); });
   EXPECT_THAT(msg, HasSubstr("missing.toml"));
   EXPECT_THAT(msg, HasSubstr("cannot open"));
   // No file: defaults plus environment.
-  Config d = load_config("", {{"RINGCAST_API_TOKEN", "x"}});
-  EXPECT_EQ(d.server.api_token, "x");
+  Config d = load_config("", {{"RINGCAST_API_TOKEN", "x-0123456789abcdef0123456789abcdef"}});
+  EXPECT_EQ(d.server.api_token, "x-0123456789abcdef0123456789abcdef");
 }
 
 TEST(Config, PrintRoundTripsAndMasksSecrets) {
   Config c = load(R"(
 [server]
-api_token = "very-secret"
+api_token = "very-secret-0123456789abcdef012345"
 [engine]
 shards = 2
 [transport]
@@ -437,7 +439,7 @@ ladder = ["10ms", "1s"]
 )");
   std::string masked = c.to_toml(true);
   EXPECT_THAT(masked, HasSubstr("api_token = \"***\""));
-  EXPECT_EQ(masked.find("very-secret"), std::string::npos);
+  EXPECT_EQ(masked.find("very-secret-0123456789abcdef012345"), std::string::npos);
   EXPECT_THAT(masked, HasSubstr("[engine.breaker]"));
   EXPECT_THAT(masked, HasSubstr("retention = \"30d\""));
   EXPECT_THAT(masked, HasSubstr("[policies.quick]"));
@@ -445,10 +447,10 @@ ladder = ["10ms", "1s"]
 
   // The unmasked print is a config file that loads back to the same print.
   std::string plain = c.to_toml(false);
-  EXPECT_THAT(plain, HasSubstr("very-secret"));
+  EXPECT_THAT(plain, HasSubstr("very-secret-0123456789abcdef012345"));
   Config again = load(plain);
   EXPECT_EQ(again.to_toml(false), plain);
-  EXPECT_EQ(again.server.api_token, "very-secret");
+  EXPECT_EQ(again.server.api_token, "very-secret-0123456789abcdef012345");
   EXPECT_EQ(again.engine.shards, 2u);
 }
 
@@ -539,7 +541,8 @@ TEST(Config, RedisBackendAndClusterMode) {
       "[storage]\nbackend = \"redis\"\n"
       "[storage.redis]\nservers = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\ncluster = true\n"
       "password = \"pw\"\nnamespace = \"rcx\"\nwait_replicas = 2\nwait_timeout = \"250ms\"\n"
-      "[cluster]\nenabled = true\nnode_id = \"n7\"\nlease_ttl = \"2s\"\n"
+      "[cluster]\nenabled = true\nsecret = \"0123456789abcdef0123456789abcdef\"\n"
+      "node_id = \"n7\"\nlease_ttl = \"2s\"\n"
       "safety_margin = \"200ms\"\n");
   EXPECT_EQ(c.storage.backend, "redis");
   EXPECT_EQ(c.storage.redis.servers.size(), 2u);
@@ -559,7 +562,8 @@ TEST(Config, RedisBackendAndClusterMode) {
   Config e = load("", {{"RINGCAST_STORAGE_BACKEND", "redis"},
                        {"RINGCAST_STORAGE_REDIS_SERVERS", "127.0.0.1:1,127.0.0.1:2"},
                        {"RINGCAST_STORAGE_REDIS_CLUSTER", "true"},
-                       {"RINGCAST_CLUSTER_ENABLED", "true"}});
+                       {"RINGCAST_CLUSTER_ENABLED", "true"},
+                       {"RINGCAST_CLUSTER_SECRET", "0123456789abcdef0123456789abcdef"}});
   EXPECT_EQ(e.storage.redis.servers.size(), 2u);
   EXPECT_TRUE(e.cluster.enabled);
   // Bad combinations name the key.
@@ -621,7 +625,9 @@ TEST(Config, RedisMemoryHighWaterAndSizeCap) {
 // ISSUE 16 forwarding: where the other nodes reach this one. Derived from a concrete listener
 // (port 0 included: the bound port is used), refused on a wildcard one without the key.
 TEST(Config, ClusterAdvertiseUrl) {
-  const std::string base = "[storage]\nbackend = \"redis\"\n[cluster]\nenabled = true\n";
+  const std::string base =
+      "[storage]\nbackend = \"redis\"\n[cluster]\nenabled = true\n"
+      "secret = \"0123456789abcdef0123456789abcdef\"\n";
   Config c = load("[server]\nlisten = \"127.0.0.1:0\"\n" + base);
   EXPECT_EQ(c.cluster.advertise_url, "");
   EXPECT_EQ(c.cluster.forward_timeout, seconds(5));
@@ -637,6 +643,7 @@ TEST(Config, ClusterAdvertiseUrl) {
   EXPECT_EQ(again.cluster.max_forwards, 4u);
   Config env = load("", {{"RINGCAST_STORAGE_BACKEND", "redis"},
                          {"RINGCAST_CLUSTER_ENABLED", "true"},
+                         {"RINGCAST_CLUSTER_SECRET", "0123456789abcdef0123456789abcdef"},
                          {"RINGCAST_CLUSTER_ADVERTISE_URL", "http://[fd00::7]:80"}});
   EXPECT_EQ(env.cluster.advertise_url, "http://[fd00::7]:80");
   for (const char* wildcard : {"0.0.0.0:8080", "[::]:8080"}) {
@@ -695,6 +702,39 @@ TEST(Config, SmtpAndEmailReachTheMailer) {
   EXPECT_EQ(e.to_toml().find("from-env"), std::string::npos);  // masked
   // Off by default: no host.
   EXPECT_TRUE(load("").notifications.smtp.host.empty());
+}
+
+// SPEC R14 (docs/security.md "Secrets"): no secret short enough to guess offline from what a
+// merchant holds (a portal link, a signed call); each refusal names its key.
+TEST(Config, SecretsUnder32CharactersAreRefusedNamingTheKey) {
+  const std::string strong(32, 'k');
+  EXPECT_NO_THROW((void)load_config("", {{"RINGCAST_API_TOKEN", strong}}));
+  EXPECT_THAT(error_of([&] {
+                (void)load_config("", {{"RINGCAST_API_TOKEN", strong.substr(1)}});
+              }),
+              AllOf(HasSubstr("server.api_token"), HasSubstr("at least 32 characters")));
+  EXPECT_THAT(error_of([&] {
+                (void)load_config("", {{"RINGCAST_PORTAL_SECRET", "short"}});
+              }),
+              HasSubstr("portal.secret"));
+  const Environment cluster = {{"RINGCAST_STORAGE_BACKEND", "redis"},
+                               {"RINGCAST_STORAGE_REDIS_SERVERS", "127.0.0.1:6379"},
+                               {"RINGCAST_CLUSTER_ENABLED", "true"},
+                               {"RINGCAST_CLUSTER_ADVERTISE_URL", "http://127.0.0.1:8080"}};
+  EXPECT_THAT(error_of([&] { (void)load_config("", cluster); }),
+              AllOf(HasSubstr("cluster.secret"), HasSubstr("must be set")));
+  Environment weak = cluster;
+  weak["RINGCAST_CLUSTER_SECRET"] = "0123456789";
+  EXPECT_THAT(error_of([&] { (void)load_config("", weak); }), HasSubstr("cluster.secret"));
+  Environment good = cluster;
+  good["RINGCAST_CLUSTER_SECRET"] = strong;
+  EXPECT_EQ(load_config("", good).cluster.secret, strong);
+  // Masked when printed, like every secret.
+  EXPECT_EQ(load_config("", good).to_toml().find(strong), std::string::npos);
+  EXPECT_THAT(error_of([&] {
+                (void)load_config("", {{"RINGCAST_SERVER_METRICS_LISTEN", "x"}});
+              }),
+              HasSubstr("server.metrics_listen"));
 }
 
 }  // namespace

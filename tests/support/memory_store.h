@@ -40,6 +40,10 @@ class MemoryStore final : public Store {
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;
   Result<uint64_t> api_keys_version() override;
+  Result<std::string> node_secret(std::string_view name, std::string_view candidate) override {
+    std::lock_guard lk(api_keys_mu_);
+    return secrets_.try_emplace(std::string(name), candidate).first->second;
+  }
 
   // ---- test helpers ----
   // The next `n` writes fail with kIo (and change nothing).
@@ -67,6 +71,7 @@ class MemoryStore final : public Store {
   mutable std::mutex api_keys_mu_;
   std::map<std::string, ApiKey> api_keys_;
   uint64_t api_keys_version_ = 0;
+  std::map<std::string, std::string> secrets_;
   uint64_t commit_seq_ = 0;
   int fail_writes_ = 0;
   std::atomic<int> fail_reads_{0};

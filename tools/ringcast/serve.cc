@@ -1,6 +1,7 @@
 #include "tools/ringcast/serve.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cinttypes>
@@ -19,10 +20,51 @@
 #include "engine/notifier.h"
 #include "engine/retention.h"
 #include "intake/redis_source.h"
+#include "net/http_server.h"
+#include "net/signing.h"
 #include "net/system_clock.h"
 #include "redis/connection.h"
 
 namespace ringcast {
+
+namespace {
+
+// A data dir that others may read or enter (made before this daemon, or by hand) holds every
+// payload: said at start, not changed behind the operator's back.
+void warn_if_readable(const Config& cfg) {
+  if (cfg.storage.backend != "rocksdb") return;
+  struct stat st {};
+  if (::stat(cfg.storage.data_dir.c_str(), &st) != 0) return;  // made 0700 by the store
+  if ((st.st_mode & 077) != 0) {
+    std::fprintf(stderr,
+                 "ringcast: warning: the data dir %s is open to other users (mode %03o): it "
+                 "holds every payload; chmod 700 it\n",
+                 cfg.storage.data_dir.c_str(), static_cast<unsigned>(st.st_mode & 0777));
+  }
+}
+
+// server.metrics_listen: GET /metrics and nothing else.
+class MetricsOnly final : public net::HttpHandler {
+ public:
+  explicit MetricsOnly(const api::RestApi& api) : api_(api) {}
+  size_t max_body_bytes(const net::HttpRequest&) override { return 0; }
+  void handle(net::HttpRequest&& req, net::Responder responder) override {
+    if (req.path() != "/metrics") {
+      return responder.send(net::HttpResponse::error(404, "not_found", "only /metrics here"));
+    }
+    if (req.method != "GET" && req.method != "HEAD") {
+      net::HttpResponse r = net::HttpResponse::error(405, "method_not_allowed", "use GET");
+      r.headers.push_back({"Allow", "GET"});
+      return responder.send(std::move(r));
+    }
+    responder.send(api_.metrics_response());
+  }
+
+ private:
+  const api::RestApi& api_;
+};
+
+}  // namespace
 
 namespace {
 
@@ -64,6 +106,10 @@ int run_serve(const Config& cfg) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // SPEC R14 (docs/security.md "Local users"): what the daemon creates (the data dir, RocksDB's
+  // files, the payload and lease logs) is the service user's alone: 0700 dirs, 0600 files.
+  ::umask(077);
+  warn_if_readable(cfg);
 
   // What would leave a shard without a transport is refused here, with the key at fault.
   if (const std::string problem = engine::transport_problem(cfg); !problem.empty()) {
@@ -270,6 +316,19 @@ int run_serve(const Config& cfg) {
   api::RestApiOptions api_opts = engine::api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
   api_opts.keys = &keys;
+  if (api_opts.portal.secret.empty()) {
+    // SPEC R14: the portal's key is its own secret, never derived from another; unset, it is a
+    // random 256-bit secret made once and kept in the store (every node of a cluster reads the
+    // same one through Redis).
+    auto secret = core->store().node_secret("portal", net::random_hex(32));
+    if (!secret.ok()) {
+      std::fprintf(stderr, "ringcast: cannot read or keep the portal's secret: %s\n",
+                   secret.error().message);
+      shut_down();
+      return 1;
+    }
+    api_opts.portal.secret = std::move(*secret);
+  }
   if (!cfg.intake.redis.empty()) {
     api_opts.intake_status = [&intake_views] {
       const auto* v = intake_views.load(std::memory_order_acquire);
@@ -284,6 +343,7 @@ int run_serve(const Config& cfg) {
     // Any node answers any tenant call (ISSUE 16): what this node does not own goes to the
     // lease holder of the tenant's partition, at the address it publishes (api/forward.h).
     api_opts.forward.node_id = lm->options().node_id;
+    api_opts.forward.secret = cfg.cluster.secret;  // Config::validate(): set, >= 32 characters
     api_opts.forward.timeout = cfg.cluster.forward_timeout;
     api_opts.forward.max_forwards = cfg.cluster.max_forwards;
     api_opts.forward.find_owner = [lm](Partition p, Duration wait) -> Result<api::ForwardTarget> {
@@ -331,6 +391,27 @@ int run_serve(const Config& cfg) {
     std::printf("ringcast: cluster node %s advertises %s\n", lm->options().node_id.c_str(),
                 url.c_str());
   }
+  // The figures on a listener of their own (server.metrics_listen): GET /metrics there needs
+  // no credential, so it is bound where only the scraper reaches it.
+  MetricsOnly metrics_handler(api);
+  std::unique_ptr<net::HttpServerThread> metrics_server;
+  if (!cfg.server.metrics_listen.empty()) {
+    const auto at = parse_listen(cfg.server.metrics_listen);  // validated
+    net::HttpServerOptions mo = engine::server_options(cfg);
+    mo.address = at->first;
+    mo.port = at->second;
+    mo.max_connections = 64;
+    metrics_server = std::make_unique<net::HttpServerThread>(metrics_handler, mo);
+    if (auto r = metrics_server->start(); !r.ok()) {
+      std::fprintf(stderr, "ringcast: cannot listen on %s (server.metrics_listen): %s\n",
+                   cfg.server.metrics_listen.c_str(), r.error().message);
+      server.stop(cfg.server.shutdown_grace);
+      shut_down();
+      return 1;
+    }
+    std::printf("ringcast: metrics on %s:%u\n", to_string(at->first).c_str(),
+                metrics_server->port());
+  }
   std::printf("ringcast: listening on %s:%u (%u shards, data in %s)\n",
               to_string(cfg.server.listen_ip).c_str(), server.port(), eng->shard_count(),
               on_redis ? where.c_str() : cfg.storage.data_dir.c_str());
@@ -374,7 +455,8 @@ int run_serve(const Config& cfg) {
   } while (sig != SIGTERM && sig != SIGINT);
   std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  if (retention) retention->stop();        // a running pass ends at its next chunk; before close
+  if (retention) retention->stop();  // a running pass ends at its next chunk; before close
+  if (metrics_server) metrics_server->stop(seconds(1));
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
   shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
