@@ -162,7 +162,7 @@ done
 [ -n "$REDIS_PORT" ] || die "redis-server did not start (5 attempts)"
 REDIS_VERSION=$(rcli info server | awk -F: '/^redis_version:/ {print $2}' | tr -d '\r')
 
-TOKEN="bench-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+TOKEN="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"  # >= 32 characters
 cat >"$WORK/ringcast.toml" <<TOML
 [server]
 listen = "127.0.0.1:0"

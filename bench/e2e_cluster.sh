@@ -323,7 +323,8 @@ fi
 V_NAME[b]="RocksDB"
 
 # The daemons: the same binary and the same settings but the storage.
-TOKEN="bench-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+TOKEN="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"  # >= 32 characters
+CLUSTER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 common_toml() {
   cat <<TOML
 [server]
@@ -355,6 +356,7 @@ wait_timeout = "$WAIT_TIMEOUT"
 
 [cluster]
 enabled = true
+secret = "$CLUSTER_SECRET"
 node_id = "bench-a"
 TOML
 } >"$WORK/a/ringcast.toml"
@@ -371,6 +373,7 @@ wait_replicas = 0
 
 [cluster]
 enabled = true
+secret = "$CLUSTER_SECRET"
 node_id = "bench-s"
 TOML
   } >"$WORK/s/ringcast.toml"

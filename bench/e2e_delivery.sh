@@ -212,7 +212,7 @@ for _ in $(seq 1 100); do [ -s "$WORK/sink.port" ] && break; nap 0.1; done
 [ -s "$WORK/sink.port" ] || die "ringcast-sink did not start"
 SINK=127.0.0.1:$(cat "$WORK/sink.port")
 
-TOKEN="bench-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+TOKEN="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"  # >= 32 characters
 cat >"$WORK/ringcast.toml" <<TOML
 [server]
 listen = "127.0.0.1:0"

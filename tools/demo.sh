@@ -44,7 +44,7 @@ SINK_PID=$!
 wait_line "$DEMO/sink.out" "listening on" 10
 SINK=$(grep -o 'listening on [0-9.:]*' "$DEMO/sink.out" | awk '{print $3}')
 
-TOKEN="demo-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+TOKEN="demo-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"  # >= 32 characters
 cat >"$DEMO/ringcast.toml" <<TOML
 [server]
 listen = "127.0.0.1:0"
@@ -98,10 +98,10 @@ awk -v n="$EVENTS" -v t="$TENANTS" 'BEGIN {
 "${RC[@]}" send "$DEMO/events.ndjson"
 
 echo "== waiting for deliveries to settle"
-fetch_metrics() {  # GET /metrics with bash's /dev/tcp (no auth needed, loopback only)
+fetch_metrics() {  # GET /metrics with bash's /dev/tcp (the admin token: the figures are the platform's)
   local host=${API%:*} port=${API##*:}
   exec 3<>"/dev/tcp/$host/$port" || return 1
-  printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$API" >&3
+  printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n' "$API" "$TOKEN" >&3
   sed '1,/^\r\{0,1\}$/d' <&3 | tr -d '\r' >"$DEMO/metrics.txt"
   exec 3<&-
 }

@@ -63,7 +63,8 @@ http() {
 }
 
 fetch_metrics() {  # the daemon's (API) /metrics → $WORK/metrics.txt (and $1 if given)
-  http GET "$API" /metrics || die "GET /metrics failed: $HTTP_BODY"
+  # /metrics is the platform's (docs/security.md): the admin token.
+  http GET "$API" /metrics "" "Authorization: Bearer $TOKEN" || die "GET /metrics failed: $HTTP_BODY"
   printf '%s' "$HTTP_BODY" | tr -d '\r' >"$WORK/metrics.txt"
   [ -n "${1:-}" ] && cp "$WORK/metrics.txt" "$1"
   return 0

@@ -71,6 +71,7 @@ struct Rig {
              "RINGCAST_STORAGE_REDIS_WAIT_REPLICAS=1",
              "RINGCAST_STORAGE_REDIS_WAIT_TIMEOUT=500ms",
              "RINGCAST_CLUSTER_ENABLED=true",
+             std::string("RINGCAST_CLUSTER_SECRET=") + Daemon::kClusterSecret,
              "RINGCAST_CLUSTER_NODE_ID=" + id,
              "RINGCAST_CLUSTER_LEASE_TTL=1s",
              "RINGCAST_CLUSTER_SAFETY_MARGIN=250ms",

@@ -54,7 +54,11 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir,
   t << "# written by tests/e2e/daemon.cc\n"
     << "[server]\n"
     << "listen = \"127.0.0.1:0\"\n"
-    << "api_token = \"" << Daemon::kToken << "\"\n"
+    << "api_token = \"" << Daemon::kToken
+    << "\"\n"
+    // The suites fail authentication on purpose, many times a minute, from 127.0.0.1
+    // (E2eTrust.* tries the default).
+    << "auth_failures_per_minute = 100000\n"
     << "shutdown_grace = \"5s\"\n"
     << "\n[storage]\n"
     << (cluster ? "backend = \"redis\"\n" : "") << "data_dir = \"" << dir
@@ -110,6 +114,7 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir,
       << "wait_timeout = \"500ms\"\n"
       << "\n[cluster]\n"
       << "enabled = true\n"
+      << "secret = \"" << Daemon::kClusterSecret << "\"\n"
       << "node_id = \"" << cluster->node_id << "\"\n"
       << "lease_ttl = \"1s\"\n"
       << "safety_margin = \"250ms\"\n"
@@ -120,9 +125,19 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir,
   return t.str();
 }
 
-int connect_port(uint16_t port, Millis timeout) {
+// From `source` (another loopback address, e.g. "127.0.0.2") when given.
+int connect_port(uint16_t port, Millis timeout, const char* source = nullptr) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (source != nullptr) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &from.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   timeval tv{static_cast<time_t>(timeout.count() / 1000),
              static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -147,8 +162,18 @@ std::string Reply::describe() const {
 Reply http_request(uint16_t port, const std::string& method, const std::string& target,
                    const std::string& body, const std::vector<std::string>& headers,
                    Millis timeout) {
+  return http_request_from(nullptr, port, method, target, body, headers, timeout);
+}
+
+int open_connection(uint16_t port, const char* source) {
+  return connect_port(port, 5s, source);
+}
+
+Reply http_request_from(const char* source, uint16_t port, const std::string& method,
+                        const std::string& target, const std::string& body,
+                        const std::vector<std::string>& headers, Millis timeout) {
   Reply out;
-  int fd = connect_port(port, timeout);
+  int fd = connect_port(port, timeout, source);
   if (fd < 0) return out;
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   for (const auto& h : headers) req += h + "\r\n";
@@ -678,7 +703,7 @@ std::vector<std::string> missing_ids(const test::SinkProcess& sink,
 Metrics scrape_metrics(const Daemon& d) {
   Metrics out;
   for (size_t node = 0; node < d.nodes(); ++node) {
-    Reply r = d.call_node(node, "GET", "/metrics", "", std::nullopt);
+    Reply r = d.call_node(node, "GET", "/metrics", "", std::string("Bearer ") + Daemon::kToken);
     if (r.status != 200) continue;
     std::istringstream in(r.body);
     std::string line;

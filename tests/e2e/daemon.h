@@ -94,6 +94,13 @@ Reply http_request(uint16_t port, const std::string& method, const std::string& 
                    const std::string& body, const std::vector<std::string>& headers,
                    Millis timeout = 10s);
 
+// The same from another loopback source address (`source` "127.0.0.2": a second client).
+Reply http_request_from(const char* source, uint16_t port, const std::string& method,
+                        const std::string& target, const std::string& body,
+                        const std::vector<std::string>& headers, Millis timeout = 10s);
+// A connected socket to `port` (from `source` when given), or -1; the caller closes it.
+int open_connection(uint16_t port, const char* source = nullptr);
+
 // Polls `pred` every `interval` until it holds or `timeout` passes; returns its last value.
 bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis interval = 20ms);
 
@@ -106,7 +113,9 @@ std::string sink_binary();
 
 class Daemon {
  public:
-  static constexpr const char* kToken = "e2e-token-4f9a";
+  // At least 32 characters (config refuses shorter secrets, SPEC R14).
+  static constexpr const char* kToken = "e2e-token-4f9a-0123456789abcdef0123";
+  static constexpr const char* kClusterSecret = "e2e-cluster-secret-0123456789abcdef";
 
   // Writes the config; does not start (call start()).
   explicit Daemon(DaemonOptions options = {});

@@ -87,7 +87,9 @@ TEST(E2eEndpointHeaders, SentOnEveryAttemptWithAStableIdempotencyKey) {
                                 "\"X-Trace\":\" a b\\tc \"},\"idempotency_key\":true}");
   ASSERT_EQ(r.status, 201) << r.describe();
   const std::string ep_a = r.json()["id"].str();
-  EXPECT_EQ(r.json()["headers"]["X-Tenant-Token"].str(), "tok-123") << r.body;
+  // A receiver credential (a name with "token") is write-only (SPEC R14.5): named, null.
+  EXPECT_TRUE(r.json()["headers"]["X-Tenant-Token"].is_null()) << r.body;
+  EXPECT_EQ(r.body.find("tok-123"), std::string::npos) << r.body;
   EXPECT_EQ(r.json()["headers"]["X-Trace"].str(), "a b\tc") << r.body;  // trimmed
   EXPECT_TRUE(r.json()["idempotency_key"].boolean()) << r.body;
   r = create_endpoint(d, t,

@@ -85,6 +85,7 @@ TEST(E2eRedisMemory, QueuedIntakeOnANonOwnerIsHeldBackToo) {
              "RINGCAST_STORAGE_REDIS_WAIT_REPLICAS=0",
              "RINGCAST_STORAGE_REDIS_HIGH_WATER=0.5",
              "RINGCAST_CLUSTER_ENABLED=true",
+             std::string("RINGCAST_CLUSTER_SECRET=") + Daemon::kClusterSecret,
              std::string("RINGCAST_CLUSTER_NODE_ID=") + id,
              "RINGCAST_CLUSTER_LEASE_TTL=1s",
              "RINGCAST_CLUSTER_SAFETY_MARGIN=250ms",

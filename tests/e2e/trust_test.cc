@@ -1,0 +1,362 @@
+// End to end, SPEC R14 on the real daemon (and on the 3-node cluster with
+// RINGCAST_E2E_BACKEND=cluster): the platform's switches refuse merchants; a credential that
+// ends takes its portal links and sessions with it on every node; the portal's secret is the
+// store's own and outlives a restart; /metrics is the platform's; receiver credentials are
+// write-only; the data dir is the service user's alone.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "tests/e2e/daemon.h"
+
+namespace ringcast::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string error_code(const Reply& r) {
+  return r.json()["error"]["code"].str();
+}
+
+struct Session {
+  std::string cookie;  // "rc_portal=…"
+  std::string csrf;
+};
+
+std::string link_token(const Daemon& d, const std::string& tenant, const std::string& scope,
+                       const std::optional<std::string>& auth) {
+  Reply link = d.call_with_auth("POST", "/v1/tenants/" + tenant + "/portal-links",
+                                R"({"scope":")" + scope + R"("})", auth);
+  EXPECT_EQ(link.status, 201) << link.describe();
+  return link.status == 201 ? link.json()["token"].str() : std::string();
+}
+
+Reply open_link(const Daemon& d, size_t node, const std::string& token) {
+  return http_request(d.port(node), "POST", "/portal/session", R"({"link":")" + token + "\"}",
+                      {"Content-Type: application/json"});
+}
+
+Session session_of(const Reply& s) {
+  Session out;
+  const size_t at = s.headers.find("rc_portal=");
+  if (at == std::string::npos) return out;
+  out.cookie = s.headers.substr(at, s.headers.find(';', at) - at);
+  out.csrf = s.json()["csrf_token"].str();
+  return out;
+}
+
+TEST(E2eTrust, ALinkAndItsSessionsEndWithTheKeyThatMintedThemOnEveryNode) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-revoke");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  const std::string a = "/v1/tenants/acme";
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+
+  Reply made = d.call("POST", a + "/keys", R"({"name":"merchant backend"})");
+  ASSERT_EQ(made.status, 201) << made.describe();
+  const std::string key = "Bearer " + made.json()["key"].str();
+  const std::string key_id = made.json()["record"]["id"].str();
+
+  const std::string by_key = link_token(d, "acme", "manage", key);
+  const std::string spare = link_token(d, "acme", "view", key);  // never opened before revoke
+  const std::string by_admin =
+      link_token(d, "acme", "manage", std::string("Bearer ") + Daemon::kToken);
+  Reply opened = open_link(d, 0, by_key);
+  ASSERT_EQ(opened.status, 200) << opened.describe();
+  const Session s = session_of(opened);
+  const Session admins = session_of(open_link(d, 0, by_admin));
+  ASSERT_FALSE(s.cookie.empty());
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    Reply r = http_request(d.port(n), "GET", a + "/endpoints", "", {"Cookie: " + s.cookie});
+    EXPECT_EQ(r.status, 200) << "node " << n << ": " << r.describe();
+  }
+
+  ASSERT_EQ(d.call("DELETE", a + "/keys/" + key_id).status, 204);
+  // Within server.key_refresh on every node: the session, the link it came from and a link of
+  // the same key never opened are all refused (SPEC R14.3).
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return http_request(d.port(n), "GET", a + "/endpoints", "", {"Cookie: " + s.cookie})
+                     .status == 401;
+        },
+        10s))
+        << "node " << n << " still takes a session of a revoked key's link";
+    Reply r = http_request(d.port(n), "GET", a + "/endpoints", "", {"Cookie: " + s.cookie});
+    EXPECT_EQ(error_code(r), "session_revoked") << r.describe();
+    r = open_link(d, n, by_key);
+    EXPECT_EQ(r.status, 401) << r.describe();
+    EXPECT_EQ(error_code(r), "link_revoked") << r.describe();
+    EXPECT_EQ(open_link(d, n, spare).status, 401);
+    // What the admin minted goes on.
+    r = http_request(d.port(n), "GET", a + "/endpoints", "", {"Cookie: " + admins.cookie});
+    EXPECT_EQ(r.status, 200) << "node " << n << ": " << r.describe();
+  }
+}
+
+TEST(E2eTrust, TheSubscriptionAndTheBreakerResetAreThePlatformsOnly) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-platform");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  const std::string a = "/v1/tenants/acme";
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+  Reply made = d.call("POST", a + "/keys", "{}");
+  ASSERT_EQ(made.status, 201) << made.describe();
+  const std::string key = "Bearer " + made.json()["key"].str();
+  const Session manage = session_of(
+      open_link(d, 0, link_token(d, "acme", "manage", std::string("Bearer ") + Daemon::kToken)));
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    Reply r = d.call_node(n, "PUT", a + "/subscription", R"({"active":false})", key);
+    EXPECT_EQ(r.status, 403) << r.describe();
+    EXPECT_EQ(error_code(r), "admin_only");
+    r = d.call_node(n, "POST", a + "/breaker/reset", "", key);
+    EXPECT_EQ(r.status, 403) << r.describe();
+    EXPECT_EQ(error_code(r), "admin_only");
+    r = http_request(d.port(n), "POST", a + "/breaker/reset", "",
+                     {"Cookie: " + manage.cookie, "X-CSRF-Token: " + manage.csrf});
+    EXPECT_EQ(r.status, 403) << r.describe();
+    EXPECT_EQ(error_code(r), "admin_only");
+  }
+  // The platform can; the subscription was never touched by the refused calls.
+  Reply sub = d.call("PUT", a + "/subscription", R"({"active":true})");
+  EXPECT_EQ(sub.status, 200) << sub.describe();
+  Reply reset = d.call("POST", a + "/breaker/reset");
+  EXPECT_EQ(reset.status, 200) << reset.describe();
+}
+
+TEST(E2eTrust, ThePortalSecretIsTheStoresOwnAndOutlivesARestart) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-secret");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+  // No portal.secret in the config: the daemon made one and kept it in the store.
+  ASSERT_EQ(d.config_text().find("[portal]"), std::string::npos);
+  const std::string token = link_token(d, "acme", "view", std::string("Bearer ") + Daemon::kToken);
+  const Session s = session_of(open_link(d, 0, token));
+  ASSERT_FALSE(s.cookie.empty());
+  // Every node checks it alike (one secret through Redis in cluster mode).
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    EXPECT_EQ(open_link(d, n, token).status, 200) << "node " << n;
+  }
+  ASSERT_TRUE(d.terminate().ok()) << d.output();
+  ASSERT_NO_THROW(d.start());
+  Reply r =
+      http_request(d.port(), "GET", "/v1/tenants/acme/endpoints", "", {"Cookie: " + s.cookie});
+  EXPECT_EQ(r.status, 200) << r.describe();
+}
+
+TEST(E2eTrust, MetricsAreThePlatformsAndReceiverCredentialsAreWriteOnly) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-reads");
+  const std::string headers_file = dir.file("headers.jsonl");
+  test::SinkProcess sink =
+      test::SinkProcess::start({"--headers-file", headers_file, "--quiet"}, dir.path());
+  const std::string a = "/v1/tenants/acme";
+  Reply ep = d.call(
+      "POST", a + "/endpoints",
+      R"({"url":")" + sink.base_url() +
+          R"(/h","policy":"quick","headers":{"Authorization":"Basic cmVjZWl2ZXI6czNjcjN0","X-Api-Key":"k-9f8e7d","X-Env":"prod"}})");
+  ASSERT_EQ(ep.status, 201) << ep.describe();
+  const std::string id = ep.json()["id"].str();
+  Reply ro = d.call("POST", a + "/keys", R"({"scope":"read_only"})");
+  ASSERT_EQ(ro.status, 201) << ro.describe();
+  const std::string view = "Bearer " + ro.json()["key"].str();
+  for (const std::optional<std::string>& who :
+       {std::optional<std::string>(std::string("Bearer ") + Daemon::kToken),
+        std::optional<std::string>(view)}) {
+    for (const std::string& path : {a + "/endpoints", a + "/endpoints/" + id}) {
+      Reply r = d.call_with_auth("GET", path, "", who);
+      ASSERT_EQ(r.status, 200) << r.describe();
+      EXPECT_EQ(r.body.find("cmVjZWl2ZXI6czNjcjN0"), std::string::npos) << r.body;
+      EXPECT_EQ(r.body.find("k-9f8e7d"), std::string::npos) << r.body;
+      EXPECT_NE(r.body.find(R"("Authorization":null)"), std::string::npos) << r.body;
+      EXPECT_NE(r.body.find(R"("X-Env":"prod")"), std::string::npos) << r.body;
+    }
+  }
+  // The receiver still gets them.
+  ASSERT_EQ(d.call("POST", a + "/events", R"({"id":"w-1","type":"t","payload":{}})").status, 202);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return test::read_file(headers_file).find("cmVjZWl2ZXI6czNjcjN0") != std::string::npos;
+      },
+      10s))
+      << test::read_file(headers_file);
+
+  // /metrics: the admin token, not a tenant key, not nothing.
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    EXPECT_EQ(d.call_node(n, "GET", "/metrics", "", std::nullopt).status, 401);
+    EXPECT_EQ(d.call_node(n, "GET", "/metrics", "", view).status, 401);
+    EXPECT_EQ(d.call_node(n, "GET", "/metrics").status, 200);
+  }
+  // No value of a receiver credential in a log or a metric.
+  const std::string metrics = d.call("GET", "/metrics").body;
+  EXPECT_EQ(metrics.find("cmVjZWl2ZXI6czNjcjN0"), std::string::npos);
+  EXPECT_EQ(d.output(1 << 20).find("cmVjZWl2ZXI6czNjcjN0"), std::string::npos);
+}
+
+TEST(E2eTrust, TheDataDirIsTheServiceUsersAlone) {
+  RINGCAST_E2E_SINGLE_NODE_ONLY(
+      "the data dir holds RocksDB on one node; Redis keeps the cluster's");
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-files");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+  ASSERT_EQ(
+      d.call("POST", "/v1/tenants/acme/events", R"({"id":"f-1","type":"t","payload":{}})").status,
+      202);
+  ASSERT_TRUE(d.terminate().ok()) << d.output();
+  const std::filesystem::path data = d.dir() + "/data";
+  size_t files = 0;
+  struct stat st {};
+  ASSERT_EQ(::stat(data.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << data;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data)) {
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u) << e.path() << " mode " << std::oct << (st.st_mode & 0777);
+    ++files;
+  }
+  EXPECT_GT(files, 5u);  // RocksDB's files and the payload and lease logs were all looked at
+}
+
+// SPEC R14 "the listener": one client address cannot hold every connection, and an address
+// that keeps failing authentication waits out the minute; other addresses go on.
+TEST(E2eTrust, TheListenerCapsConnectionsAndSlowsFailedAuthenticationPerClientAddress) {
+  RINGCAST_E2E_SINGLE_NODE_ONLY(
+      "one listener's limits; the nodes of a cluster each have their own");
+  DaemonOptions o;
+  o.env = {"RINGCAST_SERVER_MAX_CONNECTIONS_PER_IP=4",
+           "RINGCAST_SERVER_AUTH_FAILURES_PER_MINUTE=5"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+
+  // Four idle connections from 127.0.0.3 are held; a fifth is closed at once, unanswered.
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(open_connection(d.port(), "127.0.0.3"));
+    ASSERT_GE(held.back(), 0);
+  }
+  // The accept of the fourth may still be in flight: the fifth is refused once it is counted.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return http_request_from("127.0.0.3", d.port(), "GET", "/healthz", "", {}).status == 0;
+      },
+      5s));
+  // Another address is not affected.
+  EXPECT_EQ(http_request_from("127.0.0.4", d.port(), "GET", "/healthz", "", {}).status, 200);
+  ::close(held.back());
+  held.pop_back();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return http_request_from("127.0.0.3", d.port(), "GET", "/healthz", "", {}).status == 200;
+      },
+      5s));
+  for (int fd : held) ::close(fd);
+
+  // Five wrong tokens from 127.0.0.5 in a minute: 401 each; then 429 for the rest of the
+  // minute, even with the right token (a right guess must not show).
+  const std::string admin = std::string("Authorization: Bearer ") + Daemon::kToken;
+  const std::string eps = "/v1/tenants/acme/endpoints";
+  int failed = 0;
+  Reply r;
+  for (int i = 0; i < 5; ++i) {
+    r = http_request_from("127.0.0.5", d.port(), "GET", eps, "",
+                          {"Authorization: Bearer guess-" + std::to_string(i)});
+    failed += r.status == 401;
+  }
+  // A minute may turn during the loop and start a new count: then one more failure is needed.
+  r = http_request_from("127.0.0.5", d.port(), "GET", eps, "", {admin});
+  if (r.status != 429) {
+    for (int i = 0; i < 5 && r.status != 429; ++i) {
+      (void)http_request_from("127.0.0.5", d.port(), "GET", eps, "", {"Authorization: Bearer x"});
+      r = http_request_from("127.0.0.5", d.port(), "GET", eps, "", {admin});
+    }
+  }
+  EXPECT_EQ(failed, 5);
+  ASSERT_EQ(r.status, 429) << r.describe();
+  EXPECT_EQ(error_code(r), "too_many_auth_failures");
+  const size_t ra = r.headers.find("Retry-After: ");
+  ASSERT_NE(ra, std::string::npos) << r.headers;
+  const int wait_s = std::atoi(r.headers.c_str() + ra + 13);
+  EXPECT_GE(wait_s, 1);
+  EXPECT_LE(wait_s, 60);
+  // Another address still works, with the same token.
+  EXPECT_NE(http_request_from("127.0.0.6", d.port(), "GET", eps, "", {admin}).status, 429);
+  const std::string metrics = d.call_node(0, "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("ringcast_api_auth_throttled_total "), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("ringcast_api_auth_throttled_total 0\n"), std::string::npos);
+}
+
+// One body limit for a request without a valid credential, whatever its path's spelling.
+TEST(E2eTrust, AnUnauthenticatedBodyHasOneLimitHoweverThePathIsSpelled) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  const std::string big(200 * 1024, 'x');  // over the 64 KiB limit, under the bulk one
+  for (const char* target :
+       {"/v1/events/bulk", "//v1/events/bulk", "/v1//events/bulk", "/portal/session", "/nowhere"}) {
+    Reply r = http_request(d.port(), "POST", target, big, {"Content-Type: application/x-ndjson"});
+    EXPECT_EQ(r.status, 413) << target << ": " << r.describe();
+  }
+}
+
+// SPEC R14 quotas: each a 429 naming its limit, with Retry-After; another tenant (another
+// endpoint) is not held by it.
+TEST(E2eTrust, EndpointsPerTenantAndTestSendsPerMinuteAreBounded) {
+  DaemonOptions o;
+  o.env = {"RINGCAST_LIMITS_MAX_ENDPOINTS_PER_TENANT=3", "RINGCAST_LIMITS_TEST_SENDS_PER_MINUTE=2"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-quotas");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id =
+        endpoint_with_policy(d, "acme", sink.base_url() + "/e" + std::to_string(i), "quick");
+    ASSERT_FALSE(id.empty());
+    ids.push_back(id);
+  }
+  Reply over = d.call("POST", "/v1/tenants/acme/endpoints",
+                      R"({"url":")" + sink.base_url() + R"(/e3","policy":"quick"})");
+  EXPECT_EQ(over.status, 429) << over.describe();
+  EXPECT_EQ(error_code(over), "too_many_endpoints");
+  EXPECT_EQ(over.json()["error"]["field"].str(), "limits.max_endpoints_per_tenant");
+  EXPECT_NE(over.headers.find("Retry-After: "), std::string::npos) << over.headers;
+  EXPECT_FALSE(endpoint_with_policy(d, "zeta", sink.base_url() + "/z", "quick").empty());
+  // One deleted: room for one more.
+  ASSERT_EQ(d.call("DELETE", "/v1/tenants/acme/endpoints/" + ids.back()).status, 200);
+  ids.pop_back();
+  EXPECT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/e4", "quick").empty());
+
+  // Test sends: 2 per endpoint per minute. A minute may turn between the calls; then the count
+  // starts again and one more call reaches the limit.
+  const std::string test0 = "/v1/tenants/acme/endpoints/" + ids[0] + "/test";
+  Reply r;
+  int accepted = 0;
+  for (int i = 0; i < 5; ++i) {
+    r = d.call("POST", test0);
+    if (r.status != 202) break;
+    ++accepted;
+  }
+  EXPECT_GE(accepted, 2);
+  EXPECT_LE(accepted, 4);
+  EXPECT_EQ(r.status, 429) << r.describe();
+  EXPECT_EQ(error_code(r), "too_many_test_sends");
+  EXPECT_EQ(r.json()["error"]["field"].str(), "limits.test_sends_per_minute");
+  // Another endpoint has its own count.
+  EXPECT_EQ(d.call("POST", "/v1/tenants/acme/endpoints/" + ids[1] + "/test").status, 202);
+}
+
+}  // namespace
+}  // namespace ringcast::e2e
