@@ -1960,8 +1960,8 @@ std::optional<HttpResponse> authorize(const Principal& who, const std::vector<st
 }
 
 // A principal that rests on a key (a key, or a session of a key's link) is refused once the key
-// is revoked or expired (SPEC R14). On the node that authenticated it the check already ran;
-// the owner of a forwarded call runs it again on its own view of the keys.
+// is revoked or expired (SPEC R14.3), by the node that authenticates it: every node sees a
+// revocation within server.key_refresh.
 std::optional<HttpResponse> still_valid(const Principal& who, const KeyRegistry* keys,
                                         WallTime now) {
   if (who.admin() || who.key_id.empty()) return std::nullopt;
@@ -2114,7 +2114,11 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     who = std::get<Principal>(std::move(authenticated));
   }
   if (auto refused = authorize(who, *segs, m, path)) return responder.send(std::move(*refused));
-  if (auto refused = still_valid(who, options_.keys, now)) return refuse(std::move(*refused));
+  // The node that authenticated a forwarded call checked its key; the owner's view of the keys
+  // may be a refresh behind (a key made a moment ago), so it does not ask again.
+  if (!forwarded) {
+    if (auto refused = still_valid(who, options_.keys, now)) return refuse(std::move(*refused));
+  }
   if (segs->size() >= 3 && (*segs)[1] == "tenants") {
     if (forwarder_ && !forwarded && forwardable_route(*segs)) {
       // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.

@@ -406,13 +406,29 @@ struct LeaseManager::Impl {
           }
           if (!r->is_string()) return q->answer(OwnerInfo{});  // nil: nobody holds it
           OwnerInfo info{r->str(), ""};
-          // SPEC R14 (docs/security.md "Between nodes"): a call is forwarded only to the
-          // address a live member published with its last beat, never to one read from the
-          // hash alone (a stale or planted field). A holder not live yet: no address (503
-          // owner_unreachable with Retry-After; the next beat publishes it).
+          // SPEC R14.4 (docs/security.md "Between nodes"): a call is forwarded only to the
+          // address of a live member: the one it published with its last beat, or, for a
+          // holder this node has not seen in a beat yet, the address in the hash only while
+          // its last beat (in the members set) is younger than member_ttl.
           const auto& known = members->addresses();
-          if (auto it = known.find(info.node_id); it != known.end()) info.url = it->second;
-          q->answer(std::move(info));
+          if (auto it = known.find(info.node_id); it != known.end()) {
+            info.url = it->second;
+            return q->answer(std::move(info));
+          }
+          static constexpr std::string_view kLiveAddress =
+              "local s = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+              "if not s or tonumber(s) < tonumber(ARGV[2]) then return false end "
+              "return redis.call('HGET', KEYS[2], ARGV[1])";
+          const std::string since = std::to_string(loop->wall_now().ms() - to_ms(opt.member_ttl));
+          client->command(
+              {"EVAL", kLiveAddress, "2", members_key(opt.ns), addr_key(opt.ns), info.node_id,
+               since},
+              [this, q, info](Result<redis::Reply> a) mutable {
+                if (closing) return;
+                if (a.ok() && a->is_string()) info.url = a->str();
+                q->answer(std::move(info));
+              },
+              copts());
         },
         copts());
   }

@@ -44,6 +44,18 @@ Reply open_link(const Daemon& d, size_t node, const std::string& token) {
                       {"Content-Type: application/json"});
 }
 
+// Cluster mode: a key made on one node is taken by the others within server.key_refresh.
+void wait_for_key_on_every_node(const Daemon& d, const std::string& bearer) {
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return d.call_node(n, "GET", "/v1/tenants/acme/settings", "", bearer).status != 401;
+        },
+        10s))
+        << "node " << n << " does not take the new key";
+  }
+}
+
 Session session_of(const Reply& s) {
   Session out;
   const size_t at = s.headers.find("rc_portal=");
@@ -65,6 +77,7 @@ TEST(E2eTrust, ALinkAndItsSessionsEndWithTheKeyThatMintedThemOnEveryNode) {
   ASSERT_EQ(made.status, 201) << made.describe();
   const std::string key = "Bearer " + made.json()["key"].str();
   const std::string key_id = made.json()["record"]["id"].str();
+  wait_for_key_on_every_node(d, key);
 
   const std::string by_key = link_token(d, "acme", "manage", key);
   const std::string spare = link_token(d, "acme", "view", key);  // never opened before revoke
@@ -113,6 +126,7 @@ TEST(E2eTrust, TheSubscriptionAndTheBreakerResetAreThePlatformsOnly) {
   Reply made = d.call("POST", a + "/keys", "{}");
   ASSERT_EQ(made.status, 201) << made.describe();
   const std::string key = "Bearer " + made.json()["key"].str();
+  wait_for_key_on_every_node(d, key);
   const Session manage = session_of(
       open_link(d, 0, link_token(d, "acme", "manage", std::string("Bearer ") + Daemon::kToken)));
   for (size_t n = 0; n < d.nodes(); ++n) {
@@ -173,6 +187,7 @@ TEST(E2eTrust, MetricsAreThePlatformsAndReceiverCredentialsAreWriteOnly) {
   Reply ro = d.call("POST", a + "/keys", R"({"scope":"read_only"})");
   ASSERT_EQ(ro.status, 201) << ro.describe();
   const std::string view = "Bearer " + ro.json()["key"].str();
+  wait_for_key_on_every_node(d, view);
   for (const std::optional<std::string>& who :
        {std::optional<std::string>(std::string("Bearer ") + Daemon::kToken),
         std::optional<std::string>(view)}) {
