@@ -4,6 +4,9 @@
 #include <llhttp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -156,10 +159,15 @@ class Fd {
 // Addresses
 
 std::optional<ApiAddress> parse_advertise_url(std::string_view url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.size() <= kScheme.size() || lower(url.substr(0, kScheme.size())) != kScheme)
+  bool tls = false;
+  if (url.size() > 8 && lower(url.substr(0, 8)) == "https://") {
+    tls = true;
+    url.remove_prefix(8);
+  } else if (url.size() > 7 && lower(url.substr(0, 7)) == "http://") {
+    url.remove_prefix(7);
+  } else {
     return std::nullopt;
-  url.remove_prefix(kScheme.size());
+  }
   if (!url.empty() && url.back() == '/') url.remove_suffix(1);
   std::string_view host;
   std::string_view port;
@@ -182,11 +190,11 @@ std::optional<ApiAddress> parse_advertise_url(std::string_view url) {
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
   if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535)
     return std::nullopt;
-  return ApiAddress{*ip, static_cast<uint16_t>(p)};
+  return ApiAddress{*ip, static_cast<uint16_t>(p), tls};
 }
 
-std::string format_advertise_url(const IpAddress& ip, uint16_t port) {
-  std::string out = "http://";
+std::string format_advertise_url(const IpAddress& ip, uint16_t port, bool tls) {
+  std::string out = tls ? "https://" : "http://";
   if (ip.is_v4()) {
     out += to_string(ip);
   } else {
@@ -199,9 +207,9 @@ std::string format_advertise_url(const IpAddress& ip, uint16_t port) {
   return out;
 }
 
-std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port) {
+std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port, bool tls) {
   if (port == 0 || is_unspecified(ip)) return std::nullopt;
-  return format_advertise_url(ip, port);
+  return format_advertise_url(ip, port, tls);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,7 +262,7 @@ const std::string* ExchangeReply::header(std::string_view lower_name) const {
 }
 
 Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view request,
-                                    SteadyTime deadline, size_t max_response_bytes) {
+                                    SteadyTime deadline, size_t max_response_bytes, SSL_CTX* tls) {
   sockaddr_storage ss{};
   socklen_t len = 0;
   if (to.ip.is_v4()) {
@@ -284,8 +292,55 @@ Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view reque
     if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
     if (err != 0) return sys_error("connect_failed", err);
   }
+  // TLS (an https:// advertise URL): verified against the cluster's CA and the owner's IP.
+  struct SslFree {
+    void operator()(SSL* s) const { SSL_free(s); }
+  };
+  std::unique_ptr<SSL, SslFree> ssl;
+  // Waits for what an SSL call wants; 1 go on, 0 deadline, -1 error.
+  auto wait_for = [&](int ret) -> int {
+    const int err = SSL_get_error(ssl.get(), ret);
+    ERR_clear_error();
+    if (err == SSL_ERROR_WANT_READ) return wait_fd(fd.get(), POLLIN, deadline);
+    if (err == SSL_ERROR_WANT_WRITE) return wait_fd(fd.get(), POLLOUT, deadline);
+    return -1;
+  };
+  if (to.tls) {
+    if (tls == nullptr) {
+      return make_error(Errc::kUnavailable, "no TLS context for an https owner", nullptr,
+                        "tls_failed");
+    }
+    ssl.reset(SSL_new(tls));
+    if (!ssl || SSL_set_fd(ssl.get(), fd.get()) != 1)
+      return make_error(Errc::kUnavailable, "TLS setup failed", nullptr, "tls_failed");
+    SSL_set_connect_state(ssl.get());
+    const std::string ip = to_string(to.ip);
+    if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), ip.c_str()))
+      return make_error(Errc::kUnavailable, "TLS setup failed", nullptr, "tls_failed");
+    for (;;) {
+      const int r = SSL_do_handshake(ssl.get());
+      if (r == 1) break;
+      const int w = wait_for(r);
+      if (w == 0) return timeout_error();
+      if (w < 0) {
+        return make_error(Errc::kUnavailable, "the TLS handshake with the owner failed", nullptr,
+                          "tls_failed");
+      }
+    }
+  }
   size_t off = 0;
-  while (off < request.size()) {
+  while (ssl && off < request.size()) {
+    const int n =
+        SSL_write(ssl.get(), request.data() + off, static_cast<int>(request.size() - off));
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    const int w = wait_for(n);
+    if (w == 0) return timeout_error();
+    if (w < 0) return sys_error("io_failed", EPIPE);
+  }
+  while (!ssl && off < request.size()) {
     const ssize_t n = ::send(fd.get(), request.data() + off, request.size() - off, MSG_NOSIGNAL);
     if (n > 0) {
       off += static_cast<size_t>(n);
@@ -307,14 +362,34 @@ Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view reque
   parser.data = &c;
   char buf[16384];
   for (;;) {
-    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return sys_error("io_failed", errno);
-      const int w = wait_fd(fd.get(), POLLIN, deadline);
-      if (w == 0) return timeout_error();
-      if (w < 0) return sys_error("io_failed", errno);
-      continue;
+    ssize_t n = 0;
+    if (ssl) {
+      const int r = SSL_read(ssl.get(), buf, sizeof buf);
+      if (r > 0) {
+        n = r;
+      } else if (SSL_get_error(ssl.get(), r) == SSL_ERROR_ZERO_RETURN) {
+        n = 0;  // close_notify: the end of the answer, like EOF
+      } else {
+        const int w = wait_for(r);
+        if (w == 0) return timeout_error();
+        if (w < 0) {
+          // A peer that closes without close_notify ends the answer like EOF (Connection:
+          // close); a truncated answer is caught by the parser below.
+          n = 0;
+        } else {
+          continue;
+        }
+      }
+    } else {
+      n = ::recv(fd.get(), buf, sizeof buf, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return sys_error("io_failed", errno);
+        const int w = wait_fd(fd.get(), POLLIN, deadline);
+        if (w == 0) return timeout_error();
+        if (w < 0) return sys_error("io_failed", errno);
+        continue;
+      }
     }
     const llhttp_errno_t e =
         n == 0 ? llhttp_finish(&parser) : llhttp_execute(&parser, buf, static_cast<size_t>(n));
@@ -365,11 +440,26 @@ std::shared_ptr<Forwarder> Forwarder::create(ForwardOptions options) {
 Forwarder::Forwarder(ForwardOptions options)
     : options_(std::move(options)),
       auth_(std::make_unique<ForwardAuth>(options_.secret, options_.signature_window)) {
+  // An https:// owner is verified against this CA (cluster.ca_file), else the system's.
+  SSL_CTX* ctx = SSL_CTX_new(TLS_method());
+  if (ctx != nullptr) {
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    const std::string& ca = options_.ca_file.empty()
+                                ? std::string("/etc/ssl/certs/ca-certificates.crt")
+                                : options_.ca_file;
+    if (SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1) ERR_clear_error();
+    tls_ctx_.reset(ctx);
+  }
   ReadPoolOptions po;
   po.threads = std::max<uint32_t>(1, options_.max_forwards);
   po.max_queued = po.threads;
   po.name = "rc-fwd";
   pool_ = std::make_unique<ReadPool>(po);
+}
+
+void Forwarder::SslCtxFree::operator()(SSL_CTX* c) const {
+  SSL_CTX_free(c);
 }
 
 Forwarder::~Forwarder() {
@@ -450,14 +540,15 @@ HttpResponse Forwarder::run(const HttpRequest& req, Partition p, const Principal
                            ", has published no address (cluster.advertise_url) yet" +
                            (owner->url.empty() ? "" : ": \"" + owner->url + "\" is not one"));
   }
+  const size_t scheme = addr->tls ? 8 : 7;
   const std::string host =
-      owner->url.substr(7, owner->url.size() - 7 - (owner->url.back() == '/' ? 1 : 0));
+      owner->url.substr(scheme, owner->url.size() - scheme - (owner->url.back() == '/' ? 1 : 0));
   const SignedHeaders signed_headers =
       auth_->sign(who_called, options_.node_id, req.method, req.target, req.body,
                   net::SystemClock().wall_now());
   auto reply =
       http_exchange(*addr, forward_request_bytes(req, host, options_.node_id, signed_headers),
-                    deadline, options_.max_response_bytes);
+                    deadline, options_.max_response_bytes, tls_ctx_.get());
   if (!reply.ok()) {
     const Error& e = reply.error();
     if (std::string_view(e.reason_or_code()) == "timeout") return timed_out(who);

@@ -20,6 +20,8 @@
 //     answer in time; overloaded).
 #pragma once
 
+#include <openssl/base.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -54,14 +56,16 @@ inline constexpr std::string_view kServedByHeader = "X-Ringcast-Served-By";
 struct ApiAddress {
   IpAddress ip;
   uint16_t port = 0;
+  bool tls = false;  // https://: TLS, the certificate verified for `ip`
 };
-// "http://10.0.0.7:8080", "http://[fd00::7]:8080" (a trailing "/" is allowed; no path, query,
+// "http://10.0.0.7:8080", "https://[fd00::7]:8443" (a trailing "/" is allowed; no path, query,
 // userinfo, or port 0); nullopt otherwise.
 std::optional<ApiAddress> parse_advertise_url(std::string_view url);
-std::string format_advertise_url(const IpAddress& ip, uint16_t port);
+std::string format_advertise_url(const IpAddress& ip, uint16_t port, bool tls = false);
 // The URL other nodes reach a listener on `ip`:`port` at; nullopt when `ip` is unspecified
 // (0.0.0.0 or ::: a listener on every address names none of them) or `port` is 0.
-std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port);
+std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port,
+                                                bool tls = false);
 
 // Who holds a partition's lease, and where its API is.
 struct ForwardTarget {
@@ -75,6 +79,8 @@ struct ForwardOptions {
   // kMinSecretBytes; config refuses shorter).
   std::string secret;
   Duration signature_window = seconds(30);  // a signed call's timestamp: ± this of the clock
+  // The CA an https:// owner's certificate must chain to (cluster.ca_file); empty: the system's.
+  std::string ca_file;
   // Looks up the lease holder of `p` and its advertised URL; blocks at most `wait`; runs on a
   // forward thread. Unset: forwarding is off (single-node mode).
   std::function<Result<ForwardTarget>(Partition p, Duration wait)> find_owner;
@@ -107,8 +113,10 @@ struct ExchangeReply {
   const std::string* header(std::string_view lower_name) const;
 };
 using SteadyTime = std::chrono::steady_clock::time_point;
+// `tls`: the client context for an https:// address (to.tls), verifying the peer.
 Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view request,
-                                    SteadyTime deadline, size_t max_response_bytes);
+                                    SteadyTime deadline, size_t max_response_bytes,
+                                    SSL_CTX* tls = nullptr);
 
 // The forwarding itself: owns the forward threads. Shared, because a wrapped Responder (held by
 // an engine callback) may outlive the RestApi that made it.
@@ -163,6 +171,10 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
 
   const ForwardOptions options_;
   std::unique_ptr<ForwardAuth> auth_;
+  struct SslCtxFree {
+    void operator()(SSL_CTX* c) const;
+  };
+  std::unique_ptr<SSL_CTX, SslCtxFree> tls_ctx_;  // for https:// owners
   std::unique_ptr<ReadPool> pool_;
   std::atomic<uint64_t> outcomes_[static_cast<size_t>(Outcome::kCount)] = {};
   std::atomic<uint64_t> received_{0};

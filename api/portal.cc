@@ -225,6 +225,7 @@ std::string_view Portal::session_cookie(const net::HttpRequest& req) {
 
 bool Portal::is_https(const net::HttpRequest& req) const {
   if (!opt_.public_url.empty()) return opt_.public_url.starts_with("https://");
+  if (req.tls) return true;
   const std::string* proto = req.header("x-forwarded-proto");
   return proto != nullptr && *proto == "https";
 }

@@ -98,7 +98,10 @@ HttpResponse error_response(const Error& e) {
   if (r.status == 503) r.headers.push_back({"Retry-After", "1"});
   // A quota (SPEC R14): the per-minute ones renew within a minute; the others when something
   // ends (a job) or is removed (an endpoint, a key): a minute is the least worth waiting.
-  if (r.status == 429) r.headers.push_back({"Retry-After", "60"});
+  if (r.status == 429) {
+    const bool per_second = std::string_view(e.reason_or_code()) == "tenant_rate_limited";
+    r.headers.push_back({"Retry-After", per_second ? "1" : "60"});
+  }
   return r;
 }
 

@@ -117,6 +117,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.recover_max_in_flight = cfg.limits.recover_max_in_flight;
   e.max_endpoints_per_tenant = cfg.limits.max_endpoints_per_tenant;
   e.test_sends_per_minute = cfg.limits.test_sends_per_minute;
+  e.tenant_events_per_second = cfg.limits.tenant_events_per_second;
   net::HttpTransportOptions topts = transport_options(cfg);
   e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
     auto t = net::HttpTransport::create(loop, topts);
@@ -229,6 +230,8 @@ net::HttpServerOptions server_options(const Config& cfg) {
   s.max_header_bytes = cfg.limits.max_header_bytes;
   s.max_connections = cfg.server.max_connections;
   s.max_connections_per_ip = cfg.server.max_connections_per_ip;
+  s.tls_cert_file = cfg.server.tls_cert;
+  s.tls_key_file = cfg.server.tls_key;
   s.idle_timeout = cfg.server.idle_timeout;
   return s;
 }

@@ -81,6 +81,8 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("server.api_token", kSecret, server.api_token),
       RC_KEY("server.metrics_public", kBool, server.metrics_public),
       RC_KEY("server.metrics_listen", kString, server.metrics_listen),
+      RC_KEY("server.tls_cert", kString, server.tls_cert),
+      RC_KEY("server.tls_key", kString, server.tls_key),
       RC_KEY("server.max_connections_per_ip", kU32, server.max_connections_per_ip, 0, 1'000'000),
       RC_KEY("server.auth_failures_per_minute", kU32, server.auth_failures_per_minute, 0,
              1'000'000),
@@ -116,6 +118,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("cluster.inbox_poll", kDuration, cluster.inbox_poll),
       RC_KEY("cluster.advertise_url", kString, cluster.advertise_url),
       RC_KEY("cluster.secret", kSecret, cluster.secret),
+      RC_KEY("cluster.ca_file", kString, cluster.ca_file),
       RC_KEY("cluster.forward_timeout", kDuration, cluster.forward_timeout),
       RC_KEY("cluster.max_forwards", kU32, cluster.max_forwards, 1, 1024),
 
@@ -200,6 +203,7 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_endpoints_per_tenant", kU32, limits.max_endpoints_per_tenant, 1,
              1'000'000),
       RC_KEY("limits.test_sends_per_minute", kU32, limits.test_sends_per_minute, 1, 1'000'000),
+      RC_KEY("limits.tenant_events_per_second", kDouble, limits.tenant_events_per_second, 0, 1e9),
 
       RC_KEY("intake.node_id", kString, intake.node_id),
   };
@@ -1075,6 +1079,11 @@ void Config::validate() const {
   strong("server.api_token", server.api_token, false);
   strong("portal.secret", portal.secret, false);
   if (!cluster.enabled) strong("cluster.secret", cluster.secret, false);
+  if (server.tls_cert.empty() != server.tls_key.empty()) {
+    fail("", server.tls_cert.empty() ? "server.tls_cert" : "server.tls_key",
+         "must be set together with " +
+             std::string(server.tls_cert.empty() ? "server.tls_key" : "server.tls_cert"));
+  }
   if (!server.metrics_listen.empty() && !parse_listen(server.metrics_listen)) {
     fail("", "server.metrics_listen", "expected host:port, got \"" + server.metrics_listen + "\"");
   }

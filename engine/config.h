@@ -55,6 +55,10 @@ struct ServerConfig {
   // 401s from one client address in a minute before its /v1 calls are 429 for the rest of
   // the minute (api/auth_throttle.h); 0: off.
   uint32_t auth_failures_per_minute = 30;
+  // TLS on the API listener (BoringSSL): the certificate chain and its key, PEM files; both or
+  // neither (plain HTTP). In cluster mode the advertised URL is then https://.
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // [portal] (ISSUE 18): the merchant portal and its links (api/portal.h).
@@ -226,6 +230,7 @@ struct LimitsConfig {
   // Quotas (SPEC R14, docs/security.md "Quotas"), each a 429 naming the key.
   uint32_t max_endpoints_per_tenant = 100;
   uint32_t test_sends_per_minute = 10;  // per endpoint
+  double tenant_events_per_second = 0;  // per tenant per node, every intake; 0: no limit
 };
 
 // One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same
@@ -280,6 +285,9 @@ struct ClusterConfig {
   // Signs what one node forwards to another (api/forward_auth.h): required in cluster mode, at
   // least 32 characters, the same on every node, and used for nothing else.
   std::string secret;
+  // The CA that signed the nodes' certificates (server.tls_cert), PEM: an https:// advertised
+  // URL is forwarded to over TLS and verified against it; empty: the system's trust store.
+  std::string ca_file;
   Duration forward_timeout = seconds(5);  // a forwarded call is answered within this
   uint32_t max_forwards = 16;             // forwarded calls at once (as many more may wait)
 };

@@ -362,6 +362,17 @@ void EngineImpl::rotate_secret(std::string tenant, EndpointId id, std::optional<
                  }));
 }
 
+namespace {
+
+// SPEC R14: a tenant over limits.tenant_events_per_second on this node.
+Error rate_limited() {
+  return make_error(Errc::kLimitExceeded,
+                    "this tenant sends more events per second than it may: retry in a second",
+                    "limits.tenant_events_per_second", "tenant_rate_limited");
+}
+
+}  // namespace
+
 void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
   // Not RINGCAST_ROUTE: the shard decides about a partition it does not serve (cluster mode:
   // the event goes to the partition's inbox, core/inbox.h, or is answered not_owner).
@@ -370,6 +381,7 @@ void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
     return done(
         make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down"));
   }
+  if (!tenant_rate_.take(event.tenant, TenantRate::Clock::now())) return done(rate_limited());
   shard.post([event = std::move(event), done](Shard& s) mutable {
     s.submit(std::move(event), std::move(done));
   });
@@ -390,12 +402,18 @@ void EngineImpl::submit_batch(std::vector<EventInput> events,
   g->done = std::move(done);
   std::vector<std::vector<size_t>> index(shards_.size());
   std::vector<std::vector<EventInput>> per_shard(shards_.size());
+  const auto now = TenantRate::Clock::now();
   for (size_t i = 0; i < events.size(); ++i) {
+    if (!tenant_rate_.take(events[i].tenant, now)) {  // not taken in: the producer retries it
+      g->results[i] = rate_limited();
+      continue;
+    }
     size_t s = partition_of(events[i].tenant) % shards_.size();
     index[s].push_back(i);
     per_shard[s].push_back(std::move(events[i]));
   }
   for (const auto& ix : index) g->shards_left += ix.empty() ? 0 : 1;
+  if (g->shards_left == 0) return g->done(std::move(g->results));
   auto finish = [g](const std::vector<size_t>& ix, std::vector<Result<SubmitResult>> rs) {
     bool last;
     {

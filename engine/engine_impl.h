@@ -11,6 +11,7 @@
 #include "core/store.h"
 #include "engine/options.h"
 #include "engine/shard.h"
+#include "engine/tenant_rate.h"
 
 namespace ringcast::engine {
 
@@ -94,6 +95,7 @@ class EngineImpl final : public Engine {
   EngineImpl(EngineOptions options, Store& store);
 
   EngineOptions options_;
+  TenantRate tenant_rate_{options_.tenant_events_per_second};
   Store& store_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> stopped_{false};

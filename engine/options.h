@@ -88,6 +88,9 @@ struct EngineOptions {
   // and one running recover job per tenant (max_recover_jobs bounds a shard's).
   uint32_t max_endpoints_per_tenant = 100;
   uint32_t test_sends_per_minute = 10;
+  // Events per second one tenant may submit on this node, over every intake (HTTP, bulk, bus);
+  // burst one second's worth; 0: no limit (engine/tenant_rate.h).
+  double tenant_events_per_second = 0;
 };
 
 }  // namespace ringcast::engine

@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -254,6 +257,7 @@ class detail::HttpServerCore {
   // Open connections per client address (max_connections_per_ip); an entry goes at 0.
   std::map<std::pair<IpAddress::Family, std::array<uint8_t, 16>>, uint32_t> per_ip_;
   void release_ip(const IpAddress& ip);
+  SSL_CTX* tls_ctx_ = nullptr;  // set when the listener serves TLS
 
  private:
   void arm_accept();
@@ -305,10 +309,15 @@ class Connection final : RequestParser::Sink {
   ~Connection() {
     assert(ops_ == 0);
     server_.loop_.disarm(&timer_);
+    if (ssl_ != nullptr) SSL_free(ssl_);  // and its BIOs
     if (fd_ >= 0) ::close(fd_);
   }
 
   void start() {
+    if (server_.tls_ctx_ != nullptr && !start_tls()) {
+      close_now();
+      return finish_entry();
+    }
     server_.loop_.arm_after(&timer_, server_.options_.idle_timeout);
     arm_recv();
     finish_entry();
@@ -326,6 +335,77 @@ class Connection final : RequestParser::Sink {
   void force_close() {
     close_now();
     finish_entry();
+  }
+
+  // TLS: the socket carries ciphertext, memory BIOs turn it into the plaintext the parser reads
+  // and back (the loop keeps doing every socket I/O).
+  bool start_tls() {
+    ssl_ = SSL_new(server_.tls_ctx_);
+    if (ssl_ == nullptr) return false;
+    BIO* rbio = BIO_new(BIO_s_mem());
+    BIO* wbio = BIO_new(BIO_s_mem());
+    if (rbio == nullptr || wbio == nullptr) {
+      if (rbio) BIO_free(rbio);
+      if (wbio) BIO_free(wbio);
+      return false;
+    }
+    BIO_set_mem_eof_return(rbio, -1);  // empty = "retry", not EOF
+    SSL_set_bio(ssl_, rbio, wbio);
+    SSL_set_accept_state(ssl_);
+    rbio_ = rbio;
+    wbio_ = wbio;
+    return true;
+  }
+
+  // Ciphertext from the socket: decrypts what it can and parses it. False on a TLS error.
+  bool tls_in(const char* data, size_t len) {
+    if (BIO_write(rbio_, data, static_cast<int>(len)) != static_cast<int>(len)) return false;
+    char plain[16384];
+    for (;;) {
+      const int n = SSL_read(ssl_, plain, sizeof plain);
+      if (n > 0) {
+        if (no_more_requests_) continue;  // after a last request: ignored, like plain bytes
+        if (paused_) {
+          pending_.append(plain, static_cast<size_t>(n));
+        } else {
+          feed(plain, static_cast<size_t>(n));
+        }
+        continue;
+      }
+      const int err = SSL_get_error(ssl_, n);
+      ERR_clear_error();
+      if (err == SSL_ERROR_WANT_READ) return true;  // the handshake or a record goes on
+      if (err == SSL_ERROR_ZERO_RETURN) {           // close_notify: no more requests
+        no_more_requests_ = true;
+        return true;
+      }
+      return false;
+    }
+  }
+
+  bool has_output() const { return !out_.empty() || (ssl_ != nullptr && BIO_pending(wbio_) > 0); }
+
+  // Moves what is to be sent into sending_ (encrypted under TLS); false when nothing is.
+  bool take_for_send() {
+    if (ssl_ == nullptr) {
+      if (out_.empty()) return false;
+      sending_.swap(out_);
+      out_.clear();
+      return true;
+    }
+    if (!out_.empty()) {
+      if (SSL_write(ssl_, out_.data(), static_cast<int>(out_.size())) <= 0) {
+        ERR_clear_error();
+        close_now();
+        return false;
+      }
+      out_.clear();
+    }
+    const size_t n = BIO_pending(wbio_);
+    if (n == 0) return false;
+    sending_.resize(n);
+    BIO_read(wbio_, sending_.data(), static_cast<int>(n));
+    return true;
   }
 
   // A queued slot got its response (from PendingResponse::run).
@@ -357,6 +437,7 @@ class Connection final : RequestParser::Sink {
     server_.stats_.requests++;
     const bool more = slot->keep_alive;
     request.peer = peer_;
+    request.tls = ssl_ != nullptr;
     server_.handler_.handle(std::move(request), Responder(slot));
     if (!more) {
       no_more_requests_ = true;
@@ -442,7 +523,14 @@ class Connection final : RequestParser::Sink {
       arm_recv();  // discard
       return finish_entry();
     }
-    feed(rbuf_.data(), static_cast<size_t>(res));
+    if (ssl_ != nullptr) {
+      if (!tls_in(rbuf_.data(), static_cast<size_t>(res))) {
+        close_now();
+        return finish_entry();
+      }
+    } else {
+      feed(rbuf_.data(), static_cast<size_t>(res));
+    }
     flush();
     arm_recv();
     finish_entry();
@@ -504,12 +592,10 @@ class Connection final : RequestParser::Sink {
     maybe_resume_parsing();
     if (closed_) return;
     // Parsing may have queued more (and answered synchronously-ready ones next turn).
-    if (!send_in_flight_ && !out_.empty()) {
-      sending_.swap(out_);
-      out_.clear();
+    if (!send_in_flight_ && has_output()) {
       sent_ = 0;
-      submit_send();
-    } else if (!send_in_flight_ && out_.empty() && close_after_write_ && queue_.empty()) {
+      if (take_for_send()) submit_send();
+    } else if (!send_in_flight_ && !has_output() && close_after_write_ && queue_.empty()) {
       begin_linger();
     }
     want_flush_ = false;
@@ -573,9 +659,9 @@ class Connection final : RequestParser::Sink {
     }
     sending_.clear();
     sent_ = 0;
-    if (!out_.empty()) {
-      sending_.swap(out_);
-      submit_send();
+    if (has_output()) {
+      if (take_for_send()) submit_send();
+      if (closed_) return finish_entry();
     } else if (close_after_write_ && queue_.empty()) {
       begin_linger();
     } else if (draining_ && idle()) {
@@ -646,6 +732,9 @@ class Connection final : RequestParser::Sink {
 
   detail::HttpServerCore& server_;
   const IpAddress peer_;
+  SSL* ssl_ = nullptr;   // TLS: owns the two memory BIOs below
+  BIO* rbio_ = nullptr;  // socket → SSL
+  BIO* wbio_ = nullptr;  // SSL → socket
   int fd_;
   RequestParser parser_;
   std::vector<char> rbuf_;
@@ -705,9 +794,30 @@ detail::HttpServerCore::~HttpServerCore() {
   }
   connections_.clear();
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (tls_ctx_ != nullptr) SSL_CTX_free(tls_ctx_);
 }
 
 Result<void> detail::HttpServerCore::start(uint16_t* port) {
+  if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+    auto tls_failed = [](const std::string& what) {
+      ERR_clear_error();
+      return make_error(Errc::kInvalidArgument, "TLS setup failed", nullptr,
+                        what == "cert" ? "tls_cert" : "tls_key");
+    };
+    if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+      return make_error(Errc::kInvalidArgument, "TLS needs a certificate and a key", nullptr,
+                        "tls_config");
+    }
+    tls_ctx_ = SSL_CTX_new(TLS_method());
+    if (tls_ctx_ == nullptr) return tls_failed("cert");
+    SSL_CTX_set_min_proto_version(tls_ctx_, TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(tls_ctx_, options_.tls_cert_file.c_str()) != 1)
+      return tls_failed("cert");
+    if (SSL_CTX_use_PrivateKey_file(tls_ctx_, options_.tls_key_file.c_str(), SSL_FILETYPE_PEM) !=
+            1 ||
+        SSL_CTX_check_private_key(tls_ctx_) != 1)
+      return tls_failed("key");
+  }
   const bool v4 = options_.address.is_v4();
   int fd = ::socket(v4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {

@@ -37,6 +37,7 @@ struct HttpRequest {
   std::string body;  // capacity() >= size() + kBodyPadding when it comes from the server
   bool keep_alive = true;
   IpAddress peer{};  // the client's address (set by the server; v4-mapped v6 read as v4)
+  bool tls = false;  // it came over TLS (HttpServerOptions::tls_cert_file)
 
   std::string_view path() const;   // target up to '?'
   std::string_view query() const;  // after '?', "" when none
@@ -119,6 +120,10 @@ struct HttpServerOptions {
   size_t recv_buffer_bytes = 64 * 1024;
   Duration idle_timeout = seconds(60);  // no request in progress (also bounds a slow head)
   Duration linger = seconds(2);         // after an error response, drain the peer this long
+  // TLS on this listener (BoringSSL, TLS 1.2 at least): the certificate chain and its private
+  // key, PEM files; both empty: plain HTTP. start() fails when they do not load.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 struct HttpServerStats {

@@ -25,6 +25,8 @@
 #include "api/rest_api.h"
 #include "tests/api/fake_engine.h"
 #include "tests/net/http_test_client.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_ca.h"
 
 namespace ringcast::api {
 namespace {
@@ -132,13 +134,15 @@ class OwnershipEngine final : public Engine {
 // One node: an engine (ownership switch over a FakeEngine shared by the nodes: the "store"),
 // its REST API with forwarding on, and the HTTP server.
 struct Node {
-  Node(std::string id, FakeEngine& store, Duration timeout = seconds(2), uint32_t max = 4)
+  Node(std::string id, FakeEngine& store, Duration timeout = seconds(2), uint32_t max = 4,
+       net::HttpServerOptions server_options = {}, std::string ca_file = "")
       : node_id(std::move(id)), engine(store) {
     RestApiOptions o;
     o.api_token = kToken;
     o.read_threads = 1;
     o.forward.node_id = node_id;
     o.forward.secret = kClusterSecret;
+    o.forward.ca_file = std::move(ca_file);
     o.forward.timeout = timeout;
     o.forward.max_forwards = max;
     o.forward.find_owner = [this](Partition p, Duration wait) -> Result<ForwardTarget> {
@@ -149,7 +153,7 @@ struct Node {
       return owner;
     };
     api = std::make_unique<RestApi>(engine, o);
-    server = std::make_unique<net::HttpServerThread>(*api, net::HttpServerOptions{});
+    server = std::make_unique<net::HttpServerThread>(*api, server_options);
     if (!server->start().ok()) throw std::runtime_error("server did not start");
   }
   ~Node() {
@@ -228,18 +232,23 @@ double ms_since(Clock::time_point t0) {
 
 // --- the pieces --------------------------------------------------------------------------------
 
-TEST(ForwardAddress, ParsesOnlyHttpWithAnIpAndAPort) {
+TEST(ForwardAddress, ParsesOnlyHttpOrHttpsWithAnIpAndAPort) {
   auto v4 = parse_advertise_url("http://10.0.0.7:8080");
   ASSERT_TRUE(v4);
   EXPECT_EQ(to_string(v4->ip), "10.0.0.7");
   EXPECT_EQ(v4->port, 8080);
+  EXPECT_FALSE(v4->tls);
+  auto tls = parse_advertise_url("https://10.0.0.7:8443");
+  ASSERT_TRUE(tls);
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->port, 8443);
   auto v6 = parse_advertise_url("http://[fd00::7]:80/");
   ASSERT_TRUE(v6);
   EXPECT_FALSE(v6->ip.is_v4());
   EXPECT_EQ(v6->port, 80);
   EXPECT_TRUE(parse_advertise_url("HTTP://127.0.0.1:1"));
   for (const char* bad :
-       {"", "http://", "https://10.0.0.7:8080", "10.0.0.7:8080", "http://node-a:8080",
+       {"", "http://", "https://", "ftp://10.0.0.7:8080", "10.0.0.7:8080", "http://node-a:8080",
         "http://10.0.0.7", "http://10.0.0.7:0", "http://10.0.0.7:65536", "http://10.0.0.7:80/v1",
         "http://10.0.0.7:80?x", "http://u@10.0.0.7:80", "http://fd00::7:80", "http://[10.0.0.7]:80",
         "http://10.0.0.7:8x", "http://10.0.0.7:-1"}) {
@@ -581,6 +590,52 @@ TEST_F(ForwardApiTest, AListenerPosingAsTheOwnerGetsNoReusableCredential) {
   const std::string other = send_raw(b_->server->port(), moved);
   EXPECT_EQ(other.substr(0, 3), "401") << other;
   EXPECT_NE(other.find("forward_bad_signature"), std::string::npos) << other;
+}
+
+// SPEC R14.4 / docs/security.md "Between nodes": an owner that advertises https:// is reached
+// over TLS, its certificate verified against cluster.ca_file for its IP; a certificate of
+// another CA is refused (503 owner_unreachable), never sent the call.
+TEST(ForwardApi, AnHttpsOwnerIsReachedOverTlsAndVerified) {
+  test::TempDir dir("forward-tls");
+  const test::TestCa ca = test::TestCa::create();
+  const test::CertFiles files = ca.write_localhost(dir.path());
+  const test::TestCa other = test::TestCa::create("another CA");
+  const std::string other_ca = dir.file("other-ca.pem");
+  test::write_file(other_ca, other.ca_pem);
+  net::HttpServerOptions tls;
+  tls.tls_cert_file = files.cert;
+  tls.tls_key_file = files.key;
+  FakeEngine store;
+  Node b("node-b", store, seconds(2), 4, tls);
+  Node a("node-a", store, seconds(2), 4, {}, files.ca);
+  Node lost("node-c", store, seconds(2), 4, {}, other_ca);
+  a.engine.owns = false;
+  lost.engine.owns = false;
+  const std::string https = "https://127.0.0.1:" + std::to_string(b.server->port());
+  a.set_owner(ForwardTarget{"node-b", https});
+  lost.set_owner(ForwardTarget{"node-b", https});
+  ClientResponse made = a.call("POST", "/v1/tenants/acme/endpoints",
+                               R"({"url":"https://hooks.example.com/a","policy":"smengo"})");
+  EXPECT_EQ(made.status, 201) << made.body;
+  ASSERT_NE(made.header("x-ringcast-served-by"), nullptr);
+  EXPECT_EQ(*made.header("x-ringcast-served-by"), "node-b");
+  EXPECT_EQ(b.fwd().received(), 1u);
+  // Trusting another CA: refused before anything is sent.
+  ClientResponse refused = lost.call("GET", "/v1/tenants/acme/endpoints");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(error_code(refused), "owner_unreachable");
+  EXPECT_EQ(b.fwd().received(), 1u);
+  // Plain HTTP to the TLS listener gets no answer.
+  auto plain = http_exchange({IpAddress::v4(127, 0, 0, 1), b.server->port()},
+                             "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                             Clock::now() + std::chrono::seconds(2), 1 << 20);
+  EXPECT_FALSE(plain.ok());
+  // An https URL parses as TLS; its derivation from a TLS listener says https.
+  auto addr = parse_advertise_url(https);
+  ASSERT_TRUE(addr.has_value());
+  EXPECT_TRUE(addr->tls);
+  EXPECT_EQ(derive_advertise_url(IpAddress::v4(127, 0, 0, 1), 8443, true),
+            std::optional<std::string>("https://127.0.0.1:8443"));
 }
 
 TEST_F(ForwardApiTest, NobodyToForwardToAnswersNotOwner) {

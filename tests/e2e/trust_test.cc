@@ -8,14 +8,17 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
 
 #include "tests/e2e/daemon.h"
+#include "tests/support/test_ca.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -371,6 +374,102 @@ TEST(E2eTrust, EndpointsPerTenantAndTestSendsPerMinuteAreBounded) {
   EXPECT_EQ(r.json()["error"]["field"].str(), "limits.test_sends_per_minute");
   // Another endpoint has its own count.
   EXPECT_EQ(d.call("POST", "/v1/tenants/acme/endpoints/" + ids[1] + "/test").status, 202);
+}
+
+// SPEC R14: limits.tenant_events_per_second bounds one tenant's intake on a node, over the
+// single and the bulk route; another tenant is not held; a refused event was not taken in.
+TEST(E2eTrust, ATenantsIntakeRateIsBoundedPerNode) {
+  DaemonOptions o;
+  o.env = {"RINGCAST_LIMITS_TENANT_EVENTS_PER_SECOND=2"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-rate");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+  ASSERT_FALSE(endpoint_with_policy(d, "zeta", sink.base_url() + "/z", "quick").empty());
+  // Within one second at most 2 (+ what refills meanwhile) of 6 are taken in.
+  int accepted = 0, limited = 0;
+  Reply r;
+  for (int i = 0; i < 6; ++i) {
+    r = d.call_node(0, "POST", "/v1/tenants/acme/events",
+                    R"({"id":"r-)" + std::to_string(i) + R"(","type":"t","payload":{}})");
+    if (r.status == 202) ++accepted;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_EQ(error_code(r), "tenant_rate_limited") << r.describe();
+      EXPECT_NE(r.headers.find("Retry-After: 1"), std::string::npos) << r.headers;
+    }
+  }
+  EXPECT_GE(accepted, 2);
+  EXPECT_LE(accepted, 4);
+  EXPECT_EQ(accepted + limited, 6);
+  EXPECT_EQ(
+      d.call_node(0, "POST", "/v1/tenants/zeta/events", R"({"id":"z-1","type":"t","payload":{}})")
+          .status,
+      202);
+  // A refused event was not taken in: unknown, and accepted once the second has passed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  Reply bulk = d.call_node(0, "POST", "/v1/events/bulk",
+                           R"({"tenant":"acme","id":"b-1","type":"t","payload":{}})"
+                           "\n"
+                           R"({"tenant":"acme","id":"b-2","type":"t","payload":{}})"
+                           "\n"
+                           R"({"tenant":"acme","id":"b-3","type":"t","payload":{}})"
+                           "\n");
+  ASSERT_EQ(bulk.status, 200) << bulk.describe();
+  EXPECT_GE(bulk.json()["accepted"].i64(), 2) << bulk.body;
+  EXPECT_LE(bulk.json()["accepted"].i64(), 3) << bulk.body;
+}
+
+// The API listener over TLS (server.tls_cert, server.tls_key): a client that trusts the CA
+// gets its answers, one that does not is refused, plain HTTP gets nothing, and a portal session
+// opened over TLS gets a Secure cookie. Cluster mode's forwarding over https:// is
+// ForwardApi.AnHttpsOwnerIsReachedOverTlsAndVerified (tests/api).
+TEST(E2eTrust, TheApiListenerServesTls) {
+  RINGCAST_E2E_SINGLE_NODE_ONLY("the fixture's clients speak plain HTTP to every node");
+  test::TempDir dir("e2e-trust-tls");
+  const test::TestCa ca = test::TestCa::create();
+  const test::CertFiles files = ca.write_localhost(dir.path());
+  const test::TestCa other = test::TestCa::create("another CA");
+  test::write_file(dir.file("other.pem"), other.ca_pem);
+  DaemonOptions o;
+  o.env = {"RINGCAST_SERVER_TLS_CERT=" + files.cert, "RINGCAST_SERVER_TLS_KEY=" + files.key};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  const std::string base = "https://127.0.0.1:" + std::to_string(d.port());
+  auto curl = [&](const std::string& args) {
+    const std::string out = dir.file("curl.out");
+    const int rc = std::system(("curl -s -o " + out + " -w '%{http_code}' " + args + " > " +
+                                dir.file("curl.code") + " 2>/dev/null")
+                                   .c_str());
+    return std::make_pair(rc, test::read_file(dir.file("curl.code")) + " " + test::read_file(out));
+  };
+  auto [rc, got] = curl("--cacert " + files.ca + " " + base + "/healthz");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(got.substr(0, 3), "200") << got;
+  std::tie(rc, got) =
+      curl("--cacert " + files.ca + " -H 'Authorization: Bearer " + std::string(Daemon::kToken) +
+           "' " + base + "/v1/tenants/acme/endpoints");
+  EXPECT_EQ(got.substr(0, 3), "404") << got;  // no such tenant yet: authenticated, answered
+  // A client that trusts another CA refuses the server.
+  std::tie(rc, got) = curl("--cacert " + dir.file("other.pem") + " " + base + "/healthz");
+  EXPECT_NE(rc, 0) << got;
+  // Plain HTTP to the TLS listener: no HTTP answer.
+  EXPECT_EQ(http_request(d.port(), "GET", "/healthz", "", {}, 3s).status, 0);
+  // A portal session over TLS: its cookie is Secure.
+  std::tie(rc, got) =
+      curl("--cacert " + files.ca + " -X POST -H 'Content-Type: application/json' -H " +
+           "'Authorization: Bearer " + std::string(Daemon::kToken) + "' -d '{}' " + base +
+           "/v1/tenants/acme/portal-links");
+  ASSERT_EQ(got.substr(0, 3), "201") << got;
+  const Json j = Json::parse(got.substr(4));
+  const std::string token = j["token"].str();
+  std::tie(rc, got) = curl("--cacert " + files.ca + " -D " + dir.file("headers") +
+                           " -X POST -H 'Content-Type: application/json' -d '{\"link\":\"" + token +
+                           "\"}' " + base + "/portal/session");
+  EXPECT_EQ(got.substr(0, 3), "200") << got;
+  const std::string headers = test::read_file(dir.file("headers"));
+  EXPECT_NE(headers.find("Secure"), std::string::npos) << headers;
 }
 
 }  // namespace

@@ -344,6 +344,7 @@ int run_serve(const Config& cfg) {
     // lease holder of the tenant's partition, at the address it publishes (api/forward.h).
     api_opts.forward.node_id = lm->options().node_id;
     api_opts.forward.secret = cfg.cluster.secret;  // Config::validate(): set, >= 32 characters
+    api_opts.forward.ca_file = cfg.cluster.ca_file;
     api_opts.forward.timeout = cfg.cluster.forward_timeout;
     api_opts.forward.max_forwards = cfg.cluster.max_forwards;
     api_opts.forward.find_owner = [lm](Partition p, Duration wait) -> Result<api::ForwardTarget> {
@@ -386,7 +387,9 @@ int run_serve(const Config& cfg) {
     // Config::validate() made sure one of the two exists.
     std::string url = cfg.cluster.advertise_url;
     if (url.empty())
-      url = api::derive_advertise_url(cfg.server.listen_ip, server.port()).value_or("");
+      url = api::derive_advertise_url(cfg.server.listen_ip, server.port(),
+                                      !cfg.server.tls_cert.empty())
+                .value_or("");
     lm->set_advertise_url(url);
     std::printf("ringcast: cluster node %s advertises %s\n", lm->options().node_id.c_str(),
                 url.c_str());
