@@ -57,8 +57,11 @@ void KeyRegistry::replace(ApiKeySet set) {
     std::string id = k.id;
     next.emplace(std::move(id), std::move(k));
   }
+  std::unordered_map<std::string, WallTime> cutoffs;
+  for (auto& [tenant, t] : set.portal_cutoffs) cutoffs[std::move(tenant)] = t;
   std::unique_lock lk(mu_);
   keys_ = std::move(next);
+  cutoffs_ = std::move(cutoffs);
   version_ = set.version;
   reloads_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -121,6 +124,24 @@ bool KeyRegistry::active(std::string_view id, std::string_view tenant, WallTime 
   if (it == keys_.end()) return false;
   const ApiKey& k = it->second;
   return k.tenant == tenant && (k.expires_at == WallTime() || now < k.expires_at);
+}
+
+WallTime KeyRegistry::portal_cutoff(std::string_view tenant) const {
+  std::shared_lock lk(mu_);
+  auto it = cutoffs_.find(std::string(tenant));
+  return it == cutoffs_.end() ? WallTime() : it->second;
+}
+
+Result<void> KeyRegistry::end_portal_sessions(const std::string& tenant, WallTime now) {
+  if (opt_.store == nullptr) {
+    return make_error(Errc::kUnavailable, "no key store", nullptr, "not_supported");
+  }
+  std::lock_guard lk(change_mu_);
+  auto r = opt_.store->put_portal_cutoff(tenant, now);
+  if (!r) return r;
+  std::unique_lock wl(mu_);
+  cutoffs_[tenant] = now;
+  return ok();
 }
 
 std::vector<ApiKey> KeyRegistry::list(std::string_view tenant) const {

@@ -82,6 +82,12 @@ class KeyRegistry {
   // Whether the key `id` of `tenant` exists and has not expired at `now`: what a link, a
   // session or a forwarded call made with it still rests on (SPEC R14). Memory only.
   bool active(std::string_view id, std::string_view tenant, WallTime now) const;
+  // The tenant's portal cutoff: links and sessions issued before it are ended (zero: none).
+  // Memory only.
+  WallTime portal_cutoff(std::string_view tenant) const;
+  // Ends every portal link and session of `tenant` issued before `now`, on every node within
+  // `refresh` (SPEC R14.3). Blocks on the store.
+  Result<void> end_portal_sessions(const std::string& tenant, WallTime now);
 
   // Block on the store (call them off the HTTP loop). create: kLimitExceeded "too_many_keys"
   // past kMaxKeysPerTenant; revoke: kNotFound "unknown_key" (also for another tenant's key).
@@ -102,7 +108,8 @@ class KeyRegistry {
 
   KeyRegistryOptions opt_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, ApiKey> keys_;  // by id
+  std::unordered_map<std::string, ApiKey> keys_;       // by id
+  std::unordered_map<std::string, WallTime> cutoffs_;  // by tenant
   uint64_t version_ = 0;
   std::mutex change_mu_;  // one create / revoke / reload at a time
   std::atomic<uint64_t> reloads_{0};

@@ -110,35 +110,41 @@ std::optional<std::string> Portal::verify(std::string_view token) const {
   return payload;
 }
 
-// Payload: kind ('l' link, 's' session) "2|" scope "|" expiry ms "|" nonce "|" minting key id
-// ("-": the admin) "|" tenant. The key id ties a link, and every session opened from it, to the
-// key that minted it: revoking or expiring that key ends them (SPEC R14).
+// Payload: kind ('l' link, 's' session) "2|" scope "|" expiry ms "|" issued ms "|" nonce "|"
+// minting key id ("-": the admin) "|" tenant. The key id ties a link, and every session opened
+// from it, to the key that minted it: revoking or expiring that key ends them; the issue time
+// lets the admin end every link and session of a tenant issued before a moment (SPEC R14.3).
 PortalCheck Portal::parse(std::string_view token, char kind, WallTime now, PortalSession& out,
                           std::string* nonce) const {
   auto payload = verify(token);
   if (!payload) return PortalCheck::kInvalid;
-  auto parts = split(*payload, '|', 6);
-  if (parts.size() != 6 || parts[0].size() != 2 || parts[0][0] != kind || parts[0][1] != '2')
+  auto parts = split(*payload, '|', 7);
+  if (parts.size() != 7 || parts[0].size() != 2 || parts[0][0] != kind || parts[0][1] != '2')
     return PortalCheck::kInvalid;
   auto scope = parse_portal_scope(parts[1]);
-  int64_t exp_ms = 0;
-  auto [p, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), exp_ms);
-  if (!scope || ec != std::errc() || p != parts[2].data() + parts[2].size() || parts[4].empty() ||
-      parts[5].empty())
+  auto number = [](std::string_view t, int64_t& v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && p == t.data() + t.size();
+  };
+  int64_t exp_ms = 0, issued_ms = 0;
+  if (!scope || !number(parts[2], exp_ms) || !number(parts[3], issued_ms) || parts[5].empty() ||
+      parts[6].empty())
     return PortalCheck::kInvalid;
-  out.tenant.assign(parts[5]);
+  out.tenant.assign(parts[6]);
   out.scope = *scope;
-  out.expires_at = WallTime::from_ns(exp_ms * 1'000'000);
+  out.expires_at = WallTime::from_ms(exp_ms);
+  out.issued_at = WallTime::from_ms(issued_ms);
   out.key_id.clear();
-  if (parts[4] != "-") out.key_id.assign(parts[4]);
-  if (nonce) nonce->assign(parts[3]);
+  if (parts[5] != "-") out.key_id.assign(parts[5]);
+  if (nonce) nonce->assign(parts[4]);
   if (now >= out.expires_at) return PortalCheck::kExpired;
   if (!out.key_id.empty() && opt_.key_alive && !opt_.key_alive(out.key_id, out.tenant, now))
     return PortalCheck::kRevoked;
+  if (opt_.cutoff && out.issued_at < opt_.cutoff(out.tenant)) return PortalCheck::kRevoked;
   return PortalCheck::kOk;
 }
 
-std::string Portal::payload(char kind, PortalScope scope, WallTime expires_at,
+std::string Portal::payload(char kind, PortalScope scope, WallTime expires_at, WallTime issued_at,
                             std::string_view nonce, std::string_view key_id,
                             std::string_view tenant) {
   std::string out;
@@ -147,6 +153,8 @@ std::string Portal::payload(char kind, PortalScope scope, WallTime expires_at,
   out += portal_scope_name(scope);
   out += '|';
   out += std::to_string(expires_at.ms());
+  out += '|';
+  out += std::to_string(issued_at.ms());
   out += '|';
   out += nonce;
   out += '|';
@@ -157,8 +165,8 @@ std::string Portal::payload(char kind, PortalScope scope, WallTime expires_at,
 }
 
 std::string Portal::mint_link(std::string_view tenant, PortalScope scope, WallTime expires_at,
-                              std::string_view key_id) const {
-  return sign(payload('l', scope, expires_at, net::random_hex(8), key_id, tenant));
+                              std::string_view key_id, WallTime issued_at) const {
+  return sign(payload('l', scope, expires_at, issued_at, net::random_hex(8), key_id, tenant));
 }
 
 std::string Portal::link_url(std::string_view token, std::string_view host, bool https) const {
@@ -189,7 +197,8 @@ PortalCheck Portal::open_link(std::string_view token, WallTime now, PortalSessio
   out.key_id = link.key_id;
   out.expires_at = now + opt_.session_ttl;
   const std::string nonce = net::random_hex(16);
-  cookie_value = sign(payload('s', out.scope, out.expires_at, nonce, out.key_id, out.tenant));
+  out.issued_at = now;
+  cookie_value = sign(payload('s', out.scope, out.expires_at, now, nonce, out.key_id, out.tenant));
   out.csrf = csrf_for(nonce);
   return PortalCheck::kOk;
 }

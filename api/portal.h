@@ -39,6 +39,9 @@ struct PortalOptions {
   // Whether the key `key_id` of `tenant` still authenticates at `now` (not revoked, not
   // expired); unset: every key does. Called on the HTTP loop: memory only.
   std::function<bool(std::string_view key_id, std::string_view tenant, WallTime now)> key_alive;
+  // The tenant's cutoff: links and sessions issued before it are ended (the admin's "end every
+  // session"); unset or zero: none. Memory only.
+  std::function<WallTime(std::string_view tenant)> cutoff;
   // Origins allowed to frame the portal (CSP frame-ancestors); empty: none (and
   // X-Frame-Options: DENY).
   std::vector<std::string> frame_ancestors;
@@ -51,6 +54,7 @@ struct PortalSession {
   WallTime expires_at;
   std::string csrf;    // the token the page must echo in X-CSRF-Token
   std::string key_id;  // the key that minted the link; empty: the admin did
+  WallTime issued_at;  // when the link was minted / the session opened
 };
 
 enum class PortalCheck : uint8_t {
@@ -70,7 +74,7 @@ class Portal {
   // A link token for `tenant`, valid until `expires_at`, minted by the key `key_id` (empty:
   // the admin).
   std::string mint_link(std::string_view tenant, PortalScope scope, WallTime expires_at,
-                        std::string_view key_id = {}) const;
+                        std::string_view key_id = {}, WallTime issued_at = WallTime()) const;
   // The portal URL around a link token; `host` and `https` describe the request (used when
   // public_url is empty).
   std::string link_url(std::string_view token, std::string_view host, bool https) const;
@@ -98,7 +102,7 @@ class Portal {
 
  private:
   std::string sign(std::string_view payload) const;
-  static std::string payload(char kind, PortalScope scope, WallTime expires_at,
+  static std::string payload(char kind, PortalScope scope, WallTime expires_at, WallTime issued_at,
                              std::string_view nonce, std::string_view key_id,
                              std::string_view tenant);
   // The payload of a token whose MAC is good; nullopt otherwise.

@@ -1565,7 +1565,7 @@ void portal_links(Call& c, const std::string& tenant) {
   }
   const WallTime now = wall_now();
   const WallTime expires = now + std::chrono::seconds(ttl_s);
-  const std::string token = c.portal->mint_link(tenant, scope, expires, c.who.key_id);
+  const std::string token = c.portal->mint_link(tenant, scope, expires, c.who.key_id, now);
   const std::string* host = c.req.header("host");
   const std::string* proto = c.req.header("x-forwarded-proto");
   Writer w;
@@ -1828,6 +1828,24 @@ void tenant_routes(Call& c) {
   if (what == "settings" && segs.size() == 4) return tenant_settings(c, tenant);
   if (what == "keys" && (segs.size() == 4 || segs.size() == 5)) return key_routes(c, tenant);
   if (what == "portal-links" && segs.size() == 4) return portal_links(c, tenant);
+  if (what == "portal-sessions" && segs.size() == 5 && segs[4] == "end") {
+    // The admin ends every portal link and session of the tenant at once (SPEC R14.3).
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    KeyRegistry* keys = c.opt.keys;
+    if (keys == nullptr) {
+      return c.answer(HttpResponse::error(503, "not_supported", "no key store on this node"));
+    }
+    return c.read([keys, tenant]() -> HttpResponse {
+      const WallTime now = wall_now();
+      if (auto r = keys->end_portal_sessions(tenant, now); !r) return error_response(r.error());
+      Writer w;
+      w.begin_object()
+          .field("tenant", tenant)
+          .field("sessions_ended_before", rfc3339(now))
+          .end_object();
+      return ok_json(200, w);
+    });
+  }
   if (what == "stats" && segs.size() == 5 && segs[4] == "attempts") return attempt_stats(c, tenant);
   if (what == "notifications" && segs.size() == 4) {
     if (m != "GET") return c.answer(method_not_allowed("GET"));
@@ -1984,6 +2002,11 @@ RestApi::RestApi(Engine& engine, RestApiOptions options)
   if (options_.keys != nullptr && !po.key_alive) {
     po.key_alive = [keys = options_.keys](std::string_view id, std::string_view tenant,
                                           WallTime now) { return keys->active(id, tenant, now); };
+  }
+  if (options_.keys != nullptr && !po.cutoff) {
+    po.cutoff = [keys = options_.keys](std::string_view tenant) {
+      return keys->portal_cutoff(tenant);
+    };
   }
   portal_ = std::make_unique<Portal>(std::move(po));
   throttle_ = std::make_unique<AuthThrottle>(options_.auth_failures_per_minute);

@@ -12,7 +12,7 @@ constexpr RouteClass V = RouteClass::kViewer;
 
 // SPEC R14: the platform's switches are the tenant's billing state (SPEC R6
 // subscription_inactive), the breaker reset (SPEC R4.8, an operator's control), the keys, the
-// cluster and intake views.
+// cluster and intake views, and ending a tenant's portal sessions.
 constexpr std::array kRoutes = {
     RouteSpec{"POST", "/v1/events/bulk", M, false},
     RouteSpec{"GET", "/v1/cluster", P},
@@ -46,6 +46,7 @@ constexpr std::array kRoutes = {
     RouteSpec{"POST", "/v1/tenants/{t}/keys", P},
     RouteSpec{"DELETE", "/v1/tenants/{t}/keys/{id}", P},
     RouteSpec{"POST", "/v1/tenants/{t}/portal-links", V, false, true},
+    RouteSpec{"POST", "/v1/tenants/{t}/portal-sessions/end", P},
     RouteSpec{"GET", "/v1/tenants/{t}/stats/attempts", V},
     RouteSpec{"GET", "/v1/tenants/{t}/notifications", V},
 };

@@ -73,6 +73,8 @@ struct DeliveryDetail {
 // Every API key in a store, and the version of that set (ISSUE 18).
 struct ApiKeySet {
   std::vector<ApiKey> keys;
+  // Per tenant: portal links and sessions issued before this time are ended (SPEC R14.3).
+  std::vector<std::pair<std::string, WallTime>> portal_cutoffs;
   uint64_t version = 0;
 };
 
@@ -210,6 +212,13 @@ class Store {
     return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
   }
   virtual Result<ApiKeySet> load_api_keys() { return ApiKeySet{}; }
+  // Ends every portal link and session of `tenant` issued before `not_before` (SPEC R14.3):
+  // durable when it returns, bumps the key version, and load_api_keys returns it.
+  virtual Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) {
+    (void)tenant;
+    (void)not_before;
+    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
+  }
   virtual Result<uint64_t> api_keys_version() { return uint64_t{0}; }
 
   // A node-wide secret (e.g. the portal's signing key when portal.secret is unset, SPEC R14):

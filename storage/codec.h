@@ -278,6 +278,12 @@ inline std::string api_key_key(std::string_view id) {
   k += id;
   return k;
 }
+// meta: 'c' | tenant: the tenant's portal cutoff (Store::put_portal_cutoff), fixed64 wall ms.
+inline std::string portal_cutoff_key(std::string_view tenant) {
+  std::string k(1, 'c');
+  k += tenant;
+  return k;
+}
 // meta: 's' | name: a node-wide secret (Store::node_secret), the raw text.
 inline std::string node_secret_key(std::string_view name) {
   std::string k(1, 's');

@@ -1648,9 +1648,10 @@ constexpr std::string_view kKeyChange =
 }  // namespace
 
 // The change, then (wait_replicas > 0) a WAIT on the connection of the primary that took it.
-Result<void> RedisStore::change_api_key(std::string_view op, std::string_view id,
-                                        std::string value) {
-  const std::string hash = "{" + impl_->opt.ns + ":keys}:k";
+Result<void> RedisStore::change_api_key(std::string_view op, std::string_view id, std::string value,
+                                        std::string_view hash_suffix) {
+  // ":k" the keys, ":c" the portal cutoffs: one slot, one version.
+  const std::string hash = "{" + impl_->opt.ns + ":keys}:" + std::string(hash_suffix);
   const std::string version = "{" + impl_->opt.ns + ":keys}:v";
   std::vector<Cmd> cmds;
   cmds.push_back({"EVAL", std::string(kKeyChange), "2", hash, version, std::string(op),
@@ -1703,10 +1704,15 @@ Result<void> RedisStore::delete_api_key(std::string_view id) {
   return change_api_key("del", id, std::string());
 }
 
+Result<void> RedisStore::put_portal_cutoff(std::string_view tenant, WallTime not_before) {
+  return change_api_key("put", tenant, std::to_string(not_before.ms()), "c");
+}
+
 Result<ApiKeySet> RedisStore::load_api_keys() {
   std::vector<Cmd> cmds;
   cmds.push_back({"GET", "{" + impl_->opt.ns + ":keys}:v"});
   cmds.push_back({"HGETALL", "{" + impl_->opt.ns + ":keys}:k"});
+  cmds.push_back({"HGETALL", "{" + impl_->opt.ns + ":keys}:c"});
   Replies rs = impl_->run(std::move(cmds));
   ApiKeySet set;
   auto v = check(rs[0]);
@@ -1720,6 +1726,14 @@ Result<ApiKeySet> RedisStore::load_api_keys() {
     auto k = decode_api_key(el[i].str(), el[i + 1].str());
     if (!k) return k.error();
     set.keys.push_back(std::move(*k));
+  }
+  auto cut = check(rs[2]);
+  if (!cut) return cut.error();
+  if (!(*cut)->is_array() || (*cut)->elements().size() % 2 != 0) return bad_reply();
+  const auto& ce = (*cut)->elements();
+  for (size_t i = 0; i + 1 < ce.size(); i += 2) {
+    set.portal_cutoffs.emplace_back(
+        ce[i].str(), WallTime::from_ms(std::strtoll(ce[i + 1].str().c_str(), nullptr, 10)));
   }
   return set;
 }

@@ -229,6 +229,7 @@ class RedisStore final : public Store {
   Result<ApiKeySet> load_api_keys() override;
   Result<uint64_t> api_keys_version() override;
   Result<std::string> node_secret(std::string_view name, std::string_view candidate) override;
+  Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) override;
 
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);
@@ -267,7 +268,8 @@ class RedisStore final : public Store {
   struct Impl;
 
  private:
-  Result<void> change_api_key(std::string_view op, std::string_view id, std::string value);
+  Result<void> change_api_key(std::string_view op, std::string_view id, std::string value,
+                              std::string_view hash_suffix = "k");
   RedisStore() = default;
   struct Loader;
   std::unique_ptr<Loader> loader_;  // recover_async's thread and queue

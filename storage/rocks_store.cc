@@ -443,6 +443,14 @@ Result<std::string> RocksStore::node_secret(std::string_view name, std::string_v
   return value;
 }
 
+Result<void> RocksStore::put_portal_cutoff(std::string_view tenant, WallTime not_before) {
+  std::string v;
+  put_fixed64(v, static_cast<uint64_t>(not_before.ms()));
+  auto r = write_meta(portal_cutoff_key(tenant), &v, true);
+  if (r) api_keys_version_.fetch_add(1);
+  return r;
+}
+
 Result<ApiKeySet> RocksStore::load_api_keys() {
   ApiKeySet set;
   set.version = api_keys_version_.load();
@@ -457,6 +465,20 @@ Result<ApiKeySet> RocksStore::load_api_keys() {
     set.keys.push_back(std::move(*k));
   }
   if (!it->status().ok()) return to_error(it->status());
+  const char clo[1] = {'c'}, chi[1] = {'d'};
+  Slice cupper(chi, 1);
+  rocksdb::ReadOptions cro;
+  cro.iterate_upper_bound = &cupper;
+  std::unique_ptr<rocksdb::Iterator> c(db_->NewIterator(cro, cf(kCfMeta)));
+  for (c->Seek(Slice(clo, 1)); c->Valid(); c->Next()) {
+    const std::string_view v = sv(c->value());
+    if (v.size() != 8) return make_error(Errc::kCorruption, "bad portal cutoff record");
+    uint64_t ms = 0;
+    for (int i = 7; i >= 0; --i) ms = (ms << 8) | static_cast<uint8_t>(v[static_cast<size_t>(i)]);
+    set.portal_cutoffs.emplace_back(std::string(sv(c->key()).substr(1)),
+                                    WallTime::from_ms(static_cast<int64_t>(ms)));
+  }
+  if (!c->status().ok()) return to_error(c->status());
   return set;
 }
 

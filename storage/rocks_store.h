@@ -137,6 +137,7 @@ class RocksStore final : public Store {
   Result<ApiKeySet> load_api_keys() override;
   Result<uint64_t> api_keys_version() override { return api_keys_version_.load(); }
   Result<std::string> node_secret(std::string_view name, std::string_view candidate) override;
+  Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) override;
 
   // Blocks until durable_seq() >= seq or `timeout` passes; true when durable.
   bool wait_durable(uint64_t seq, Duration timeout);

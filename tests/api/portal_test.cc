@@ -249,5 +249,31 @@ TEST(PortalTokens, ALinkAndItsSessionsEndWithTheKeyThatMintedThem) {
   EXPECT_NE(r.body.find("session_revoked"), std::string::npos) << r.body;
 }
 
+// SPEC R14.3: the admin's "end every session" of a tenant: links minted and sessions opened
+// before the cutoff are refused; those after it, and other tenants', work.
+TEST(PortalTokens, ACutoffEndsTheTenantsLinksAndSessionsIssuedBeforeIt) {
+  WallTime cutoff;
+  PortalOptions o = options();
+  o.cutoff = [&cutoff](std::string_view tenant) { return tenant == "acme" ? cutoff : WallTime(); };
+  Portal p(o);
+  const std::string old_link = p.mint_link("acme", PortalScope::kView, kT0 + minutes(20), "", kT0);
+  const std::string zeta_link = p.mint_link("zeta", PortalScope::kView, kT0 + minutes(20), "", kT0);
+  PortalSession s;
+  std::string old_cookie, zeta_cookie, again;
+  ASSERT_EQ(p.open_link(old_link, kT0 + minutes(1), s, old_cookie), PortalCheck::kOk);
+  EXPECT_EQ(s.issued_at, kT0 + minutes(1));
+  ASSERT_EQ(p.open_link(zeta_link, kT0 + minutes(1), s, zeta_cookie), PortalCheck::kOk);
+  cutoff = kT0 + minutes(2);
+  PortalSession back;
+  EXPECT_EQ(p.check_session(old_cookie, kT0 + minutes(3), back), PortalCheck::kRevoked);
+  EXPECT_EQ(p.open_link(old_link, kT0 + minutes(3), s, again), PortalCheck::kRevoked);
+  EXPECT_EQ(p.check_session(zeta_cookie, kT0 + minutes(3), back), PortalCheck::kOk);
+  const std::string new_link =
+      p.mint_link("acme", PortalScope::kView, kT0 + minutes(20), "", kT0 + minutes(3));
+  std::string new_cookie;
+  ASSERT_EQ(p.open_link(new_link, kT0 + minutes(4), s, new_cookie), PortalCheck::kOk);
+  EXPECT_EQ(p.check_session(new_cookie, kT0 + minutes(5), back), PortalCheck::kOk);
+}
+
 }  // namespace
 }  // namespace ringcast::api

@@ -119,6 +119,47 @@ TEST(E2eTrust, ALinkAndItsSessionsEndWithTheKeyThatMintedThemOnEveryNode) {
   }
 }
 
+// SPEC R14.3: the admin ends every portal link and session of a tenant at once, on every node
+// within server.key_refresh; another tenant's, and a link minted afterwards, work.
+TEST(E2eTrust, TheAdminEndsEveryPortalSessionOfATenantAtOnce) {
+  Daemon d;
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-end");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  ASSERT_FALSE(endpoint_with_policy(d, "acme", sink.base_url() + "/a", "quick").empty());
+  ASSERT_FALSE(endpoint_with_policy(d, "zeta", sink.base_url() + "/z", "quick").empty());
+  const std::string admin = std::string("Bearer ") + Daemon::kToken;
+  const Session acme = session_of(open_link(d, 0, link_token(d, "acme", "view", admin)));
+  const std::string pending_link = link_token(d, "acme", "view", admin);
+  const Session zeta = session_of(open_link(d, 0, link_token(d, "zeta", "view", admin)));
+  ASSERT_FALSE(acme.cookie.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the cutoff is after them
+  Reply ended = d.call("POST", "/v1/tenants/acme/portal-sessions/end");
+  ASSERT_EQ(ended.status, 200) << ended.describe();
+  EXPECT_EQ(ended.json()["tenant"].str(), "acme");
+  for (size_t n = 0; n < d.nodes(); ++n) {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return http_request(d.port(n), "GET", "/v1/tenants/acme/endpoints", "",
+                              {"Cookie: " + acme.cookie})
+                     .status == 401;
+        },
+        10s))
+        << "node " << n << " still takes an ended session";
+    EXPECT_EQ(open_link(d, n, pending_link).status, 401) << "node " << n;
+    Reply z = http_request(d.port(n), "GET", "/v1/tenants/zeta/endpoints", "",
+                           {"Cookie: " + zeta.cookie});
+    EXPECT_EQ(z.status, 200) << "node " << n << ": " << z.describe();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const Session fresh = session_of(open_link(d, 0, link_token(d, "acme", "view", admin)));
+  ASSERT_FALSE(fresh.cookie.empty());
+  EXPECT_EQ(
+      http_request(d.port(), "GET", "/v1/tenants/acme/endpoints", "", {"Cookie: " + fresh.cookie})
+          .status,
+      200);
+}
+
 TEST(E2eTrust, TheSubscriptionAndTheBreakerResetAreThePlatformsOnly) {
   Daemon d;
   ASSERT_NO_THROW(d.start());

@@ -213,6 +213,7 @@ Result<ApiKeySet> MemoryStore::load_api_keys() {
   ApiKeySet set;
   set.version = api_keys_version_;
   for (const auto& [id, k] : api_keys_) set.keys.push_back(k);
+  for (const auto& [tenant, t] : cutoffs_) set.portal_cutoffs.emplace_back(tenant, t);
   return set;
 }
 

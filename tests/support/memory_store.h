@@ -40,6 +40,12 @@ class MemoryStore final : public Store {
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;
   Result<uint64_t> api_keys_version() override;
+  Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) override {
+    std::lock_guard lk(api_keys_mu_);
+    cutoffs_[std::string(tenant)] = not_before;
+    ++api_keys_version_;
+    return ok();
+  }
   Result<std::string> node_secret(std::string_view name, std::string_view candidate) override {
     std::lock_guard lk(api_keys_mu_);
     return secrets_.try_emplace(std::string(name), candidate).first->second;
@@ -72,6 +78,7 @@ class MemoryStore final : public Store {
   std::map<std::string, ApiKey> api_keys_;
   uint64_t api_keys_version_ = 0;
   std::map<std::string, std::string> secrets_;
+  std::map<std::string, WallTime> cutoffs_;
   uint64_t commit_seq_ = 0;
   int fail_writes_ = 0;
   std::atomic<int> fail_reads_{0};
