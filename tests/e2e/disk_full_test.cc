@@ -240,6 +240,23 @@ TEST_F(E2eDiskFull, ReadOnlyFilesystemAnswers503StorageFullAndResumesByItselfWhe
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d_->output();
 }
 
+TEST_F(E2eDiskFull, StartingOnAFullDiskExitsWithAClearMessageAndStartsOnceSpaceReturns) {
+  int next = 0;
+  for (; next < 20; ++next) ASSERT_EQ(submit(next).status, 202);
+  auto st = d_->terminate();
+  ASSERT_TRUE(st.ok()) << st.str() << "\n" << d_->output();
+  fs_->enospc_after(used_bytes(fs_->mount_point()) + 4096);
+  EXPECT_THROW(d_->start(), std::runtime_error);
+  const std::string out = d_->output();
+  EXPECT_NE(out.find("cannot start on the store at"), std::string::npos) << out;
+  EXPECT_NE(out.find("the data dir is full"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Assertion"), std::string::npos) << out;
+  fs_->lift_enospc();
+  ASSERT_NO_THROW(d_->start());
+  for (int k = 0; k < 5; ++k) ASSERT_EQ(submit(next++).status, 202);
+  expect_every_acknowledged_event_delivered();
+}
+
 TEST_F(E2eDiskFull, FailedFsyncIsNeverAcknowledgedAndTheDaemonExitsForARestart) {
   int next = 0;
   for (; next < 20; ++next) ASSERT_EQ(submit(next).status, 202);
