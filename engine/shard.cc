@@ -248,6 +248,17 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   }
   if (!store_failed_ && store_.disk_health() == DiskHealth::kFailed)
     on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
+  if (store_.disk_health() == DiskHealth::kFull) {
+    // Written, but a read-only disk may refuse the sync at close as well: not acknowledged.
+    const Error full = make_error(Errc::kUnavailable,
+                                  "the data dir is full or read-only: this write may not be "
+                                  "durable; retry once space is freed",
+                                  nullptr, "storage_full");
+    for (auto& a : acks_) {
+      if (a.lost) a.lost(full);
+    }
+    acks_.clear();
+  }
   for (auto& a : acks_) a.fire();  // written to the WAL; the process exits normally
   acks_.clear();
   // A batch the disk still refuses is not written: its intake was answered 503 when it was
