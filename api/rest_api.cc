@@ -95,7 +95,10 @@ HttpResponse error_response(const Error& e) {
   // Every 503 is worth retrying soon: shutting down (another node or the restart answers),
   // not_owner (cluster mode: the partition is between owners or owned by another node), the
   // store unreachable.
-  if (r.status == 503) r.headers.push_back({"Retry-After", "1"});
+  // A full disk is freed by an operator, not in a second: 5 s.
+  if (r.status == 503)
+    r.headers.push_back(
+        {"Retry-After", e.reason_or_code() == std::string_view("storage_full") ? "5" : "1"});
   // A quota (SPEC R14): the per-minute ones renew within a minute; the others when something
   // ends (a job) or is removed (an endpoint, a key): a minute is the least worth waiting.
   if (r.status == 429) {
@@ -2067,11 +2070,21 @@ size_t RestApi::max_body_bytes(const HttpRequest& head) {
 void RestApi::handle(HttpRequest&& request, Responder responder) {
   std::string_view path = request.path();
   const std::string& m = request.method;
+  // A disk that refuses writes (or a store that failed) leaves the process alive and serving
+  // reads: /healthz stays 200 (restarting does not free space; docs/operations.md "Disk full,
+  // read-only and failed syncs") and says why it is degraded; /readyz is 503 (no intake now).
+  const char* storage_problem = engine_.storage_problem();
   if (path == "/healthz") {
+    if (storage_problem != nullptr)
+      return responder.send(HttpResponse::json(
+          200, std::string(R"({"status":"degraded","reason":")") + storage_problem + "\"}"));
     return responder.send(HttpResponse::json(200, R"({"status":"ok"})"));
   }
   if (path == "/readyz") {
     bool ready = engine_.ready();
+    if (ready && storage_problem != nullptr)
+      return responder.send(HttpResponse::json(
+          503, std::string(R"({"status":"not_ready","reason":")") + storage_problem + "\"}"));
     return responder.send(HttpResponse::json(
         ready ? 200 : 503, ready ? R"({"status":"ready"})" : R"({"status":"not_ready"})"));
   }

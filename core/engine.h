@@ -240,6 +240,9 @@ class Engine {
   // Prometheus text exposition (no per-endpoint labels).
   virtual std::string metrics_text() = 0;
   virtual bool ready() const = 0;
+  // Why the engine cannot make writes durable now ("storage_full", "storage_failed"), or null
+  // (docs/operations.md "Disk full, read-only and failed syncs"): /healthz says degraded.
+  virtual const char* storage_problem() const { return nullptr; }
 };
 
 }  // namespace ringcast

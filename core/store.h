@@ -51,6 +51,20 @@ struct Mutations {
   }
 };
 
+// Whether a local store's disk takes writes now (RocksStore; docs/operations.md "Disk full,
+// read-only and failed syncs"). SPEC R12.2: nothing is acknowledged that is not durable.
+enum class DiskHealth : uint8_t {
+  kOk,
+  // Out of space or read-only (ENOSPC, EROFS): a write fails whole and changes nothing durable;
+  // written again, it succeeds once space or write access is back. Intake answers 503
+  // storage_full meanwhile.
+  kFull,
+  // A sync failed (EIO, ...): the kernel may have dropped what it covered, and no later sync
+  // proves otherwise (fsyncgate). Nothing more becomes durable in this process: intake answers
+  // 503 storage_failed and the daemon exits for a restart that recovers from what is on disk.
+  kFailed,
+};
+
 enum class SyncPolicy : uint8_t {
   kAlways,    // the batch is fsynced before write() returns
   kInterval,  // a sync at most every interval; acks wait for durable_seq() (default)
@@ -267,6 +281,13 @@ class Store {
   // answers 503 store_full until it is not, while deliveries and attempts keep being written
   // (they finish work and retention frees space). Any thread, cheap. Local stores never.
   virtual bool full() const { return false; }
+
+  // The local disk's state (DiskHealth). Any thread, cheap. Networked stores: always kOk.
+  virtual DiskHealth disk_health() const { return DiskHealth::kOk; }
+  // kFull: a small write to find out whether the disk takes writes again (after a background
+  // error, RocksDB resumes first); true once it does. A caller that has no write of its own to
+  // try calls it now and then, so that kFull ends by itself.
+  virtual bool retry_disk() { return disk_health() == DiskHealth::kOk; }
 
   // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
   // Blocks the caller for the whole load: for start-up, never for a running shard's loop.

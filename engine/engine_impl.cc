@@ -541,6 +541,18 @@ std::string EngineImpl::metrics_text() {
   return text;
 }
 
+const char* EngineImpl::storage_problem() const {
+  switch (store_.disk_health()) {
+    case DiskHealth::kFull:
+      return "storage_full";
+    case DiskHealth::kFailed:
+      return "storage_failed";
+    case DiskHealth::kOk:
+      break;
+  }
+  return nullptr;
+}
+
 bool EngineImpl::ready() const {
   if (stopped_.load()) return false;
   for (auto& s : shards_)

@@ -74,6 +74,7 @@ class EngineImpl final : public Engine {
   Result<std::vector<Notification>> notifications(std::string_view tenant) override;
   std::string metrics_text() override;
   bool ready() const override;
+  const char* storage_problem() const override;
 
   // Cluster mode (EngineOptions::leases), from the lease manager's thread: hand partition p
   // to its shard, or take it away (gracefully: `done` runs once its in-flight work is

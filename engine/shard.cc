@@ -213,6 +213,7 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
     if (!acks_.empty() || !held_sends_.empty()) wait = options_.durable_poll;
     if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
     if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
+    if (write_held_ || store_.disk_health() == DiskHealth::kFull) wait = std::min(wait, kDiskRetry);
     if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
       wait = std::min<Duration>(wait,
                                 std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
@@ -238,14 +239,31 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   }
 
   // Flush: the last batch is written; wait (bounded) until it is durable, then answer.
+  next_disk_retry_ = loop_->now();  // a batch the disk refused is tried once more
   commit();
   MonoTime flush_deadline = loop_->now() + seconds(2);
   while (!acks_.empty() && loop_->now() < flush_deadline) {
     flush_durable_acks();
     if (!acks_.empty()) loop_->run_once(milliseconds(1));
   }
+  if (!store_failed_ && store_.disk_health() == DiskHealth::kFailed)
+    on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
+  if (store_.disk_health() == DiskHealth::kFull) {
+    // Written, but a read-only disk may refuse the sync at close as well: not acknowledged.
+    const Error full = make_error(Errc::kUnavailable,
+                                  "the data dir is full or read-only: this write may not be "
+                                  "durable; retry once space is freed",
+                                  nullptr, "storage_full");
+    for (auto& a : acks_) {
+      if (a.lost) a.lost(full);
+    }
+    acks_.clear();
+  }
   for (auto& a : acks_) a.fire();  // written to the WAL; the process exits normally
   acks_.clear();
+  // A batch the disk still refuses is not written: its intake was answered 503 when it was
+  // refused; other answers waiting for it are not given (the next start recovers without it).
+  turn_acks_.clear();
   running_.store(false, std::memory_order_release);
   // Attempts still on the wire stay leased (kInFlight) in the store: the next start records
   // them as lease_expired and retries them with the same id.
@@ -260,9 +278,20 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
 void Shard::turn() {
   WallTime now = loop_->wall_now();
   commands_.clear();
-  // A networked store that cannot confirm its writes (Redis unreachable, failing over): no
-  // new attempts until it can (what is due stays due; SPEC R12.2 wants the lease durable).
-  if (!draining_ && !store_.degraded()) scheduler_->poll(now, commands_, mutations_);
+  const DiskHealth disk = store_.disk_health();
+  if (disk == DiskHealth::kFailed && !store_failed_)
+    on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
+  // The disk refuses writes and no batch of ours waits to be written again: a small write now
+  // and then finds out when it takes them again (so the refusal ends by itself).
+  if (disk == DiskHealth::kFull && !write_held_ && loop_->now() >= next_disk_retry_) {
+    next_disk_retry_ = loop_->now() + kDiskRetry;
+    static_cast<void>(store_.retry_disk());
+  }
+  // A networked store that cannot confirm its writes (Redis unreachable, failing over), or a
+  // disk that refuses writes: no new attempts until it can (what is due stays due; SPEC R12.2
+  // wants the lease durable).
+  if (!draining_ && !store_.degraded() && disk == DiskHealth::kOk && !write_held_)
+    scheduler_->poll(now, commands_, mutations_);
   const MonoTime mono = loop_->now();
   for (const SendCommand& cmd : commands_) {
     if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
@@ -278,6 +307,8 @@ void Shard::turn() {
     prepare_send(cmd);
   }
   commit();
+  // Their leases are not written (a disk that refuses writes, a failed store): not sent.
+  if (write_held_ || store_failed_) withhold_sends();
   // A store that confirms later (Redis): this turn's sends wait until its batch is durable.
   const bool hold = !store_.durable_on_write() && store_.durable_seq() < last_written_seq_;
   for (SendSlot* slot : to_send_) {
@@ -646,19 +677,43 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
 }
 
 void Shard::commit() {
+  if (store_failed_) {
+    // Nothing becomes durable any more: what the turn changed is dropped (the next start
+    // recovers from the store; leases of attempts on the wire expire and are sent again).
+    mutations_.clear();
+    turn_events_.clear();
+    turn_event_index_.clear();
+    cache_after_commit_.clear();
+    turn_acks_.clear();
+    return;
+  }
+  // A batch the disk refused is written again at most every kDiskRetry; until then it stays,
+  // and grows with what later turns change (results of attempts that were on the wire).
+  if (write_held_ && loop_->now() < next_disk_retry_) return;
   if (!mutations_.empty()) {
     size_t records = mutations_.events.size() + mutations_.deliveries.size() +
                      mutations_.attempts.size() + mutations_.endpoints.size() +
                      mutations_.tenants.size() + mutations_.notifications.size();
     mutations_.event_keys_checked = turn_keys_checked_;
     Result<uint64_t> seq = store_.write(mutations_);
-    turn_keys_checked_ = true;
     if (!seq.ok()) {
-      // A store that cannot write cannot keep the promise "never lose an accepted event".
-      // Crash-only: stop here; recovery on the next start rebuilds from what is durable.
+      const Error& e = seq.error();
+      const std::string_view reason = e.reason ? e.reason : "";
+      if (reason == "storage_full") return hold_batch(e);
+      if (reason == "storage_failed") return on_store_failed(e);
+      // Anything else is a bug (a batch the store cannot take): crash-only, the next start
+      // recovers from what is durable.
       std::fprintf(stderr, "ringcast: shard %u: store write failed (%s: %s); stopping\n", index_,
-                   errc_name(seq.error().code), seq.error().message);
+                   errc_name(e.code), e.message);
       std::abort();
+    }
+    turn_keys_checked_ = true;
+    if (write_held_) {
+      write_held_ = false;
+      std::fprintf(stderr,
+                   "ringcast: shard %u: the data dir takes writes again: the batch kept for %.1f s "
+                   "is written, intake resumes\n",
+                   index_, std::chrono::duration<double>(loop_->now() - held_since_).count());
     }
     last_written_seq_ = *seq;
     // Every way a delivery ends (a result, 410, delete, disable, a ceiling, the breaker's hold
@@ -690,12 +745,13 @@ void Shard::commit() {
         }
       }
       if (options_.on_delivery_done) {
-        turn_acks_.push_back([this, d] { options_.on_delivery_done(d); });
+        turn_acks_.push_back(Ack{0, [this, d] { options_.on_delivery_done(d); }, nullptr});
       }
     }
     if (options_.on_notification && !mutations_.notifications.empty()) {
       for (Notification& n : mutations_.notifications) {
-        turn_acks_.push_back([this, n = std::move(n)] { options_.on_notification(n); });
+        turn_acks_.push_back(
+            Ack{0, [this, n = std::move(n)] { options_.on_notification(n); }, nullptr});
       }
     }
     metrics_.store_batches.fetch_add(1, std::memory_order_relaxed);
@@ -715,8 +771,95 @@ void Shard::commit() {
     turn_event_index_.clear();
   }
   cache_after_commit_.clear();
-  for (auto& fire : turn_acks_) acks_.push_back(Ack{last_written_seq_, std::move(fire)});
+  for (Ack& a : turn_acks_) {
+    a.seq = last_written_seq_;
+    acks_.push_back(std::move(a));
+  }
   turn_acks_.clear();
+}
+
+void Shard::hold_batch(const Error& why) {
+  const MonoTime now = loop_->now();
+  if (!write_held_) {
+    held_since_ = now;
+    std::fprintf(
+        stderr,
+        "ringcast: shard %u: the store refused a batch (%s): it is kept and written again "
+        "every %lld ms; no new attempts; intake answers 503 storage_full\n",
+        index_, why.message,
+        static_cast<long long>(std::chrono::duration_cast<milliseconds>(kDiskRetry).count()));
+  }
+  write_held_ = true;
+  next_disk_retry_ = now + kDiskRetry;
+  // Intake that waits for this batch is answered now (503: not acknowledged). Its events stay
+  // in the batch and are written with it: sent again, the same id is then a duplicate (200).
+  std::vector<Ack> keep;
+  for (Ack& a : turn_acks_) {
+    if (a.lost) {
+      a.lost(why);
+    } else {
+      keep.push_back(std::move(a));
+    }
+  }
+  turn_acks_ = std::move(keep);
+}
+
+void Shard::on_store_failed(const Error& why) {
+  if (store_failed_) return;
+  store_failed_ = true;
+  write_held_ = false;
+  flush_durable_acks();  // what was durable before the failure is answered as usual
+  Error e = why;
+  e.code = Errc::kUnavailable;
+  e.reason = "storage_failed";
+  e.message = "the store failed: this write was not made durable; retry once the daemon restarted";
+  size_t answered = 0;
+  for (std::vector<Ack>* list : {&acks_, &turn_acks_}) {
+    for (Ack& a : *list) {
+      if (a.lost) {
+        a.lost(e);
+        ++answered;
+      }
+    }
+    list->clear();
+  }
+  std::fprintf(stderr,
+               "ringcast: shard %u: the store failed: %zu intake answer(s) that waited for it "
+               "were answered 503 storage_failed; nothing more is sent or written\n",
+               index_, answered);
+  commit();  // drops what the turn changed
+}
+
+void Shard::withhold_sends() {
+  for (SendSlot* slot : to_send_) {
+    slot->result = TransportResult{};
+    slot->result.deferred = DeferReason::kConnections;
+    slot->result.not_before = loop_->wall_now() + kDiskRetry;
+    metrics_.sends_withheld.fetch_add(1, std::memory_order_relaxed);
+    ++in_flight_;
+    loop_->post([slot] { slot->on_complete(); });
+  }
+  to_send_.clear();
+}
+
+Result<void> Shard::check_disk() {
+  if (store_failed_)
+    return make_error(Errc::kUnavailable,
+                      "the store failed (an fsync of the data dir failed): the daemon restarts; "
+                      "retry in a moment",
+                      nullptr, "storage_failed");
+  const DiskHealth disk = store_.disk_health();
+  if (write_held_ || disk == DiskHealth::kFull)
+    return make_error(Errc::kUnavailable,
+                      "the data dir is full or read-only: nothing can be made durable now; retry "
+                      "once space is freed",
+                      nullptr, "storage_full");
+  if (disk == DiskHealth::kFailed)
+    return make_error(Errc::kUnavailable,
+                      "the store failed (an fsync of the data dir failed): the daemon restarts; "
+                      "retry in a moment",
+                      nullptr, "storage_failed");
+  return ok();
 }
 
 void Shard::flush_durable_acks() {
@@ -763,8 +906,8 @@ void Shard::release_held_sends() {
   }
 }
 
-void Shard::after_durable(std::function<void()> fire) {
-  turn_acks_.push_back(std::move(fire));
+void Shard::after_durable(std::function<void()> fire, std::function<void(const Error&)> lost) {
+  turn_acks_.push_back(Ack{0, std::move(fire), std::move(lost)});
 }
 
 void Shard::prepare_send(const SendCommand& cmd) {
@@ -1057,6 +1200,7 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
                       nullptr, "store_unavailable");
   }
   if (store_.full()) return store_full();  // deliveries and attempts still write
+  if (auto d = check_disk(); !d.ok()) return d.error();
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();
@@ -1137,6 +1281,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     std::vector<Result<SubmitResult>> results;
     size_t next = 0;            // the first event not taken yet
     bool undurable = false;     // an event taken since the last durable point was accepted
+    size_t part_first = 0;      // the first event of the part taken last (not durable yet)
     std::vector<size_t> valid;  // the part being looked up: indexes of well-formed events
     std::vector<Store::EventKeyRef> refs;
     bool from_inbox = false;       // drained from inboxes: never queued again
@@ -1178,6 +1323,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     const size_t first = p->next;
     const size_t last = std::min(p->events.size(), first + part_max);
     p->next = last;
+    p->part_first = first;
     p->valid.clear();
     p->refs.clear();
     p->to_inbox.clear();
@@ -1200,12 +1346,21 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     }
     // After this part: the next one (at once while draining, else once this one is durable),
     // or the answer.
-    auto after = [this, self, p, answer] {
+    // The write of the part taken last cannot be confirmed (docs/operations.md "Disk full,
+    // read-only and failed syncs"): its events and those not taken yet are answered `e`
+    // (503), the earlier parts' answers stand (they are durable).
+    auto lost = [p, answer](const Error& e) {
+      for (size_t i = p->part_first; i < p->results.size(); ++i) {
+        if (p->results[i].ok()) p->results[i] = e;
+      }
+      answer(*p);
+    };
+    auto after = [this, self, p, answer, lost] {
       if (p->next < p->events.size()) {
         if (draining_) return self(self, p);  // no part waits on a loop that is about to end
         // This part is committed at the end of the turn; the next one is taken once durable.
         p->undurable = false;
-        after_durable([self, p]() mutable { self(self, std::move(p)); });
+        after_durable([self, p]() mutable { self(self, std::move(p)); }, lost);
         loop_->wake();  // taken inside an ack: make the next turn commit it without waiting
         return;
       }
@@ -1213,7 +1368,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
       // Otherwise the answer waits until this turn's commit is durable (a duplicate's original
       // may not be durable yet either).
       if (!p->undurable) return answer(*p);
-      after_durable([p, answer]() mutable { answer(*p); });
+      after_durable([p, answer]() mutable { answer(*p); }, lost);
     };
     if (p->valid.empty() && p->to_inbox.empty()) return after();
     p->ops_left = (p->valid.empty() ? 0 : 1) + (p->to_inbox.empty() ? 0 : 1);

@@ -151,8 +151,20 @@ class Shard final : public IdAllocator {
   void turn();
   void commit();
   void flush_durable_acks();
-  // Runs `fire` once everything written so far is durable (after this turn's commit).
-  void after_durable(std::function<void()> fire);
+  // Runs `fire` once everything written so far is durable (after this turn's commit). `lost`
+  // (may be empty) runs instead, with the reason, once that write can no longer be confirmed in
+  // time: the disk refused it (DiskHealth::kFull: the write is kept and done later, but its
+  // waiting answer goes now) or the store failed (kFailed). Without `lost` the answer waits for
+  // the write, or is never given when the store failed (no false success).
+  void after_durable(std::function<void()> fire, std::function<void(const Error&)> lost = nullptr);
+  // The disk refused this turn's batch: keep it (and the acks that wait for it) for a later
+  // write; answer the waiting intake now.
+  void hold_batch(const Error& why);
+  // The store failed for good: what is not durable never will be. Intake waiting for it is
+  // answered 503 storage_failed, the other answers are dropped, nothing more is sent.
+  void on_store_failed(const Error& why);
+  // The intake refusal while the disk refuses writes or the store failed; ok() otherwise.
+  Result<void> check_disk();
   void release_held_sends();
   // `to_inbox` (null: never): set when the event is well-formed but its partition is not
   // served here and goes to its inbox instead (cluster mode, EngineOptions::inbox).
@@ -286,10 +298,21 @@ class Shard final : public IdAllocator {
   struct Ack {
     uint64_t seq;
     std::function<void()> fire;
+    std::function<void(const Error&)> lost;  // may be empty (after_durable)
   };
-  std::vector<Ack> acks_;                         // waiting for durable_seq() >= seq
-  std::vector<std::function<void()>> turn_acks_;  // wait for this turn's commit
+  std::vector<Ack> acks_;       // waiting for durable_seq() >= seq
+  std::vector<Ack> turn_acks_;  // wait for this turn's commit (seq set then)
   uint64_t last_written_seq_ = 0;
+  // docs/operations.md "Disk full, read-only and failed syncs". write_held_: the store refused
+  // mutations_ (DiskHealth::kFull); they stay, with turn_acks_, and are written again every
+  // kDiskRetry; nothing new is sent and intake answers 503 storage_full until a write succeeds.
+  bool write_held_ = false;
+  bool store_failed_ = false;  // DiskHealth::kFailed seen: on_store_failed() ran
+  MonoTime next_disk_retry_;
+  MonoTime held_since_;
+  static constexpr Duration kDiskRetry = milliseconds(200);
+  // Sends prepared in a turn whose batch was not written go back unsent (no attempt spent).
+  void withhold_sends();
 
   std::vector<std::unique_ptr<SendSlot>> slots_;
   std::vector<SendSlot*> free_slots_;

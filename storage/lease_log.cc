@@ -152,7 +152,7 @@ Result<void> LeaseLog::append(const LeaseBatch& batch) {
                                static_cast<off_t>(start + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return io_error("cannot write the lease log");
+      return io_error("cannot write the lease log", errno);
     }
     done += static_cast<size_t>(n);
   }
@@ -227,10 +227,25 @@ Result<void> LeaseLog::sync() {
     dirty_.clear();
     dir = std::exchange(dir_dirty_, false);
   }
-  for (const auto& [n, fd] : todo) {
-    if (::fdatasync(fd) != 0) return io_error("cannot sync the lease log");
+  // A sync that fails leaves what it did not sync dirty (as PayloadLog::sync).
+  auto keep_dirty = [&](size_t from) {
+    std::lock_guard lock(mu_);
+    for (size_t i = from; i < todo.size(); ++i) dirty_.insert(dirty_.begin(), todo[i].first);
+    dir_dirty_ = dir_dirty_ || dir;
+  };
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (::fdatasync(todo[i].second) != 0) {
+      const int err = errno;
+      keep_dirty(i);
+      return io_error("cannot sync the lease log", err);
+    }
   }
-  if (dir) return files_.sync();
+  if (dir) {
+    if (auto r = files_.sync(); !r) {
+      keep_dirty(todo.size());
+      return r;
+    }
+  }
   return ok();
 }
 

@@ -104,7 +104,7 @@ Result<void> PayloadLog::append(const std::vector<std::string_view>& payloads, u
                                   static_cast<off_t>(at));
       if (n < 0) {
         if (errno == EINTR) continue;
-        return io_error("cannot write the payload log");
+        return io_error("cannot write the payload log", errno);
       }
       at += static_cast<uint64_t>(n);
       size_t left = static_cast<size_t>(n);
@@ -150,13 +150,28 @@ Result<void> PayloadLog::sync() {
     todo.swap(dirty_);
     dir = std::exchange(dir_dirty_, false);
   }
+  // A sync that fails leaves what it did not sync dirty: a read-only filesystem refuses it
+  // whole, and the next sync asks again (after any other failure the store stops: RocksStore).
+  auto keep_dirty = [&](size_t from) {
+    std::lock_guard lock(append_mu_);
+    dirty_.insert(dirty_.begin(), todo.begin() + static_cast<ptrdiff_t>(from), todo.end());
+    dir_dirty_ = dir_dirty_ || dir;
+  };
   std::shared_lock map(map_mu_);
-  for (uint64_t n : todo) {
-    auto it = segments_.find(n);
-    if (it != segments_.end() && ::fdatasync(it->second.fd) != 0)
-      return io_error("cannot sync the payload log");
+  for (size_t i = 0; i < todo.size(); ++i) {
+    auto it = segments_.find(todo[i]);
+    if (it != segments_.end() && ::fdatasync(it->second.fd) != 0) {
+      const int err = errno;
+      keep_dirty(i);
+      return io_error("cannot sync the payload log", err);
+    }
   }
-  if (dir) return files_.sync();
+  if (dir) {
+    if (auto r = files_.sync(); !r) {
+      keep_dirty(todo.size());
+      return r;
+    }
+  }
   return ok();
 }
 

@@ -1,9 +1,10 @@
 #include "storage/rocks_store.h"
 
-#include <mutex>
-
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
@@ -13,7 +14,11 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <mutex>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -89,18 +94,46 @@ class SystemClock final : public Clock {
 };
 
 // Syncs the payload log before RocksDB writes a memtable to an SST file, so that a reference
-// that becomes durable that way never points at bytes that are not (payload_log.h).
-class PayloadSyncListener final : public rocksdb::EventListener {
+// that becomes durable that way never points at bytes that are not (payload_log.h). A sync that
+// fails there fails the store (`on_sync_error`): the flush cannot be stopped from here.
+// Also keeps RocksDB from resuming on its own after a NoSpace error: its SstFileManager waits
+// for free space of the largest write buffer (64 MiB here: more than a small disk ever has)
+// and polls every 5 s. The store resumes itself on the next write instead (RocksStore::commit).
+class StoreListener final : public rocksdb::EventListener {
  public:
-  PayloadSyncListener(PayloadLog* log, std::atomic<bool>* failed) : log_(log), failed_(failed) {}
+  StoreListener(PayloadLog* log, std::function<void(int err)> on_sync_error)
+      : log_(log), on_sync_error_(std::move(on_sync_error)) {}
   void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
-    if (!log_->sync()) failed_->store(true);
+    if (auto r = log_->sync(); !r) on_sync_error_(r.error().sys_errno);
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
   }
 
  private:
   PayloadLog* log_;
-  std::atomic<bool>* failed_;
+  std::function<void(int err)> on_sync_error_;
 };
+
+bool disk_refuses(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EROFS;
+}
+
+constexpr const char* kProbeFile = "/write-probe";
+
+// check_space(): below this much free space it is measured at every write. The floor is 1/32
+// of the filesystem, at most kSpaceFloorMax: room for RocksDB's flushes and the MANIFEST.
+constexpr uint64_t kSpaceWatchBytes = uint64_t{256} << 20;
+constexpr uint64_t kSpaceFloorMax = uint64_t{64} << 20;
+
+// An error of open on a disk that is full or read-only says so (serve prints it and exits 1).
+Error at_open(Error e) {
+  if (e.sys_errno == ENOSPC || e.sys_errno == EDQUOT)
+    e.message = "the data dir is full: retry once space is freed";
+  if (e.sys_errno == EROFS) e.message = "the data dir is read-only: retry once it is writable";
+  return e;
+}
 
 constexpr size_t kRecoveryChunk = 4096;
 constexpr size_t kRetentionChunk = 512;
@@ -139,12 +172,19 @@ Result<void> RocksStore::open_db() {
   if (options_.create_if_missing && ::mkdir(options_.path.c_str(), 0700) != 0 && errno != EEXIST)
     return io_error("cannot create the store directory");
   auto log = PayloadLog::open(options_.path + "/payloads", options_.payload_segment_bytes);
-  if (!log) return log.error();
+  if (!log) return at_open(log.error());
   payloads_ = std::move(*log);
   auto leases = LeaseLog::open(options_.path + "/leases", options_.lease_segment_bytes);
-  if (!leases) return leases.error();
+  if (!leases) return at_open(leases.error());
   leases_ = std::move(*leases);
-  flush_listener_ = std::make_shared<PayloadSyncListener>(payloads_.get(), &failed_);
+  probe_fd_ = ::open((options_.path + kProbeFile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (probe_fd_ < 0) return at_open(io_error("cannot create the store's write probe", errno));
+  if (::pwrite(probe_fd_, "p", 1, 0) != 1)
+    return at_open(io_error("cannot write the store's write probe", errno));
+  // RocksDB writes at open (a MANIFEST, the WAL): on a disk without room it would meet ENOSPC.
+  if (auto r = check_space(0); !r) return at_open(r.error());
+  flush_listener_ = std::make_shared<StoreListener>(
+      payloads_.get(), [this](int err) { fail("a payload log fsync before a flush failed", err); });
   rocksdb::DBOptions dbo = db_options(options_);
   dbo.listeners.push_back(flush_listener_);
   // Open the column families that exist, then create the missing ones in one call: RocksDB
@@ -170,6 +210,9 @@ Result<void> RocksStore::open_db() {
   if (!s.ok()) {
     Error e = to_error(s);
     e.message = "cannot open the RocksDB store (path, permissions, or an unknown column family)";
+    if (s.IsNoSpace()) e.message = "the data dir is full: retry once space is freed";
+    if (s.ToString().find("Read-only file system") != std::string::npos)
+      e.message = "the data dir is read-only: retry once it is writable";
     return e;
   }
   for (size_t j = 0; j < present_idx.size(); ++j) handles_[present_idx[j]] = handles[j];
@@ -228,14 +271,16 @@ RocksStore::~RocksStore() {
     sync_thread_.join();
   }
   if (db_) {
-    if (options_.flush_on_close && !failed_.load()) {
+    if (options_.flush_on_close && !failed_.load() && !rocks_write_failed_.load()) {
       rocksdb::FlushOptions fo;
       fo.wait = true;
       std::vector<rocksdb::ColumnFamilyHandle*> all(handles_.begin(), handles_.end());
       db_->Flush(fo, all).PermitUncheckedError();  // best effort: the WAL has everything
     }
     uint64_t seq = db_->GetLatestSequenceNumber();
-    if (options_.sync != SyncPolicy::kNone && sync_logs() && db_->SyncWAL().ok())
+    // After a failed sync nothing is published: a later sync that succeeds proves nothing.
+    if (options_.sync != SyncPolicy::kNone && !failed_.load() && !rocks_write_failed_.load() &&
+        sync_logs() && db_->SyncWAL().ok())
       advance_durable(seq);
     for (auto* h : handles_) {
       if (h) db_->DestroyColumnFamilyHandle(h);
@@ -243,6 +288,7 @@ RocksStore::~RocksStore() {
     db_->Close().PermitUncheckedError();
     delete db_;
   }
+  if (probe_fd_ >= 0) ::close(probe_fd_);
 }
 
 // ---- durability -------------------------------------------------------------------------------
@@ -274,6 +320,7 @@ void RocksStore::sync_loop() {
   using SteadyClock = std::chrono::steady_clock;
   const auto interval = std::chrono::duration_cast<SteadyClock::duration>(options_.sync_interval);
   auto last_sync = SteadyClock::now() - interval;
+  bool sync_refused = false;  // the last sync met a read-only filesystem
   std::unique_lock lk(sync_mu_);
   while (!stop_) {
     sync_cv_.wait_for(lk, interval, [&] { return stop_ || dirty_.load(); });
@@ -284,6 +331,7 @@ void RocksStore::sync_loop() {
       sync_cv_.wait_until(lk, earliest, [&] { return stop_; });
       if (stop_) break;
     }
+    if (failed_.load()) break;  // nothing becomes durable any more: nothing to sync
     dirty_.store(false);
     lk.unlock();
     last_sync = SteadyClock::now();
@@ -291,31 +339,88 @@ void RocksStore::sync_loop() {
     // runs after the write): this sync makes those writes durable, then the segments can go.
     const std::vector<uint64_t> resolved = leases_->resolved_segments();
     const uint64_t seq = db_->GetLatestSequenceNumber();
-    // The logs first: every batch up to seq appended its payloads before its WAL write (its
-    // leases follow it, and need not be durable with it).
-    rocksdb::Status s = sync_logs() ? db_->SyncWAL() : rocksdb::Status::IOError("payload log");
-    // A removal that fails leaves the files for the next sync (open removes them at the latest).
-    if (s.ok()) static_cast<void>(leases_->remove(resolved));
-    if (s.ok()) {
-      advance_durable(seq);
-      if (options_.on_durable) options_.on_durable(seq);
-    } else {
-      failed_.store(true);
+    // A read-only filesystem refuses the sync before anything is written back: nothing is lost,
+    // the same writes are synced once it is writable again (the logs keep them dirty). Asked
+    // first, so that RocksDB's own WAL sync does not meet it. Any other failure is a failed
+    // sync (fsyncgate): the store fails for good.
+    Result<void> logs = probe_write_access();
+    // The logs before the WAL: every batch up to seq appended its payloads before its WAL write
+    // (its leases follow it, and need not be durable with it).
+    if (logs.ok()) logs = sync_logs();
+    // RocksDB's WAL writer saw a write error and RocksDB has not resumed yet (the next write
+    // resumes it): the WAL is not synced now; what it holds becomes durable by the resume's
+    // flush or by the next sync after it.
+    if (logs.ok() && rocks_write_failed_.load()) {
+      dirty_.store(true);
+      last_sync = SteadyClock::now() + std::chrono::milliseconds(100);
+      lk.lock();
+      continue;
     }
+    if (!logs.ok() && logs.error().sys_errno == EROFS) {
+      static_cast<void>(disk_error(EROFS, "a sync of the data dir was refused"));
+      sync_refused = true;
+      dirty_.store(true);
+      last_sync = SteadyClock::now() + std::chrono::milliseconds(100);  // ask again in 100 ms
+      lk.lock();
+      continue;
+    }
+    if (!logs.ok()) {
+      fail("an fsync of the payload or lease log failed", logs.error().sys_errno);
+      lk.lock();
+      break;
+    }
+    rocksdb::Status s = db_->SyncWAL();
+    if (!s.ok()) {
+      fail("an fsync of the RocksDB WAL failed", EIO);
+      lk.lock();
+      break;
+    }
+    // A removal that fails leaves the files for the next sync (open removes them at the latest).
+    static_cast<void>(leases_->remove(resolved));
+    if (sync_refused) {
+      sync_refused = false;
+      uint8_t full = static_cast<uint8_t>(DiskHealth::kFull);
+      disk_.compare_exchange_strong(full, static_cast<uint8_t>(DiskHealth::kOk));
+    }
+    advance_durable(seq);
+    if (options_.on_durable) options_.on_durable(seq);
     lk.lock();
   }
 }
 
-Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync) {
+Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync, bool probed) {
   if (failed_.load(std::memory_order_relaxed))
-    return io_error("the store stopped accepting writes after a WAL sync failure");
+    return make_error(Errc::kUnavailable,
+                      "the store stopped accepting writes after a failed sync: restart the daemon",
+                      nullptr, "storage_failed");
+  if (!probed) {
+    if (auto r = probe_write_access(); !r) return r.error();
+    if (auto r = check_space(batch.GetDataSize()); !r) return r.error();
+  }
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync == SyncPolicy::kAlways || force_sync;
   if (wo.sync) {
-    if (auto r = sync_logs(); !r) return r.error();
+    if (auto r = sync_logs(); !r) {
+      if (r.error().sys_errno == EROFS) return disk_error(EROFS, "the data dir is read-only");
+      fail("an fsync of the payload or lease log failed", r.error().sys_errno);
+      return disk_error(r.error().sys_errno, "a sync failed");
+    }
+  }
+  if (disk_.load(std::memory_order_acquire) == static_cast<uint8_t>(DiskHealth::kFull)) {
+    // After a NoSpace error RocksDB refuses writes until it resumes (it flushes the memtables
+    // and starts a new WAL, so a torn WAL tail is never written after). Not stopped: at once OK.
+    if (rocksdb::Status r = db_->Resume(); !r.ok()) return db_write_error(r);
+    rocks_write_failed_.store(false);
   }
   rocksdb::Status s = db_->Write(wo, &batch);
-  if (!s.ok()) return to_error(s);
+  if (!s.ok()) {
+    if (s.IsNoSpace()) rocks_write_failed_.store(true);
+    return db_write_error(s);
+  }
+  if (disk_.load(std::memory_order_relaxed) != static_cast<uint8_t>(DiskHealth::kOk)) {
+    uint8_t full = static_cast<uint8_t>(DiskHealth::kFull);
+    disk_.compare_exchange_strong(full, static_cast<uint8_t>(DiskHealth::kOk));
+  }
   // An upper bound of this batch's own sequence: waiting for it is always safe.
   const uint64_t seq = db_->GetLatestSequenceNumber();
   switch (options_.sync) {
@@ -333,6 +438,90 @@ Result<uint64_t> RocksStore::commit(rocksdb::WriteBatch& batch, bool force_sync)
 Result<void> RocksStore::sync_logs() {
   if (auto r = payloads_->sync(); !r) return r;
   return leases_->sync();
+}
+
+Result<void> RocksStore::probe_write_access() {
+  static constexpr char kByte = 'p';
+  while (::pwrite(probe_fd_, &kByte, 1, 0) != 1) {
+    if (errno == EINTR) continue;
+    return disk_error(errno, "the data dir does not take writes");
+  }
+  return ok();
+}
+
+Result<void> RocksStore::check_space(uint64_t bytes) {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  uint64_t free = free_bytes_.load(std::memory_order_relaxed);
+  if (free < kSpaceWatchBytes ||
+      now_ms - free_checked_ms_.load(std::memory_order_relaxed) >= 1000) {
+    struct statvfs st {};
+    if (::statvfs(options_.path.c_str(), &st) == 0) {
+      free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+      const uint64_t size = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+      free_bytes_.store(free, std::memory_order_relaxed);
+      free_floor_bytes_.store(std::min(kSpaceFloorMax, size / 32), std::memory_order_relaxed);
+    }
+    free_checked_ms_.store(now_ms, std::memory_order_relaxed);
+  }
+  if (free < free_floor_bytes_.load(std::memory_order_relaxed) + bytes)
+    return disk_error(ENOSPC, "the data dir is nearly full");
+  return ok();
+}
+
+Error RocksStore::disk_error(int err, const char* what) {
+  if (disk_refuses(err)) {
+    uint8_t was = static_cast<uint8_t>(DiskHealth::kOk);
+    if (disk_.compare_exchange_strong(was, static_cast<uint8_t>(DiskHealth::kFull)) &&
+        db_ != nullptr) {  // open() says it in its own error
+      std::fprintf(stderr,
+                   "ringcast: storage: %s (%s): the data dir %s refuses writes; intake answers "
+                   "503 storage_full until it takes them again\n",
+                   what, std::strerror(err), options_.path.c_str());
+    }
+    Error e = make_error(Errc::kUnavailable,
+                         err == EROFS ? "the data dir is read-only: retry once it is writable"
+                                      : "the data dir is full: retry once space is freed",
+                         nullptr, "storage_full");
+    e.sys_errno = err;
+    return e;
+  }
+  fail(what, err);
+  Error e = make_error(Errc::kUnavailable,
+                       "the store stopped accepting writes after an I/O error: restart the daemon",
+                       nullptr, "storage_failed");
+  e.sys_errno = err;
+  return e;
+}
+
+Error RocksStore::db_write_error(const rocksdb::Status& s) {
+  if (s.IsNoSpace() || s.IsBusy()) return disk_error(ENOSPC, "RocksDB is out of space");
+  fail("RocksDB stopped on a write error", EIO);
+  Error e = to_error(s);
+  e.code = Errc::kUnavailable;
+  e.message = "the store stopped accepting writes after an I/O error: restart the daemon";
+  e.reason = "storage_failed";
+  return e;
+}
+
+void RocksStore::fail(const char* what, int err) {
+  disk_.store(static_cast<uint8_t>(DiskHealth::kFailed), std::memory_order_release);
+  if (failed_.exchange(true)) return;
+  std::fprintf(stderr,
+               "ringcast: storage: %s (%s) in %s: what it covered may be lost, so nothing it "
+               "covered is acknowledged and nothing more is written\n",
+               what, err != 0 ? std::strerror(err) : "no errno", options_.path.c_str());
+  if (options_.on_failed) options_.on_failed(what, err);
+}
+
+bool RocksStore::retry_disk() {
+  if (failed_.load()) return false;
+  if (disk_health() == DiskHealth::kOk) return true;
+  // A WAL record of a few bytes: it needs space, unlike the probe's rewrite in place.
+  rocksdb::WriteBatch batch;
+  batch.Delete(cf(kCfMeta), Slice(kProbeFile));
+  return commit(batch, false).ok();
 }
 
 int64_t RocksStore::stamp_ms() {
@@ -518,6 +707,12 @@ Result<void> RocksStore::check_new_event_keys(const std::vector<Event>& events,
 Result<uint64_t> RocksStore::write(const Mutations& m) {
   no_perf_counters();
   if (m.empty()) return db_->GetLatestSequenceNumber();
+  {
+    uint64_t bytes = 256 * (m.deliveries.size() + m.attempts.size() + m.events.size() +
+                            m.endpoints.size() + m.tenants.size() + m.notifications.size());
+    for (const Event& e : m.events) bytes += e.payload.size();
+    if (auto r = check_space(bytes); !r) return r.error();
+  }
   // One batch per writing thread, cleared and reused: its buffer keeps its capacity, so a turn
   // neither allocates it nor grows it by doubling (a fresh batch per write was ~0.8 % of a
   // delivery window's CPU). A buffer grown past 4 MiB by a rare huge turn (a killed backlog)
@@ -567,7 +762,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
       std::vector<std::string_view> bodies;
       bodies.reserve(m.events.size());
       for (const Event& e : m.events) bodies.emplace_back(e.payload);
-      if (auto r = payloads_->append(bodies, get_stamp(), refs); !r) return r.error();
+      if (auto r = payloads_->append(bodies, get_stamp(), refs); !r)
+        return disk_error(r.error().sys_errno, r.error().message);
     }
     std::vector<EventSeq> fanout;  // event of each new delivery, to count them per event
     for (const auto& dp : m.deliveries) {
@@ -749,13 +945,18 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   for (DeliveryId id : active_deletes) batch.Delete(cf(kCfActive), sl(id_key(id)));
   put_expiry_groups(expiring_events, ExpiryKind::kEventGroup);
   put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
-  auto seq = commit(batch, false);
+  // A batch with events wrote the payload log just now: a read-only disk refused that already.
+  auto seq = commit(batch, false, /*probed=*/!m.events.empty());
   if (!seq) return seq;
   // The leases are appended after the batch they belong to is written and before write()
   // returns, so before any of their requests is on the wire: a lease the log holds always
   // belongs to a committed batch (a crash in between loses a lease whose request was never
   // sent; the delivery is then simply still pending).
-  if (auto r = leases_->append(leases); !r) return r.error();
+  // If the lease log refuses (a full or read-only disk), the batch is in the WAL and its sends
+  // must not go: the caller keeps the batch and writes it again, which rewrites the same
+  // records (a write is idempotent) and appends the leases then.
+  if (auto r = leases_->append(leases); !r)
+    return disk_error(r.error().sys_errno, r.error().message);
   settle_leases(leased, settled);
   return seq;
 }
@@ -1446,8 +1647,15 @@ Result<void> RocksStore::remove_done_segments(RetentionStats& st) {
   }
   if (gone.empty()) return ok();
   // The moved copies and their new heads are durable before the old copies go.
-  if (auto r = payloads_->sync(); !r) return r;
-  if (auto s = db_->SyncWAL(); !s.ok()) return to_error(s);
+  if (auto r = payloads_->sync(); !r) {
+    if (r.error().sys_errno != EROFS)
+      fail("an fsync of the payload log failed", r.error().sys_errno);
+    return r;
+  }
+  if (auto s = db_->SyncWAL(); !s.ok()) {
+    fail("an fsync of the RocksDB WAL failed", EIO);
+    return to_error(s);
+  }
   for (uint64_t n : gone) {
     if (auto r = payloads_->remove(n); !r) return r;
     ++st.payload_segments;

@@ -2,6 +2,9 @@
 // Invariants: one write() is one atomic WriteBatch; a commit sequence is durable once
 // durable_seq() >= it (never earlier); a partition's records are one key range per column
 // family; terminal records leave only through run_retention(), never a non-terminal one.
+// A full or read-only disk fails a write whole (disk_health() kFull; writing it again is safe);
+// a failed sync fails the store for good (kFailed): durable_seq() never passes what that sync
+// was to cover, whatever a later sync answers.
 #pragma once
 
 #include <array>
@@ -23,6 +26,7 @@ namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
 class Cache;
+class Status;
 class WriteBatch;
 class EventListener;
 struct Options;
@@ -68,6 +72,10 @@ struct StoreOptions {
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
+  // Called once, by the thread that found it, when the store fails for good (DiskHealth::kFailed:
+  // a sync failed, or RocksDB stopped on an error it cannot resume from). `what` is a static
+  // string, `sys_errno` the errno when there is one. Must not call back into the store.
+  std::function<void(const char* what, int sys_errno)> on_failed;
 };
 
 // Sizes of the on-disk state (bench and operators).
@@ -93,6 +101,10 @@ class RocksStore final : public Store {
   // empty Mutations returns the current one without writing.
   Result<uint64_t> write(const Mutations& m) override;
   uint64_t durable_seq() const override { return durable_.load(std::memory_order_acquire); }
+  DiskHealth disk_health() const override {
+    return static_cast<DiskHealth>(disk_.load(std::memory_order_acquire));
+  }
+  bool retry_disk() override;
 
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view event_id) override;
@@ -170,7 +182,9 @@ class RocksStore final : public Store {
   Result<void> load_outbox();
   Result<void> load_outbox_entries(char prefix, bool keep, std::vector<Notification>& out);
   // Writes a batch under the store's sync policy; force_sync fsyncs regardless (recovery).
-  Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync);
+  // `probed`: the caller wrote to the data dir just before (the payload log), so a read-only
+  // filesystem would have refused that already.
+  Result<uint64_t> commit(rocksdb::WriteBatch& batch, bool force_sync, bool probed = false);
   Result<void> write_meta(std::string_view key, const std::string* value, bool sync);
   void sync_loop();
   void advance_durable(uint64_t seq);
@@ -187,6 +201,26 @@ class RocksStore final : public Store {
   void settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
                      const std::vector<std::pair<DeliveryId, size_t>>& settled);
   Result<void> sync_logs();  // the payload and lease logs, before a WAL sync
+  // A write of the store's own files failed with `err`: ENOSPC, EDQUOT and EROFS make the disk
+  // kFull (the write changed nothing durable); anything else fails the store (kFailed). The
+  // error to return, reason "storage_full" or "storage_failed".
+  Error disk_error(int err, const char* what);
+  // The same for a RocksDB status: NoSpace is kFull; any other error of a write fails the store
+  // (RocksDB stops on it and resumes from NoSpace only).
+  Error db_write_error(const rocksdb::Status& s);
+  // A failed sync (any errno but EROFS, which refuses the sync without writing anything back):
+  // the store fails for good.
+  void fail(const char* what, int err);
+  // One byte rewritten in place in the probe file: EROFS before RocksDB sees the filesystem
+  // turn read-only (RocksDB cannot resume from that error without a reopen). Writes that append
+  // payloads first need none.
+  Result<void> probe_write_access();
+  // kFull (ENOSPC) before a write of about `bytes` would leave less than the floor free
+  // (free_floor()): RocksDB must never meet ENOSPC on its WAL. A WritableFileWriter that saw a
+  // write error asserts on its next use in RocksDB builds with assertions (a WAL sync, a close),
+  // and a torn WAL tail is only safe once RocksDB has resumed. The free space is measured
+  // (statvfs) at every write while it is below kSpaceWatchBytes, else once a second.
+  Result<void> check_space(uint64_t bytes);
   Result<void> remove_done_segments(RetentionStats& st);
 
   StoreOptions options_;
@@ -205,7 +239,16 @@ class RocksStore final : public Store {
   uint64_t leases_applied_ = 0;
 
   std::atomic<uint64_t> durable_{0};
-  std::atomic<bool> failed_{false};  // a WAL sync failed: writes are refused from then on
+  std::atomic<bool> failed_{false};  // a sync failed: writes are refused from then on
+  std::atomic<uint8_t> disk_{static_cast<uint8_t>(DiskHealth::kOk)};  // DiskHealth
+  int probe_fd_ = -1;
+  // check_space(): the last measure (free bytes, the floor) and when it was taken (steady ms).
+  std::atomic<uint64_t> free_bytes_{UINT64_MAX};
+  std::atomic<uint64_t> free_floor_bytes_{0};
+  std::atomic<int64_t> free_checked_ms_{0};
+  // A RocksDB write failed (NoSpace) and RocksDB has not resumed: its WAL writer saw the error,
+  // so nothing may sync or close it (the sync thread skips, the close does not flush).
+  std::atomic<bool> rocks_write_failed_{false};  // probe_write_access()
   std::atomic<int64_t> last_stamp_ms_{0};
   // Key ids of grouped expiry entries: starts above the store's sequence at open, so no id is
   // used twice, also across restarts (each group is a Put: the sequence passes every id used).

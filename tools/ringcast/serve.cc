@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cinttypes>
@@ -104,6 +105,7 @@ int run_serve(const Config& cfg) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGUSR1);  // the store failed (below)
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // SPEC R14 (docs/security.md "Local users"): what the daemon creates (the data dir, RocksDB's
@@ -230,6 +232,10 @@ int run_serve(const Config& cfg) {
   // The store and the engine on it: intake acknowledgements wait for the store's durable
   // sequence, whose hook wakes the shards.
   const bool on_redis = cfg.storage.backend == "redis";
+  // A failed fsync of the data dir (docs/operations.md "Disk full, read-only and failed syncs"):
+  // the store takes nothing more; this thread stops the daemon, which exits kExitStoreFailed for
+  // the supervisor to restart it (recovery reads what is really on disk).
+  std::atomic<bool> store_failed{false};
   std::string why;
   Result<std::unique_ptr<engine::Embedded>> opened = Error{};
   std::string where;
@@ -260,6 +266,10 @@ int run_serve(const Config& cfg) {
     storage::StoreOptions sopts = engine::store_options(cfg);
     sopts.notification_outbox = notifier != nullptr;
     sopts.mail_outbox = mailer != nullptr;
+    sopts.on_failed = [&store_failed](const char*, int) {
+      store_failed.store(true);
+      ::kill(::getpid(), SIGUSR1);
+    };
     where = sopts.path;
     opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
   }
@@ -455,9 +465,16 @@ int run_serve(const Config& cfg) {
   int sig = 0;
   do {
     sig = sigwaitinfo(&sigs, nullptr);
-  } while (sig != SIGTERM && sig != SIGINT);
-  std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  } while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && store_failed.load()));
+  if (sig == SIGUSR1) {
+    std::fprintf(stderr,
+                 "ringcast: an fsync of the data dir failed: nothing it covered was acknowledged; "
+                 "stopping, exit %d: restart to recover from what is on disk\n",
+                 kExitStoreFailed);
+  } else {
+    std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  }
   if (retention) retention->stop();  // a running pass ends at its next chunk; before close
   if (metrics_server) metrics_server->stop(seconds(1));
   server.stop(cfg.server.shutdown_grace);  // no new requests; answers what it has
@@ -465,7 +482,7 @@ int run_serve(const Config& cfg) {
   shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
                      // is due (bounded) and leaves the rest in the outbox
   std::fprintf(stderr, "ringcast: stopped\n");
-  return 0;
+  return store_failed.load() ? kExitStoreFailed : 0;
 }
 
 }  // namespace ringcast

@@ -6,7 +6,13 @@
 
 namespace ringcast {
 
-// Runs until SIGTERM/SIGINT; returns the process exit code (0 after a graceful stop).
+// The exit code after the store failed for good (a failed fsync of the data dir): EX_TEMPFAIL
+// of sysexits.h, "try again later" — a supervisor restarts the daemon, and recovery reads what
+// is really on disk.
+inline constexpr int kExitStoreFailed = 75;
+
+// Runs until SIGTERM/SIGINT (or the store fails); returns the process exit code (0 after a
+// graceful stop).
 int run_serve(const Config& cfg);
 
 }  // namespace ringcast
