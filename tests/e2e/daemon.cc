@@ -303,8 +303,12 @@ std::string next_namespace() {
   return "e2e" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
+// A 503 that another node (or this one in a moment) answers: the partition between owners, or
+// an owner whose address is not published yet (it just took the partition). A load balancer
+// retries both (Retry-After: 1).
 bool is_not_owner(const Reply& r) {
-  return r.status == 503 && r.body.find("\"not_owner\"") != std::string::npos;
+  return r.status == 503 && (r.body.find("\"not_owner\"") != std::string::npos ||
+                             r.body.find("\"owner_unreachable\"") != std::string::npos);
 }
 
 // "/v1/tenants/{tenant}/events" → tenant; "" for any other path.

@@ -209,8 +209,15 @@ TEST(E2eTrust, ThePortalSecretIsTheStoresOwnAndOutlivesARestart) {
   }
   ASSERT_TRUE(d.terminate().ok()) << d.output();
   ASSERT_NO_THROW(d.start());
-  Reply r =
-      http_request(d.port(), "GET", "/v1/tenants/acme/endpoints", "", {"Cookie: " + s.cookie});
+  // Cluster mode: right after the restart a partition may be between owners (503 not_owner).
+  Reply r;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        r = http_request(d.port(), "GET", "/v1/tenants/acme/endpoints", "",
+                         {"Cookie: " + s.cookie});
+        return r.status != 503;
+      },
+      10s));
   EXPECT_EQ(r.status, 200) << r.describe();
 }
 
