@@ -1943,11 +1943,7 @@ std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
 HttpResponse no_route(const std::vector<std::string>& segs, std::string_view path) {
   std::string allow;
   for (const RouteSpec& r : route_table()) {
-    const auto pat = pattern_segments(r.pattern);
-    bool same = pat.size() == segs.size();
-    for (size_t i = 0; same && i < pat.size(); ++i)
-      same = pat[i].starts_with('{') || pat[i] == segs[i];
-    if (!same || allow.find(r.method) != std::string::npos) continue;
+    if (!route_path_matches(r.pattern, segs) || allow.find(r.method) != std::string::npos) continue;
     if (!allow.empty()) allow += ", ";
     allow += r.method;
   }

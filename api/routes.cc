@@ -51,22 +51,6 @@ constexpr std::array kRoutes = {
     RouteSpec{"GET", "/v1/tenants/{t}/notifications", V},
 };
 
-bool matches(std::string_view pattern, const std::vector<std::string>& segs) {
-  size_t i = 0;
-  size_t pos = 1;  // past the leading '/'
-  while (pos <= pattern.size()) {
-    size_t end = pattern.find('/', pos);
-    if (end == std::string_view::npos) end = pattern.size();
-    const std::string_view p = pattern.substr(pos, end - pos);
-    if (i >= segs.size()) return false;
-    const bool param = !p.empty() && p.front() == '{';
-    if (!param && segs[i] != p) return false;
-    ++i;
-    pos = end + 1;
-  }
-  return i == segs.size();
-}
-
 }  // namespace
 
 const char* route_class_name(RouteClass c) {
@@ -85,11 +69,27 @@ std::span<const RouteSpec> route_table() {
   return kRoutes;
 }
 
+bool route_path_matches(std::string_view pattern, const std::vector<std::string>& segs) {
+  size_t i = 0;
+  size_t pos = 1;  // past the leading '/'
+  while (pos <= pattern.size()) {
+    size_t end = pattern.find('/', pos);
+    if (end == std::string_view::npos) end = pattern.size();
+    const std::string_view p = pattern.substr(pos, end - pos);
+    if (i >= segs.size()) return false;
+    const bool param = !p.empty() && p.front() == '{';
+    if (!param && segs[i] != p) return false;
+    ++i;
+    pos = end + 1;
+  }
+  return i == segs.size();
+}
+
 const RouteSpec* find_route(std::string_view method, const std::vector<std::string>& segs) {
   // A literal segment wins over a parameter ("deliveries/recent" over "deliveries/{id}"):
   // the table lists the literal first and the first match is taken.
   for (const RouteSpec& r : kRoutes) {
-    if (r.method == method && matches(r.pattern, segs)) return &r;
+    if (r.method == method && route_path_matches(r.pattern, segs)) return &r;
   }
   return nullptr;
 }

@@ -39,6 +39,10 @@ std::span<const RouteSpec> route_table();
 // has that method and path (the handler answers 404 or 405).
 const RouteSpec* find_route(std::string_view method, const std::vector<std::string>& segs);
 
+// Whether the split path `segs` fits `pattern` (a "{…}" segment matches any one segment).
+// Allocates nothing: it runs for every row on every request.
+bool route_path_matches(std::string_view pattern, const std::vector<std::string>& segs);
+
 // Splits a pattern into its segments ("v1", "tenants", "{t}", ...).
 std::vector<std::string_view> pattern_segments(std::string_view pattern);
 
