@@ -11,7 +11,7 @@ int64_t minute_of(WallTime t) {
 }  // namespace
 
 int64_t AuthThrottle::blocked_for(const IpAddress& ip, WallTime now) {
-  if (max_failures_ == 0) return 0;
+  if (max_failures_ == 0 || tracked_.load(std::memory_order_relaxed) == 0) return 0;
   std::lock_guard lk(mu_);
   auto it = by_ip_.find({ip.family, ip.bytes});
   if (it == by_ip_.end() || it->second.minute != minute_of(now) ||
@@ -30,6 +30,7 @@ void AuthThrottle::failed(const IpAddress& ip, WallTime now) {
   if (minute != pruned_minute_) {  // once a minute: what belongs to an earlier one goes
     std::erase_if(by_ip_, [minute](const auto& kv) { return kv.second.minute != minute; });
     pruned_minute_ = minute;
+    tracked_.store(by_ip_.size(), std::memory_order_relaxed);
   }
   auto it = by_ip_.find({ip.family, ip.bytes});
   if (it == by_ip_.end()) {
@@ -38,6 +39,7 @@ void AuthThrottle::failed(const IpAddress& ip, WallTime now) {
   }
   if (it->second.minute != minute) it->second = Window{minute, 0};
   ++it->second.failures;
+  tracked_.store(by_ip_.size(), std::memory_order_relaxed);
 }
 
 size_t AuthThrottle::tracked() const {

@@ -44,6 +44,9 @@ class AuthThrottle {
   const size_t max_tracked_;
   mutable std::mutex mu_;
   std::map<Key, Window> by_ip_;
+  // by_ip_.size(), readable without the lock: every request asks blocked_for(), and while no
+  // address has failed (the usual case) it answers without taking the mutex.
+  std::atomic<size_t> tracked_{0};
   int64_t pruned_minute_ = 0;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> failures_{0};

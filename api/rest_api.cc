@@ -2056,10 +2056,9 @@ size_t RestApi::max_body_bytes(const HttpRequest& head) {
     // forwarded call is never a bulk call (forwardable_route()).
     return options_.max_body_bytes;
   }
+  if (path.starts_with("/portal")) return options_.max_unauthenticated_body_bytes;
   auto who = authenticate(head, options_, portal_.get(), wall_now());
-  if (!std::holds_alternative<Principal>(who) || path.starts_with("/portal")) {
-    return options_.max_unauthenticated_body_bytes;
-  }
+  if (!std::holds_alternative<Principal>(who)) return options_.max_unauthenticated_body_bytes;
   return is_bulk_route(path) ? options_.max_bulk_body_bytes : options_.max_body_bytes;
 }
 

@@ -381,7 +381,7 @@ void EngineImpl::submit(EventInput event, Callback<SubmitResult> done) {
     return done(
         make_error(Errc::kUnavailable, "the engine is not running", nullptr, "shutting_down"));
   }
-  if (!tenant_rate_.take(event.tenant, TenantRate::Clock::now())) return done(rate_limited());
+  if (!tenant_rate_.take(event.tenant, net::SystemClock().mono_now())) return done(rate_limited());
   shard.post([event = std::move(event), done](Shard& s) mutable {
     s.submit(std::move(event), std::move(done));
   });
@@ -402,7 +402,7 @@ void EngineImpl::submit_batch(std::vector<EventInput> events,
   g->done = std::move(done);
   std::vector<std::vector<size_t>> index(shards_.size());
   std::vector<std::vector<EventInput>> per_shard(shards_.size());
-  const auto now = TenantRate::Clock::now();
+  const MonoTime now = net::SystemClock().mono_now();
   for (size_t i = 0; i < events.size(); ++i) {
     if (!tenant_rate_.take(events[i].tenant, now)) {  // not taken in: the producer retries it
       g->results[i] = rate_limited();
