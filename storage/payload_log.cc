@@ -50,6 +50,11 @@ Result<std::unique_ptr<PayloadLog>> PayloadLog::open(const std::string& dir,
     s.size.store(static_cast<uint64_t>(st.st_size));
     newest = std::max(newest, n);
   }
+  // What an earlier run appended may be only in the page cache (a killed process): the first
+  // sync() covers those segments too, and RocksStore syncs once at open, before it answers from
+  // what it recovered.
+  log->dirty_ = found;
+  log->dir_dirty_ = true;
   if (auto r = log->start_segment(newest + 1); !r) return r.error();
   return log;
 }

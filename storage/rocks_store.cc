@@ -1,5 +1,6 @@
 #include "storage/rocks_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -14,11 +15,11 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -222,6 +223,11 @@ Result<void> RocksStore::open_db() {
     if (!s.ok()) return to_error(s);
     for (size_t j = 0; j < missing_idx.size(); ++j) handles_[missing_idx[j]] = handles[j];
   }
+
+  // Before anything is answered from the recovered state (a resubmission's 200 is an
+  // acknowledgement), it is made durable: a kill leaves the last writes in the page cache only,
+  // and a power cut after this start must not take them (docs/durability.md, SPEC R12.5).
+  if (auto r = sync_recovered(); !r) return at_open(r.error());
 
   std::string version;
   s = db_->Get(rocksdb::ReadOptions(), cf(kCfMeta), sl(kSchemaKey), &version);
@@ -1727,6 +1733,36 @@ Result<void> RocksStore::apply_old_leases() {
     if (auto r = commit(batch, /*force_sync=*/true); !r) return r.error();
   }
   return leases_->remove_old();
+}
+
+Result<void> RocksStore::sync_recovered() {
+  if (auto r = payloads_->sync(); !r) return r;
+  DIR* dir = ::opendir(options_.path.c_str());
+  if (dir == nullptr) return io_error("cannot list the store directory", errno);
+  std::vector<std::string> wals;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name(e->d_name);
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".log") wals.emplace_back(name);
+  }
+  ::closedir(dir);
+  for (const std::string& name : wals) {
+    const int fd = ::open((options_.path + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // RocksDB removed it since the listing
+      return io_error("cannot open a WAL file to sync it", errno);
+    }
+    const int rc = ::fdatasync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return io_error("cannot sync a WAL file the store recovered", err);
+  }
+  const int dfd = ::open(options_.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error("cannot open the store directory", errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) return io_error("cannot sync the store directory", err);
+  return ok();
 }
 
 Result<void> RocksStore::drop_torn_events() {

@@ -196,6 +196,9 @@ class RocksStore final : public Store {
   Result<std::optional<StoredEvent>> load_event_head(EventSeq seq);
   Result<void> read_payload(const StoredEvent& s, Event& out);
   Result<uint64_t> newest_expiry_stamp();
+  // fsyncs what this open found written by an earlier run (the payload log's segments, the WAL
+  // files RocksDB replayed, the directory), which a killed process may have left unsynced.
+  Result<void> sync_recovered();
   Result<void> drop_torn_events();
   Result<void> apply_old_leases();
   void settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
