@@ -131,8 +131,23 @@ Result<void> Loop::init() {
 }
 
 void Loop::refresh_now() {
-  now_ = clock_->mono_now();
-  wall_now_ = clock_->wall_now();
+  const MonoTime mono = clock_->mono_now();
+  const WallTime real = clock_->wall_now();
+  // The loop's wall clock never runs backwards (docs/operations.md "Clock jumps"): everything
+  // due (retries, breaker pauses, Retry-After holds, rate-limit tokens) is kept in wall time, and
+  // a step back would hold it for the length of the step. While the system clock is behind the
+  // loop's, the loop's runs on at half speed (monotonic time), so the system clock catches up
+  // after twice the step and pauses meanwhile last at most twice as long; a step forward is
+  // taken at once.
+  if (!wall_started_ || real >= wall_now_) {
+    wall_now_ = real;
+  } else {
+    const Duration elapsed = mono - now_;
+    if (elapsed > Duration::zero()) wall_now_ += elapsed / 2;
+    if (wall_now_ < real) wall_now_ = real;
+  }
+  wall_started_ = true;
+  now_ = mono;
 }
 
 const LoopStats& Loop::stats() const {

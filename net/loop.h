@@ -152,6 +152,8 @@ class Loop {
 
   // --- time (read once per turn, STYLE 2) -------------------------------------------------
   MonoTime now() const { return now_; }
+  // The system's wall clock, except that it never runs backwards: after a step back it runs on
+  // at half speed until the system clock catches up (refresh_now).
   WallTime wall_now() const { return wall_now_; }
   Clock& clock() { return *clock_; }
   void refresh_now();  // re-reads the clock (rarely needed; run_once() does it)
@@ -256,7 +258,8 @@ class Loop {
   uint32_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;
   MonoTime now_;
-  WallTime wall_now_;
+  WallTime wall_now_;  // never decreases (refresh_now)
+  bool wall_started_ = false;
 
   std::vector<Timer*> heap_;
   uint64_t timer_seq_ = 0;

@@ -27,6 +27,7 @@ TEST=(
   redis-server redis-tools
   git clang-format
   fuse3 libfuse3-dev  # tests/support/powercut: the power-cut filesystem of the durability tests
+  faketime  # libfaketime: tests/e2e/clock_jump_test.cc steps the daemon's wall clock (LD_PRELOAD)
   # the portal's browser tests (tests/portal: playwright-core from npm drives Debian's
   # chromium; pinned at 1.61, the last that runs on Debian 12's Node.js 18) and the owner
   # e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
