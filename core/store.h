@@ -282,7 +282,8 @@ class Store {
   // (they finish work and retention frees space). Any thread, cheap. Local stores never.
   virtual bool full() const { return false; }
 
-  // The local disk's state (DiskHealth). Any thread, cheap. Networked stores: always kOk.
+  // The disk's state (DiskHealth). Any thread, cheap. A networked store says kFull while its
+  // server refuses writes it cannot persist (Redis: MISCONF), never kFailed.
   virtual DiskHealth disk_health() const { return DiskHealth::kOk; }
   // kFull: a small write to find out whether the disk takes writes again (after a background
   // error, RocksDB resumes first); true once it does. A caller that has no write of its own to

@@ -287,6 +287,11 @@ void Shard::turn() {
     next_disk_retry_ = loop_->now() + kDiskRetry;
     static_cast<void>(store_.retry_disk());
   }
+  // A networked store whose server refuses writes it cannot persist (Redis: MISCONF, its disk
+  // full): the batches are sent again until it takes them, which may be long; intake waiting
+  // for them is answered 503 storage_full now (not acknowledged: sent again under the same id,
+  // it is a 200 once the batch is written).
+  if (disk == DiskHealth::kFull && !store_.durable_on_write()) answer_unpersisted_intake();
   // A networked store that cannot confirm its writes (Redis unreachable, failing over), or a
   // disk that refuses writes: no new attempts until it can (what is due stays due; SPEC R12.2
   // wants the lease durable).
@@ -804,6 +809,23 @@ void Shard::hold_batch(const Error& why) {
   turn_acks_ = std::move(keep);
 }
 
+void Shard::answer_unpersisted_intake() {
+  flush_durable_acks();
+  const Error full = make_error(Errc::kUnavailable,
+                                "the store cannot persist writes now (Redis' disk is full or "
+                                "failing): this one is not acknowledged; retry once space is freed",
+                                nullptr, "storage_full");
+  std::vector<Ack> keep;
+  for (Ack& a : acks_) {
+    if (a.lost) {
+      a.lost(full);
+    } else {
+      keep.push_back(std::move(a));
+    }
+  }
+  acks_.swap(keep);
+}
+
 void Shard::on_store_failed(const Error& why) {
   if (store_failed_) return;
   store_failed_ = true;
@@ -851,8 +873,8 @@ Result<void> Shard::check_disk() {
   const DiskHealth disk = store_.disk_health();
   if (write_held_ || disk == DiskHealth::kFull)
     return make_error(Errc::kUnavailable,
-                      "the data dir is full or read-only: nothing can be made durable now; retry "
-                      "once space is freed",
+                      "the store's disk is full or read-only (the data dir, or Redis' AOF): "
+                      "nothing can be made durable now; retry once space is freed",
                       nullptr, "storage_full");
   if (disk == DiskHealth::kFailed)
     return make_error(Errc::kUnavailable,

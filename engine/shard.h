@@ -162,6 +162,9 @@ class Shard final : public IdAllocator {
   void hold_batch(const Error& why);
   // The store failed for good: what is not durable never will be. Intake waiting for it is
   // answered 503 storage_failed, the other answers are dropped, nothing more is sent.
+  // Answers the intake waiting for durability 503 storage_full (a networked store that cannot
+  // persist: turn()).
+  void answer_unpersisted_intake();
   void on_store_failed(const Error& why);
   // The intake refusal while the disk refuses writes or the store failed; ok() otherwise.
   Result<void> check_disk();

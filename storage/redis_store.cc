@@ -702,6 +702,9 @@ struct RedisStore::Impl {
   uint64_t replay_upto = 0;  // degraded until durable reaches this (the last batch replayed)
   Duration backoff = kReplayFirst;
   std::atomic<bool> degraded{false};  // unconfirmed writes are being sent again
+  // Redis refused a write it could not persist (MISCONF: its AOF or RDB cannot be written, a
+  // full or failing disk): disk_health() says kFull until a write is confirmed again.
+  std::atomic<bool> persist_refused{false};
   std::atomic<uint64_t> replays{0}, wait_short{0};
   struct ReplayTimer final : net::Timer {
     Impl* impl = nullptr;
@@ -1037,6 +1040,9 @@ struct RedisStore::Impl {
       inflight.pop_front();
     }
     if (to == 0) return;
+    if (persist_refused.exchange(false)) {
+      std::fprintf(stderr, "ringcast: redis store: Redis persists writes again\n");
+    }
     while (!pending.empty() && pending.front().seq <= to) pending.pop_front();
     if (!replay_armed && to >= replay_upto && degraded.load(std::memory_order_relaxed)) {
       // Everything sent again is confirmed.
@@ -1194,6 +1200,12 @@ struct RedisStore::Impl {
     };
     auto on_error = [this, g](const Result<Reply>& r) {
       ++writes_lost;
+      if (r.ok() && r->error_is("MISCONF") && !persist_refused.exchange(true)) {
+        std::fprintf(stderr,
+                     "ringcast: redis store: Redis refuses writes it cannot persist (MISCONF: "
+                     "its disk is full or failing); intake answers 503 storage_full until it "
+                     "takes them again\n");
+      }
       if (g != gen) return;
       auto c = check(r);
       if (transient(r))
@@ -1812,6 +1824,11 @@ bool RedisStore::fenced(Partition p, uint64_t epoch) const {
 
 bool RedisStore::degraded() const {
   return impl_->degraded.load(std::memory_order_acquire);
+}
+
+DiskHealth RedisStore::disk_health() const {
+  return impl_->persist_refused.load(std::memory_order_acquire) ? DiskHealth::kFull
+                                                                : DiskHealth::kOk;
 }
 
 uint64_t RedisStore::replays() const {

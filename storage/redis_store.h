@@ -174,6 +174,9 @@ class RedisStore final : public Store {
   // failover, too few replicas in WAIT) and the unconfirmed batches are being sent again, in
   // commit order, until Redis confirms them; durable_seq() waits meanwhile.
   bool degraded() const override;
+  // kFull while Redis refuses writes it cannot persist (MISCONF: its disk is full or failing;
+  // docs/durability.md); the writes are sent again until one is confirmed.
+  DiskHealth disk_health() const override;
   bool durable_on_write() const override { return false; }  // confirmed by durable_seq() only
   uint64_t replays() const;                                 // how often that happened
   // Store::full(): some primary's memory reached the high-water mark (RedisStoreOptions::
