@@ -148,7 +148,9 @@ class Producer {
       for (size_t i = 0; i < batch.size(); ++i) {
         record(batch[i], run < 0 ? 0 : statuses[i], run);
       }
-      if (r.status == 0) std::this_thread::sleep_for(10ms);
+      // At most ~200 requests a second: enough to keep every part of the store busy across
+      // a cut, few enough that the final check (one read per event) stays short.
+      std::this_thread::sleep_for(r.status == 0 ? 10ms : 5ms);
     }
   }
 
@@ -534,6 +536,8 @@ class E2ePowerCut : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(E2ePowerCut, CutsUnderMixedLoadLoseNothingAcknowledged) {
   RINGCAST_E2E_SINGLE_NODE_ONLY("the data dir of one node on a FUSE filesystem");
+  // Under sanitizers the default mode only (CI's budget); the Release run has all three.
+  if (kSanitized && GetParam() != "interval") GTEST_SKIP() << "Release builds only";
   soak(Fault::kPowerCut, GetParam(), rounds_from_env("RINGCAST_POWERCUTS", 6));
 }
 
