@@ -287,11 +287,31 @@ void Shard::turn() {
     next_disk_retry_ = loop_->now() + kDiskRetry;
     static_cast<void>(store_.retry_disk());
   }
-  // A networked store whose server refuses writes it cannot persist (Redis: MISCONF, its disk
-  // full): the batches are sent again until it takes them, which may be long; intake waiting
-  // for them is answered 503 storage_full now (not acknowledged: sent again under the same id,
-  // it is a 200 once the batch is written).
-  if (disk == DiskHealth::kFull && !store_.durable_on_write()) answer_unpersisted_intake();
+  // A networked store that cannot confirm its writes: its server refuses writes it cannot
+  // persist (Redis: MISCONF, its disk full), or it has been unreachable (or failing over) for
+  // kUnconfirmedAnswerAfter. The batches are sent again until they are confirmed, which may be
+  // long; intake waiting for them is answered 503 now instead of hanging (not acknowledged:
+  // sent again under the same id, it is a 200 once the batch is written).
+  if (!store_.durable_on_write()) {
+    if (!store_.degraded()) {
+      degraded_since_.reset();
+    } else if (!degraded_since_) {
+      degraded_since_ = loop_->now();
+    }
+    if (disk == DiskHealth::kFull) {
+      answer_unpersisted_intake(make_error(
+          Errc::kUnavailable,
+          "the store cannot persist writes now (Redis' disk is full or failing): this one is "
+          "not acknowledged; retry once space is freed",
+          nullptr, "storage_full"));
+    } else if (degraded_since_ && loop_->now() - *degraded_since_ >= kUnconfirmedAnswerAfter) {
+      answer_unpersisted_intake(make_error(
+          Errc::kUnavailable,
+          "the store cannot confirm writes now (Redis unreachable or failing over): this one "
+          "is not acknowledged yet; retry in a moment",
+          nullptr, "store_unavailable"));
+    }
+  }
   // A networked store that cannot confirm its writes (Redis unreachable, failing over), or a
   // disk that refuses writes: no new attempts until it can (what is due stays due; SPEC R12.2
   // wants the lease durable).
@@ -809,16 +829,13 @@ void Shard::hold_batch(const Error& why) {
   turn_acks_ = std::move(keep);
 }
 
-void Shard::answer_unpersisted_intake() {
+void Shard::answer_unpersisted_intake(const Error& why) {
   flush_durable_acks();
-  const Error full = make_error(Errc::kUnavailable,
-                                "the store cannot persist writes now (Redis' disk is full or "
-                                "failing): this one is not acknowledged; retry once space is freed",
-                                nullptr, "storage_full");
+  if (acks_.empty()) return;
   std::vector<Ack> keep;
   for (Ack& a : acks_) {
     if (a.lost) {
-      a.lost(full);
+      a.lost(why);
     } else {
       keep.push_back(std::move(a));
     }
@@ -1215,6 +1232,8 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
     *to_inbox = true;
     return ok();
   }
+  // A full disk first (Redis' too: it is also why the store is degraded then).
+  if (auto d = check_disk(); !d.ok()) return d.error();
   if (store_.degraded()) {
     return make_error(Errc::kUnavailable,
                       "the store cannot confirm writes right now (Redis unreachable or failing "
@@ -1222,7 +1241,6 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
                       nullptr, "store_unavailable");
   }
   if (store_.full()) return store_full();  // deliveries and attempts still write
-  if (auto d = check_disk(); !d.ok()) return d.error();
   if (!known_tenants_.count(in.tenant)) {
     metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();

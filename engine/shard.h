@@ -162,9 +162,9 @@ class Shard final : public IdAllocator {
   void hold_batch(const Error& why);
   // The store failed for good: what is not durable never will be. Intake waiting for it is
   // answered 503 storage_failed, the other answers are dropped, nothing more is sent.
-  // Answers the intake waiting for durability 503 storage_full (a networked store that cannot
-  // persist: turn()).
-  void answer_unpersisted_intake();
+  // Answers the intake waiting for durability 503 `why` (a networked store that cannot
+  // confirm its writes now: turn()).
+  void answer_unpersisted_intake(const Error& why);
   void on_store_failed(const Error& why);
   // The intake refusal while the disk refuses writes or the store failed; ok() otherwise.
   Result<void> check_disk();
@@ -314,6 +314,9 @@ class Shard final : public IdAllocator {
   MonoTime next_disk_retry_;
   MonoTime held_since_;
   static constexpr Duration kDiskRetry = milliseconds(200);
+  // A networked store degraded this long: intake waiting on it is answered 503 (turn()).
+  std::optional<MonoTime> degraded_since_;
+  static constexpr Duration kUnconfirmedAnswerAfter = seconds(2);
   // Sends prepared in a turn whose batch was not written go back unsent (no attempt spent).
   void withhold_sends();
 
