@@ -669,8 +669,7 @@ TEST_F(E2eClockJump, StepsBackAndForwardUnderLoad) {
   EXPECT_GT(checked_pairs, 20) << "too few retries to judge the pauses";
   EXPECT_TRUE(too_close.empty()) << too_close.size() << " of " << checked_pairs
                                  << " retries came sooner than the ladder's " << kPauseMs
-                                 << " ms pause: "
-                                 << sample(too_close);
+                                 << " ms pause: " << sample(too_close);
 
   // No retry storm, in all: in the 2 s after a step the receiver gets at most 3× what it got in
   // the 2 s before the first step, plus one attempt per delivery live at the step (a step

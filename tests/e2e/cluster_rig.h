@@ -86,26 +86,11 @@ struct Rig {
   // Every node that is up agrees on the members, and together they hold every partition, each
   // node what rendezvous assigns it.
   bool converged() {
-    uint32_t total = 0;
-    size_t live = 0;
+    std::vector<std::pair<std::string, Json>> live;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!up[i]) continue;
-      ++live;
-      Json v = cluster_view(*nodes[i]);
-      if (!v.is_object() || !v["synced"].boolean()) return false;
-      const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
-      uint32_t assigned = 0;
-      size_t members = 0;
-      for (const Json& m : v["members"].items()) {
-        ++members;
-        if (m["node_id"].str() == ids[i]) assigned = static_cast<uint32_t>(m["assigned"].i64());
-      }
-      if (owned != assigned || v["releasing"].i64() != 0) return false;
-      total += owned;
-      if (members != 0 && members != static_cast<size_t>(std::count(up.begin(), up.end(), true)))
-        return false;
+      if (up[i]) live.emplace_back(ids[i], cluster_view(*nodes[i]));
     }
-    return live > 0 && total == kPartitionCount;
+    return cluster_views_converged(live);
   }
 
   // Partitions held by the nodes that are up (each counted once per holder).

@@ -419,24 +419,12 @@ void Daemon::start(Millis timeout) {
 
 bool Daemon::converged() const {
   if (nodes_.size() == 1) return true;
-  uint32_t total = 0;
+  std::vector<std::pair<std::string, Json>> live;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Reply r = call_node(i, "GET", "/v1/cluster");
-    if (r.status != 200) return false;
-    Json v = r.json();
-    if (!v.is_object() || !v["synced"].boolean() || v["releasing"].i64() != 0) return false;
-    const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
-    uint32_t assigned = 0;
-    size_t members = 0;
-    for (const Json& m : v["members"].items()) {
-      ++members;
-      if (m["node_id"].str() == nodes_[i]->id)
-        assigned = static_cast<uint32_t>(m["assigned"].i64());
-    }
-    if (members != nodes_.size() || owned != assigned) return false;
-    total += owned;
+    live.emplace_back(nodes_[i]->id, r.status == 200 ? r.json() : Json());
   }
-  return total == kPartitionCount;
+  return cluster_views_converged(live);
 }
 
 void Daemon::kill9() {
@@ -753,6 +741,23 @@ int64_t deliveries_made(const Daemon& d, const std::string& tenant, const std::s
   const Json list = r.json();  // (a temporary's member would dangle in the loop)
   for (const Json& del : list["deliveries"].items()) n += del["event_id"].str() == event_id;
   return n;
+}
+
+bool cluster_views_converged(const std::vector<std::pair<std::string, Json>>& live) {
+  uint32_t total = 0;
+  for (const auto& [id, v] : live) {
+    if (!v.is_object() || !v["synced"].boolean() || v["releasing"].i64() != 0) return false;
+    const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
+    uint32_t assigned = 0;
+    size_t members = 0;
+    for (const Json& m : v["members"].items()) {
+      ++members;
+      if (m["node_id"].str() == id) assigned = static_cast<uint32_t>(m["assigned"].i64());
+    }
+    if (members != live.size() || owned != assigned) return false;
+    total += owned;
+  }
+  return !live.empty() && total == kPartitionCount;
 }
 
 std::string sample(const std::vector<std::string>& ids, size_t n) {

@@ -252,6 +252,12 @@ double metric_sum(const Metrics& m, const std::string& name);
 int64_t deliveries_made(const Daemon& d, const std::string& tenant, const std::string& event_id,
                         const Reply& intake_answer);
 
+// Cluster mode's steady state, from GET /v1/cluster of every live node (its node id and the
+// answer's JSON, null when it did not answer 200): each is synced, releases nothing, holds what
+// rendezvous assigns it and sees exactly the live nodes, and together they hold all 256
+// partitions.
+bool cluster_views_converged(const std::vector<std::pair<std::string, Json>>& live);
+
 // First few entries of `ids`, comma-separated (assertion messages).
 std::string sample(const std::vector<std::string>& ids, size_t n = 10);
 

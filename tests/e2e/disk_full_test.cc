@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "tests/e2e/daemon.h"
-#include "tests/support/powercut/powercut_fs.h"
+#include "tests/e2e/powercut_mount.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -73,13 +73,8 @@ class E2eDiskFull : public ::testing::Test {
     RINGCAST_E2E_SINGLE_NODE_ONLY("the data dir of one node on a FUSE filesystem");
     PowerCutFs::Options fo;
     fo.journaled_namespace = true;  // ext4 / xfs as they behave in practice
-    std::string error;
-    fs_ = PowerCutFs::mount(mnt_.path(), fo, &error);
-    if (fs_ == nullptr) {
-      const char* ci = std::getenv("CI");
-      if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount: " << error;
-      GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
-    }
+    mount_powercut_or_skip(mnt_.path(), fo, fs_);
+    if (fs_ == nullptr) return;
     DaemonOptions o;
     o.env = {"RINGCAST_STORAGE_DATA_DIR=" + fs_->path("data")};
     d_ = std::make_unique<Daemon>(o);

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "tests/e2e/daemon.h"
-#include "tests/support/powercut/powercut_fs.h"
+#include "tests/e2e/powercut_mount.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -339,16 +339,9 @@ void soak(Fault fault, const std::string& sync, int rounds) {
       "[policies.giveup]\nbase = \"smengo\"\nladder = [\"50ms\", \"50ms\"]\njitter = 0.0\n"
       "auto_disable = false\n";
   if (fault == Fault::kPowerCut) {
-    std::string error;
-    fs = PowerCutFs::mount(mnt.path(), &error);  // strict: names durable by fsyncdir only
-    if (fs == nullptr) {
-      const char* ci = std::getenv("CI");
-      if (ci != nullptr && std::string(ci) == "true") {
-        ADD_FAILURE() << "cannot mount: " << error;
-        return;
-      }
-      GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
-    }
+    // Strict: a name is durable once its directory is fsynced, no earlier.
+    mount_powercut_or_skip(mnt.path(), PowerCutFs::Options{}, fs);
+    if (fs == nullptr) return;
     o.env.push_back("RINGCAST_STORAGE_DATA_DIR=" + fs->path("data"));
   }
   auto d = std::make_unique<Daemon>(o);
@@ -562,13 +555,9 @@ TEST(E2eKillSoak, KillsUnderMixedLoadLoseNothingAcknowledged) {
 TEST(E2ePowerCutRecovery, WhatAStartRecoveredIsDurableBeforeItIsAnswered) {
   RINGCAST_E2E_SINGLE_NODE_ONLY("the data dir of one node on a FUSE filesystem");
   TempDir mnt("e2e-pc-rec");
-  std::string error;
-  std::unique_ptr<PowerCutFs> fs = PowerCutFs::mount(mnt.path(), &error);
-  if (fs == nullptr) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount: " << error;
-    GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
-  }
+  std::unique_ptr<PowerCutFs> fs;
+  mount_powercut_or_skip(mnt.path(), PowerCutFs::Options{}, fs);
+  if (fs == nullptr) return;
   // The first run never syncs (sync = none): its WAL and payload log stay in the page cache.
   DaemonOptions unsynced;
   unsynced.env = {"RINGCAST_STORAGE_SYNC=none", "RINGCAST_STORAGE_DATA_DIR=" + fs->path("data")};

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tests/e2e/daemon.h"
-#include "tests/support/powercut/powercut_fs.h"
+#include "tests/e2e/powercut_mount.h"
 #include "tests/support/redis_server.h"
 
 namespace ringcast::e2e {
@@ -48,13 +48,9 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   TempDir mnt("e2e-rdf-mnt"), logs("e2e-rdf-log"), sink_dir("e2e-rdf-sink");
   PowerCutFs::Options fo;
   fo.journaled_namespace = true;  // Redis 7 never fsyncs the directory of appendonlydir
-  std::string error;
-  auto fs = PowerCutFs::mount(mnt.path(), fo, &error);
-  if (fs == nullptr) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount: " << error;
-    GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
-  }
+  std::unique_ptr<PowerCutFs> fs;
+  mount_powercut_or_skip(mnt.path(), fo, fs);
+  if (fs == nullptr) return;
   test::RedisServerOptions ro;
   ro.appendonly = true;
   ro.extra_config = {"appendfsync " + GetParam(), "logfile " + logs.path() + "/redis.log"};

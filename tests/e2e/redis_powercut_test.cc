@@ -39,7 +39,7 @@
 #include "core/types.h"
 #include "tests/e2e/cluster_rig.h"
 #include "tests/e2e/daemon.h"
-#include "tests/support/powercut/powercut_fs.h"
+#include "tests/e2e/powercut_mount.h"
 #include "tests/support/redis_server.h"
 
 namespace ringcast::e2e {
@@ -93,18 +93,8 @@ std::string event_id_of(int n) {
   return cat("pc-", n);
 }
 
-// (first slot, last slot, port) of each range of a CLUSTER SLOTS answer, sorted.
-using Ranges = std::vector<std::tuple<long long, long long, long long>>;
-Ranges slot_ranges(const SyncReply& r) {
-  Ranges out;
-  for (const auto& e : r.elements) {
-    if (e.elements.size() < 3 || e.elements[2].elements.size() < 2) continue;
-    out.emplace_back(e.elements[0].integer, e.elements[1].integer,
-                     e.elements[2].elements[1].integer);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using Ranges = test::SlotRanges;
+using test::slot_ranges;
 
 double ms_between(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -332,14 +322,9 @@ class E2eRedisPowerCut : public ::testing::Test {
       ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
       PowerCutFs::Options fo;
       fo.journaled_namespace = true;  // ext4 / xfs as they behave in practice
-      std::string error;
       Machine m;
-      m.fs = PowerCutFs::mount(dir, fo, &error);
-      if (m.fs == nullptr) {
-        const char* ci = std::getenv("CI");
-        if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount: " << error;
-        GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
-      }
+      mount_powercut_or_skip(dir, fo, m.fs);
+      if (m.fs == nullptr) return;
       m.log_path = logs_.file(cat("redis-", i, ".log"));
       RedisServerOptions o;
       o.cluster = true;
@@ -542,22 +527,10 @@ class E2eRedisPowerCut : public ::testing::Test {
   // Every node answers GET /v1/cluster synced, holds what rendezvous assigns it, releases
   // nothing, and together they hold all 256 partitions (as tests/e2e/cluster_rig.h's Rig).
   bool converged() const {
-    uint32_t total = 0;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      const Json v = cluster_view(*nodes_[i]);
-      if (!v.is_object() || !v["synced"].boolean() || v["releasing"].i64() != 0) return false;
-      const uint32_t owned = static_cast<uint32_t>(v["owned_count"].i64());
-      uint32_t assigned = 0;
-      size_t members = 0;
-      for (const Json& m : v["members"].items()) {
-        ++members;
-        if (m["node_id"].str() == node_ids_[i])
-          assigned = static_cast<uint32_t>(m["assigned"].i64());
-      }
-      if (members != nodes_.size() || owned != assigned) return false;
-      total += owned;
-    }
-    return total == kPartitionCount;
+    std::vector<std::pair<std::string, Json>> live;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      live.emplace_back(node_ids_[i], cluster_view(*nodes_[i]));
+    return cluster_views_converged(live);
   }
 
   // A call on the nodes in turn until one answers something else than a 503 (not the owner,

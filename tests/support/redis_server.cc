@@ -396,11 +396,8 @@ std::string RedisCluster::node_id(size_t i) const {
   return ids_[i];
 }
 
-namespace {
-
-// (start, end, port) triples of CLUSTER SLOTS, sorted.
-std::vector<std::tuple<long long, long long, long long>> slot_ranges(const SyncReply& r) {
-  std::vector<std::tuple<long long, long long, long long>> out;
+SlotRanges slot_ranges(const SyncReply& r) {
+  SlotRanges out;
   for (const auto& e : r.elements) {
     if (e.elements.size() < 3 || e.elements[2].elements.size() < 2) continue;
     out.emplace_back(e.elements[0].integer, e.elements[1].integer,
@@ -409,8 +406,6 @@ std::vector<std::tuple<long long, long long, long long>> slot_ranges(const SyncR
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 int RedisCluster::owner_of(int slot) const {
   for (const auto& [lo, hi, port] : slot_ranges(nodes_[0]->cmd({"CLUSTER", "SLOTS"}))) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/support/process.h"
@@ -27,6 +28,10 @@ struct SyncReply {
   std::vector<SyncReply> elements;
   bool is_error() const { return type == Type::kError; }
 };
+
+// (first slot, last slot, port) of each range of a CLUSTER SLOTS answer, sorted.
+using SlotRanges = std::vector<std::tuple<long long, long long, long long>>;
+SlotRanges slot_ranges(const SyncReply& r);
 
 struct RedisServerOptions {
   std::string requirepass;
