@@ -3,7 +3,8 @@
 // lost). The daemon's whole data dir lies on the power-cut filesystem (tests/support/powercut,
 // docs/powercut-fs.md); while a producer submits events (single and NDJSON bulk) and an operator
 // creates and changes endpoints, rotates secrets and resends failed deliveries, and one tenant's
-// receiver fails every request (its retries run, its breaker opens), the test SIGKILLs the
+// receiver fails every request (its retries run, its breaker opens), and entries arrive on a
+// Redis Stream the daemon reads ([[intake.redis]]: XACKed once durable), the test SIGKILLs the
 // daemon, drops everything that was not fsynced (sometimes keeping a random prefix of it, or
 // tearing the last write: the torn tails the payload log, the lease log and RocksDB's WAL must
 // catch at recovery), and starts it again, N times per sync mode. docs/durability.md is the
@@ -33,6 +34,7 @@
 
 #include "tests/e2e/daemon.h"
 #include "tests/e2e/powercut_mount.h"
+#include "tests/support/redis_server.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -317,6 +319,58 @@ EventState read_event(const Daemon& d, const std::string& tenant, const std::str
   return s;
 }
 
+// XADDs events to the stream "events" that the daemon reads ([[intake.redis]], docs/operations.md
+// §6) from its own thread, 5 every 20 ms, each with its own payload; remembers what Redis took.
+class BusProducer {
+ public:
+  explicit BusProducer(const test::RedisServer& redis) : redis_(redis) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~BusProducer() { stop(); }
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  // event id → payload of every entry XADDed.
+  std::map<std::string, std::string> added() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return added_;
+  }
+
+ private:
+  void run() {
+    for (int n = 0; !stop_.load();) {
+      std::vector<std::vector<std::string>> cmds;
+      std::vector<std::pair<std::string, std::string>> batch;
+      for (int k = 0; k < 5; ++k, ++n) {
+        const std::string id = std::string(kBusTenant) + "-e" + std::to_string(n);
+        const std::string payload = "{\"bus\":" + std::to_string(n) + ",\"pad\":\"" +
+                                    std::string(50 + n % 700, 'b') + "\"}";
+        cmds.push_back({"XADD", "events", "*", "tenant", kBusTenant, "id", id, "type", "pc.bus",
+                        "payload", payload});
+        batch.emplace_back(id, payload);
+      }
+      try {
+        const auto replies = redis_.cmds(cmds);
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t k = 0; k < replies.size() && k < batch.size(); ++k) {
+          if (!replies[k].is_error()) added_.insert(batch[k]);
+        }
+      } catch (const std::exception&) {
+        // Redis did not answer: those entries may or may not be in the stream; not counted.
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  static constexpr const char* kBusTenant = "pc-bus";
+  const test::RedisServer& redis_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<std::string, std::string> added_;
+};
+
 enum class Fault { kKill, kPowerCut };
 
 struct SoakResult {
@@ -338,6 +392,13 @@ void soak(Fault fault, const std::string& sync, int rounds) {
   o.extra_toml =
       "[policies.giveup]\nbase = \"smengo\"\nladder = [\"50ms\", \"50ms\"]\njitter = 0.0\n"
       "auto_disable = false\n";
+  // The bus: a Redis Stream the daemon reads; Redis' own dir is not on the cut filesystem (an
+  // entry XACKed is Redis' record that ringcast took it: it must then be in ringcast's store).
+  TempDir redis_dir("e2e-pc-redis");
+  std::unique_ptr<test::RedisServer> redis = test::RedisServer::start(redis_dir.path());
+  o.extra_toml += "[[intake.redis]]\nname = \"bus\"\nservers = [\"" + redis->address() +
+                  "\"]\nstreams = [\"events\"]\ndead_letter_stream = \"events:dead\"\n"
+                  "block = \"200ms\"\nbatch = 64\n";
   if (fault == Fault::kPowerCut) {
     // Strict: a name is durable once its directory is fsynced, no earlier.
     mount_powercut_or_skip(mnt.path(), PowerCutFs::Options{}, fs);
@@ -368,6 +429,9 @@ void soak(Fault fault, const std::string& sync, int rounds) {
       create_endpoint(*d, kQuickTenant,
                       "{\"url\":" + quote(sink.base_url() + "/hub/q") + ",\"policy\":\"giveup\"}");
   EXPECT_EQ(quick.status, 201) << quick.describe();
+  Reply bus_ep = create_endpoint(
+      *d, "pc-bus", "{\"url\":" + quote(sink.base_url() + "/pc-bus") + ",\"policy\":\"steady\"}");
+  EXPECT_EQ(bus_ep.status, 201) << bus_ep.describe();
   if (fs) fs->make_durable();
 
   // none: what each cut may lose is what the run it ended acknowledged; what survived a cut is
@@ -376,6 +440,7 @@ void soak(Fault fault, const std::string& sync, int rounds) {
   size_t lost_in_bound = 0;
   Producer producer(*d, seed);
   Operator op(*d, sink.base_url(), seed ^ 0x5eed);
+  BusProducer bus(*redis);
   for (int i = 0; i < rounds; ++i) {
     std::this_thread::sleep_for(Millis(200 + rng() % 500));
     const int run = d->runs();
@@ -410,6 +475,7 @@ void soak(Fault fault, const std::string& sync, int rounds) {
   // A last stretch of load without a fault: what this run answers must all be there.
   std::this_thread::sleep_for(1s);
   op.stop();
+  bus.stop();
   std::this_thread::sleep_for(300ms);
   producer.stop();
   EXPECT_EQ(producer.conflicts(), 0u) << "a resubmission with the same payload got 409";
@@ -441,6 +507,46 @@ void soak(Fault fault, const std::string& sync, int rounds) {
     }
     if (a.tenant != kHubTenant && a.tenant != kQuickTenant) must_arrive.push_back(s.message_id);
   }
+  // Every entry Redis took: XACKed only once durable here (or still pending, and read again
+  // after the restart), so each is in the store byte for byte and reaches its receiver, and
+  // none stays pending. With sync = none an entry XACKed by a run a cut ended may be gone.
+  const std::map<std::string, std::string> added = bus.added();
+  size_t bus_lost = 0;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto rep = redis->cmd({"XPENDING", "events", "ringcast"});
+        return !rep.is_error() && !rep.elements.empty() && rep.elements[0].integer == 0;
+      },
+      scaled(30s), 100ms))
+      << "stream entries still pending";
+  // An entry read just before the end may still be between the read and its commit: the ones
+  // not found are looked at again once, a moment later.
+  std::vector<std::pair<std::string, std::string>> again;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::pair<std::string, std::string>> todo;
+    if (pass == 0) {
+      todo.assign(added.begin(), added.end());
+    } else {
+      if (again.empty()) break;
+      std::this_thread::sleep_for(2s);
+      todo.swap(again);
+    }
+    for (const auto& [id, payload] : todo) {
+      const EventState st = read_event(*d, "pc-bus", id, payload);
+      if (!st.known) {
+        if (pass == 0) {
+          again.emplace_back(id, payload);
+          continue;
+        }
+        ++bus_lost;
+        if (sync != "none" || fs == nullptr) ADD_FAILURE() << "XADDed and never stored: " << id;
+        continue;
+      }
+      EXPECT_TRUE(st.exact) << id << " is in the store with other bytes than XADDed";
+      must_arrive.push_back(st.message_id);
+    }
+  }
+  EXPECT_GE(added.size(), static_cast<size_t>(10 * rounds)) << "too few stream entries";
   EXPECT_TRUE(
       wait_until([&] { return missing_ids(sink, must_arrive).empty(); }, scaled(60s), 200ms))
       << "acknowledged but never delivered: " << sample(missing_ids(sink, must_arrive)) << "\n"
@@ -514,10 +620,11 @@ void soak(Fault fault, const std::string& sync, int rounds) {
   std::printf(
       "[ %-9s ] sync=%s rounds=%zu acknowledged=%zu delivered=%zu lost=%zu "
       "(within the documented bound: %zu) duplicated=%zu operator=%zu/%zu "
-      "(not checked, within the bound: %zu) resends=%zu requests=%zu\n",
+      "(not checked, within the bound: %zu) resends=%zu requests=%zu bus_entries=%zu "
+      "bus_lost=%zu\n",
       fault == Fault::kPowerCut ? "power-cut" : "kill", sync.c_str(), res.rounds, res.acknowledged,
       res.delivered, res.lost, lost_in_bound, res.duplicated, log.answered, log.calls,
-      changes_in_bound, log.resent.size(), producer.requests());
+      changes_in_bound, log.resent.size(), producer.requests(), added.size(), bus_lost);
   if (fs) {
     const test::PowerCutCounters c = fs->counters();
     std::printf(
