@@ -1,14 +1,15 @@
-// End to end, storage.backend = "redis": the Redis server's disk fills up (docs/durability.md,
-// "Disk full"). One redis-server with its AOF on the power-cut filesystem
-// (tests/support/powercut, docs/powercut-fs.md) under a byte budget; `ringcast serve` on it.
-// Once Redis cannot append to its AOF it refuses writes (MISCONF); ringcast must answer intake
-// 503 with Retry-After and acknowledge nothing Redis did not take, keep running, say so on
-// /healthz, and take intake again by itself once space returns, every acknowledged event then
-// delivered.
+// End to end, storage.backend = "redis": the Redis server's disk fills up or turns read-only
+// (docs/durability.md). One redis-server with its AOF on the power-cut filesystem
+// (tests/support/powercut, docs/powercut-fs.md) under a byte budget, or switched read-only;
+// `ringcast serve` on it. Once Redis cannot append to its AOF it refuses writes (MISCONF), or,
+// under appendfsync always, exits; ringcast must answer intake 503 with Retry-After and
+// acknowledge nothing Redis did not take, keep running, say so on /healthz, and take intake
+// again by itself once Redis can write (is restarted), every acknowledged event then delivered.
 #include <sys/statvfs.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -40,7 +41,14 @@ std::string payload_of(int i) {
   return "{\"i\": " + std::to_string(i) + ", \"pad\": \"" + pad + "\"}";
 }
 
-class E2eRedisDiskFull : public ::testing::TestWithParam<std::string> {};
+// appendfsync, and the fault: "full" (a byte budget) or "read-only" (the filesystem turns
+// read-only, as ext4 does after errors=remount-ro).
+struct Case {
+  std::string appendfsync;
+  std::string fault;
+};
+
+class E2eRedisDiskFull : public ::testing::TestWithParam<Case> {};
 
 TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesByItself) {
   RINGCAST_E2E_SINGLE_NODE_ONLY("one redis-server of its own on a FUSE filesystem");
@@ -53,7 +61,8 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   if (fs == nullptr) return;
   test::RedisServerOptions ro;
   ro.appendonly = true;
-  ro.extra_config = {"appendfsync " + GetParam(), "logfile " + logs.path() + "/redis.log"};
+  ro.extra_config = {"appendfsync " + GetParam().appendfsync,
+                     "logfile " + logs.path() + "/redis.log"};
   auto redis = RedisServer::start(fs->mount_point(), ro);
   DaemonOptions o;
   o.env = {"RINGCAST_STORAGE_BACKEND=redis", "RINGCAST_STORAGE_REDIS_SERVERS=" + redis->address(),
@@ -74,7 +83,12 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   for (; next < 20; ++next) ASSERT_EQ(submit(next).status, 202) << d->output();
 
   // About 200 KiB more fit; then Redis cannot append to its AOF.
-  fs->enospc_after(used_bytes(fs->mount_point()) + (200 << 10));
+  const bool read_only = GetParam().fault == "read-only";
+  if (read_only) {
+    fs->read_only(true);
+  } else {
+    fs->enospc_after(used_bytes(fs->mount_point()) + (200 << 10));
+  }
   Reply refused;
   for (int k = 0; k < 5000; ++k) {
     refused = submit(next++);
@@ -82,11 +96,11 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   }
   ASSERT_EQ(refused.status, 503) << refused.describe() << "\n" << d->output();
   EXPECT_NE(refused.headers.find("Retry-After:"), std::string::npos) << refused.headers;
-  EXPECT_GT(fs->counters().enospc_errors, 0u);
+  EXPECT_GT(read_only ? fs->counters().erofs_errors : fs->counters().enospc_errors, 0u);
   // everysec: Redis answers MISCONF to every write until it can append again, and ringcast
   // says storage_full. always: Redis exits (it cannot keep its promise), and ringcast answers
   // 503 as for any Redis outage until it is restarted.
-  const bool always = GetParam() == "always";
+  const bool always = GetParam().appendfsync == "always";
   if (always) {
     EXPECT_TRUE(wait_until([&] { return !redis->running(); }, 5s)) << redis->log();
   } else {
@@ -117,7 +131,11 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   std::this_thread::sleep_for(1s);
   ASSERT_TRUE(d->running()) << d->output();
 
-  fs->lift_enospc();
+  if (read_only) {
+    fs->read_only(false);
+  } else {
+    fs->lift_enospc();
+  }
   if (always) {
     ASSERT_NO_THROW(redis->restart()) << redis->log();
   }
@@ -145,8 +163,8 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   }
   EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(30s), 100ms))
       << "acknowledged but never delivered: " << sample(missing_ids(sink, ids));
-  std::printf("[ redis-full ] appendfsync=%s acknowledged=%zu refused while full, then resumed\n",
-              GetParam().c_str(), acked.size());
+  std::printf("[ redis-full ] appendfsync=%s acknowledged=%zu refused meanwhile, then resumed\n",
+              (GetParam().appendfsync + " " + GetParam().fault).c_str(), acked.size());
   auto st = d->terminate();
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d->output();
   d.reset();
@@ -154,8 +172,14 @@ TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesBy
   fs->unmount();
 }
 
-INSTANTIATE_TEST_SUITE_P(Appendfsync, E2eRedisDiskFull, ::testing::Values("everysec", "always"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Appendfsync, E2eRedisDiskFull,
+                         ::testing::Values(Case{"everysec", "full"}, Case{"always", "full"},
+                                           Case{"everysec", "read-only"}),
+                         [](const auto& info) {
+                           std::string name = info.param.appendfsync + "_" + info.param.fault;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace ringcast::e2e
