@@ -85,14 +85,6 @@ uint16_t http_status_for(const Error& e) {
     case Errc::kUnavailable:
       return 503;
     default:
-      // Redis unreachable or slow (docs/redis.md "Two kinds of failure"): transient; a write
-      // may or may not have been applied, and sending it again under the same id is safe
-      // (SPEC R12.5).
-      for (std::string_view transient :
-           {"redis_connection_lost", "redis_timeout", "redis_timeout_unsent", "redis_queue_full",
-            "redis_closed", "redis_no_route"}) {
-        if (transient == e.reason_or_code()) return 503;
-      }
       return 500;
   }
 }

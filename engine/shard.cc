@@ -818,29 +818,24 @@ void Shard::hold_batch(const Error& why) {
   next_disk_retry_ = now + kDiskRetry;
   // Intake that waits for this batch is answered now (503: not acknowledged). Its events stay
   // in the batch and are written with it: sent again, the same id is then a duplicate (200).
+  refuse_waiting(turn_acks_, why);
+}
+
+void Shard::refuse_waiting(std::vector<Ack>& list, const Error& why) {
   std::vector<Ack> keep;
-  for (Ack& a : turn_acks_) {
+  for (Ack& a : list) {
     if (a.lost) {
       a.lost(why);
     } else {
       keep.push_back(std::move(a));
     }
   }
-  turn_acks_ = std::move(keep);
+  list.swap(keep);
 }
 
 void Shard::answer_unpersisted_intake(const Error& why) {
   flush_durable_acks();
-  if (acks_.empty()) return;
-  std::vector<Ack> keep;
-  for (Ack& a : acks_) {
-    if (a.lost) {
-      a.lost(why);
-    } else {
-      keep.push_back(std::move(a));
-    }
-  }
-  acks_.swap(keep);
+  refuse_waiting(acks_, why);
 }
 
 void Shard::on_store_failed(const Error& why) {

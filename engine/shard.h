@@ -305,6 +305,8 @@ class Shard final : public IdAllocator {
   };
   std::vector<Ack> acks_;       // waiting for durable_seq() >= seq
   std::vector<Ack> turn_acks_;  // wait for this turn's commit (seq set then)
+  // Answers the waiting intake of `list` 503 `why` (its `lost`); keeps the acks without one.
+  static void refuse_waiting(std::vector<Ack>& list, const Error& why);
   uint64_t last_written_seq_ = 0;
   // docs/operations.md "Disk full, read-only and failed syncs". write_held_: the store refused
   // mutations_ (DiskHealth::kFull); they stay, with turn_acks_, and are written again every

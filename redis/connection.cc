@@ -307,7 +307,8 @@ struct Connection::Impl {
     Socket* s = sock;
     if (!loop.send(&s->send_op, s->file(), s->out.data() + s->out_off,
                    s->out.size() - s->out_off)) {
-      drop(err(Errc::kIo, "redis: no io_uring capacity to send", kConnectionLost, ENOBUFS));
+      drop(
+          err(Errc::kUnavailable, "redis: no io_uring capacity to send", kConnectionLost, ENOBUFS));
       return;
     }
     s->send_pending = true;
@@ -316,7 +317,7 @@ struct Connection::Impl {
   void on_send(int res) {
     Socket* s = sock;
     if (res <= 0) {
-      drop(err(Errc::kIo, "redis: send failed", kConnectionLost, res < 0 ? -res : EPIPE));
+      drop(err(Errc::kUnavailable, "redis: send failed", kConnectionLost, res < 0 ? -res : EPIPE));
       return;
     }
     st.bytes_sent += static_cast<uint64_t>(res);
@@ -335,7 +336,8 @@ struct Connection::Impl {
   void post_recv() {
     Socket* s = sock;
     if (!loop.recv(&s->recv_op, s->file(), s->rbuf.get(), s->rbuf_len)) {
-      drop(err(Errc::kIo, "redis: no io_uring capacity to receive", kConnectionLost, ENOBUFS));
+      drop(err(Errc::kUnavailable, "redis: no io_uring capacity to receive", kConnectionLost,
+               ENOBUFS));
       return;
     }
     s->recv_pending = true;
@@ -343,11 +345,12 @@ struct Connection::Impl {
   void on_recv(int res) {
     Socket* s = sock;
     if (res == 0) {
-      drop(err(Errc::kIo, "redis: connection closed by the server", kConnectionLost, ECONNRESET));
+      drop(err(Errc::kUnavailable, "redis: connection closed by the server", kConnectionLost,
+               ECONNRESET));
       return;
     }
     if (res < 0) {
-      drop(err(Errc::kIo, "redis: receive failed", kConnectionLost, -res));
+      drop(err(Errc::kUnavailable, "redis: receive failed", kConnectionLost, -res));
       return;
     }
     st.bytes_received += static_cast<uint64_t>(res);
@@ -400,7 +403,7 @@ struct Connection::Impl {
     state = ConnState::kConnecting;
     const int fd = ::socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      connect_failed(err(Errc::kIo, "redis: socket() failed", kConnectionLost, errno));
+      connect_failed(err(Errc::kUnavailable, "redis: socket() failed", kConnectionLost, errno));
       return;
     }
     const int one = 1;
@@ -413,7 +416,8 @@ struct Connection::Impl {
     sock = s;
     reader.reset();
     if (!loop.connect(&s->connect_op, s->file(), reinterpret_cast<const sockaddr*>(&sa), sa_len)) {
-      drop(err(Errc::kIo, "redis: no io_uring capacity to connect", kConnectionLost, ENOBUFS));
+      drop(err(Errc::kUnavailable, "redis: no io_uring capacity to connect", kConnectionLost,
+               ENOBUFS));
       return;
     }
     s->connect_pending = true;
@@ -421,7 +425,7 @@ struct Connection::Impl {
   }
   void on_connect(int res) {
     if (res < 0) {
-      drop(err(Errc::kIo, "redis: connect failed", kConnectionLost, -res));
+      drop(err(Errc::kUnavailable, "redis: connect failed", kConnectionLost, -res));
       return;
     }
     post_recv();
@@ -469,7 +473,8 @@ struct Connection::Impl {
          server_message);
   }
   void on_connect_timeout() {
-    drop(err(Errc::kIo, "redis: connect (or AUTH/SELECT) timed out", kConnectionLost, ETIMEDOUT));
+    drop(err(Errc::kUnavailable, "redis: connect (or AUTH/SELECT) timed out", kConnectionLost,
+             ETIMEDOUT));
   }
   void connect_failed(Error e) { drop(e); }
   void on_reconnect() {
