@@ -1370,7 +1370,13 @@ void write_job(Writer& w, const JobView& j) {
   w.field("skipped", j.skipped);
   w.field("in_flight", static_cast<uint64_t>(j.in_flight));
   w.field("scan_done", j.scan_done);
-  w.field("started_at", rfc3339(j.started_at));
+  w.field("queued_at", rfc3339(j.queued_at));
+  w.key("started_at");  // null while the job waits queued (SPEC R14 quotas)
+  if (j.started_at == WallTime()) {
+    w.null();
+  } else {
+    w.value(rfc3339(j.started_at));
+  }
   w.key("finished_at");
   if (j.finished_at == WallTime()) {
     w.null();

@@ -69,12 +69,13 @@ struct SubmitResult {
 enum class Resolution : uint8_t { kDelivered, kFailed };
 inline constexpr size_t kResolutionNoteBytes = 512;  // kept like a response prefix (R10.3)
 
-// ISSUE 17 part 3: a recover job (POST .../endpoints/{id}/recover): re-queues the endpoint's
-// `failed`, `dead` and `unknown` deliveries created in [since, until], paced. Kept in memory by
-// the shard that owns the tenant (a restart forgets it; re-running it is safe: only deliveries
-// that have ended are re-queued).
+// A recover job (POST .../endpoints/{id}/recover, docs/operations.md "Recover"): re-queues the
+// endpoint's `failed`, `dead` and `unknown` deliveries created in [since, until], paced. Kept in
+// memory by the shard that owns the tenant (a restart forgets it; re-running it is safe: only
+// deliveries that have ended are re-queued). Past the shard's running jobs it waits `queued`
+// in a bounded FIFO (SPEC R14, docs/security.md "Quotas").
 struct JobView {
-  enum class State : uint8_t { kRunning, kDone, kFailed };
+  enum class State : uint8_t { kRunning, kDone, kFailed, kQueued };
   uint64_t id = 0;
   std::string tenant;
   EndpointId endpoint = 0;
@@ -86,11 +87,23 @@ struct JobView {
   uint64_t skipped = 0;    // ended meanwhile in another way, already pending again, ...
   uint32_t in_flight = 0;  // re-queued by this job and not ended again yet
   bool scan_done = false;
-  WallTime started_at, finished_at;  // finished_at zero while running
+  WallTime queued_at;                // when it was asked for
+  WallTime started_at, finished_at;  // started_at zero while queued; finished_at zero until
+                                     // it ends
   std::string error;                 // kFailed: why
 };
 inline const char* job_state_name(JobView::State s) {
-  return s == JobView::State::kRunning ? "running" : s == JobView::State::kDone ? "done" : "failed";
+  switch (s) {
+    case JobView::State::kRunning:
+      return "running";
+    case JobView::State::kDone:
+      return "done";
+    case JobView::State::kQueued:
+      return "queued";
+    case JobView::State::kFailed:
+      break;
+  }
+  return "failed";
 }
 
 // A tenant's settings (ISSUE 18): PUT/GET /v1/tenants/{t}/settings.

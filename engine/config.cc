@@ -200,6 +200,8 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.max_event_types", kU32, limits.max_event_types, 1, 256),
       RC_KEY("limits.max_list_limit", kU32, limits.max_list_limit, 1, 100'000),
       RC_KEY("limits.recover_max_in_flight", kU32, limits.recover_max_in_flight, 1, 1'000'000),
+      RC_KEY("limits.recover_jobs_running", kU32, limits.recover_jobs_running, 1, 1024),
+      RC_KEY("limits.recover_jobs_queued", kU32, limits.recover_jobs_queued, 0, 100'000),
       RC_KEY("limits.max_endpoints_per_tenant", kU32, limits.max_endpoints_per_tenant, 1,
              1'000'000),
       RC_KEY("limits.test_sends_per_minute", kU32, limits.test_sends_per_minute, 1, 1'000'000),

@@ -225,8 +225,11 @@ struct LimitsConfig {
   uint32_t max_type_bytes = 256;
   uint32_t max_event_types = 64;   // filter entries per endpoint
   uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
-  // A recover job (ISSUE 17) has at most this many of its re-queued deliveries live at once.
+  // A recover job has at most this many of its re-queued deliveries live at once; per shard
+  // this many jobs run and this many more wait queued (SPEC R14 quotas).
   uint32_t recover_max_in_flight = 1000;
+  uint32_t recover_jobs_running = 4;
+  uint32_t recover_jobs_queued = 64;
   // Quotas (SPEC R14, docs/security.md "Quotas"), each a 429 naming the key.
   uint32_t max_endpoints_per_tenant = 100;
   uint32_t test_sends_per_minute = 10;  // per endpoint

@@ -228,34 +228,47 @@ void EngineImpl::recover_endpoint(std::string tenant, EndpointId id, WallTime si
     return done(make_error(Errc::kInvalidArgument, "until must not be before since", "until",
                            "invalid_value"));
   }
-  RINGCAST_ROUTE(
-      tenant, ([this, tenant, id, since, until, done](Shard& s) mutable {
-        s.start_recover_job(
-            tenant, id, since, until, [this, done](Result<std::shared_ptr<RecoverJob>> r) {
-              if (!r) return done(r.error());
-              std::shared_ptr<RecoverJob> job = *r;
-              {
-                std::lock_guard<std::mutex> lock(jobs_mu_);
-                if (!stopped_.load()) {
-                  // Join the threads of jobs that have ended (they are returning).
-                  for (auto it = job_threads_.begin(); it != job_threads_.end();) {
-                    if (it->second->snapshot().state == JobView::State::kRunning) {
-                      ++it;
-                      continue;
-                    }
-                    it->first.join();
-                    it = job_threads_.erase(it);
-                  }
-                  job_threads_.emplace_back(std::thread([this, job] { run_recover(job); }), job);
-                } else {
-                  std::lock_guard<std::mutex> jl(job->mu);
-                  job->view.state = JobView::State::kFailed;
-                  job->view.error = "the engine is shutting down";
-                }
-              }
-              done(job->snapshot());
-            });
-      }));
+  RINGCAST_ROUTE(tenant, ([this, tenant, id, since, until, done](Shard& s) mutable {
+                   s.start_recover_job(tenant, id, since, until,
+                                       [this, done](Result<std::shared_ptr<RecoverJob>> r) {
+                                         if (!r) return done(r.error());
+                                         std::shared_ptr<RecoverJob> job = *r;
+                                         // A queued job's worker starts when a running one ends.
+                                         if (job->snapshot().state == JobView::State::kRunning) {
+                                           start_job_worker(job);
+                                         }
+                                         done(job->snapshot());
+                                       });
+                 }));
+}
+
+void EngineImpl::start_job_worker(const std::shared_ptr<RecoverJob>& job) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  if (stopped_.load()) {
+    std::lock_guard<std::mutex> jl(job->mu);
+    job->view.state = JobView::State::kFailed;
+    job->view.error = "the engine is shutting down";
+    return;
+  }
+  // Join the threads of jobs that have ended (they are returning).
+  for (auto it = job_threads_.begin(); it != job_threads_.end();) {
+    if (it->second->snapshot().state == JobView::State::kRunning) {
+      ++it;
+      continue;
+    }
+    it->first.join();
+    it = job_threads_.erase(it);
+  }
+  job_threads_.emplace_back(std::thread([this, job] {
+                              run_recover(job);
+                              // Its slot is free: the oldest queued job of the shard starts.
+                              Shard& shard = shard_for(job->view.tenant);
+                              if (stopped_.load() || !shard.running()) return;
+                              shard.post([this](Shard& s) {
+                                while (auto next = s.next_recover_job()) start_job_worker(next);
+                              });
+                            }),
+                            job);
 }
 
 void EngineImpl::get_job(std::string tenant, uint64_t id, Callback<JobView> done) {

@@ -100,7 +100,9 @@ class EngineImpl final : public Engine {
   Store& store_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> stopped_{false};
-  // Recover jobs (ISSUE 17): one thread each while running, joined by stop().
+  // Recover jobs: one thread each while running, joined by stop(); a queued one's thread starts
+  // when a running job of its shard ends (Shard::next_recover_job).
+  void start_job_worker(const std::shared_ptr<RecoverJob>& job);
   void run_recover(std::shared_ptr<RecoverJob> job);
   std::mutex jobs_mu_;
   std::vector<std::pair<std::thread, std::shared_ptr<RecoverJob>>> job_threads_;

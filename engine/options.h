@@ -78,14 +78,16 @@ struct EngineOptions {
   // answered 503 not_owner.
   Inbox* inbox = nullptr;
   Duration inbox_poll = milliseconds(100);
-  // Recover jobs (ISSUE 17, Engine::recover_endpoint): at most this many of one job's
-  // re-queued deliveries live at once (config limits.recover_max_in_flight), and at most
-  // max_recover_jobs jobs running per engine.
+  // Recover jobs (Engine::recover_endpoint): at most this many of one job's re-queued
+  // deliveries live at once (config limits.recover_max_in_flight); per shard at most
+  // max_recover_jobs running and max_queued_recover_jobs waiting their turn (config
+  // limits.recover_jobs_running, limits.recover_jobs_queued; SPEC R14 quotas).
   uint32_t recover_max_in_flight = 1000;
   uint32_t max_recover_jobs = 4;
+  uint32_t max_queued_recover_jobs = 64;
   // Quotas (SPEC R14, docs/security.md "Quotas"): each a 429 naming its limit. Endpoints per
   // tenant (a fan-out amplifier toward any host otherwise), test sends per endpoint per minute,
-  // and one running recover job per tenant (max_recover_jobs bounds a shard's).
+  // and one running or queued recover job per tenant (above).
   uint32_t max_endpoints_per_tenant = 100;
   uint32_t test_sends_per_minute = 10;
   // Events per second one tenant may submit on this node, over every intake (HTTP, bulk, bus);

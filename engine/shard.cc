@@ -688,7 +688,14 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
     it = job_live_.erase(it);
   }
   for (auto& [jid, job] : jobs_) {
-    if (ps.test(id_partition(jid))) job->cancel.store(true);
+    if (!ps.test(id_partition(jid))) continue;
+    job->cancel.store(true);
+    std::lock_guard<std::mutex> jl(job->mu);
+    if (job->view.state == JobView::State::kQueued) {  // never started: it ends here
+      job->view.state = JobView::State::kFailed;
+      job->view.error = "the tenant's partition moved to another node";
+      job->view.finished_at = loop_->wall_now();
+    }
   }
   for (Partition p : list) {
     next_seq_.erase(p);
@@ -1849,20 +1856,25 @@ void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime
     return done(make_error(Errc::kConflict, "the endpoint is disabled: enable it first", "endpoint",
                            "endpoint_disabled"));
   }
+  // SPEC R14 quotas: one job per tenant, running or queued, so one tenant cannot take the
+  // shard's job slots or its queue from the others; past the running slots a bounded FIFO.
   uint32_t running = 0;
   for (const auto& [jid, job] : jobs_) {
-    if (job->snapshot().state != JobView::State::kRunning) continue;
-    ++running;
-    // SPEC R14: one tenant cannot take the shard's recover jobs from the others.
+    const JobView::State st = job->snapshot().state;
+    if (st != JobView::State::kRunning && st != JobView::State::kQueued) continue;
+    if (st == JobView::State::kRunning) ++running;
     if (job->view.tenant == tenant) {
       return done(make_error(Errc::kLimitExceeded,
-                             "a recover job of this tenant is running: wait for it to end", nullptr,
-                             "too_many_jobs"));
+                             "a recover job of this tenant is running or queued: wait for it to "
+                             "end (one per tenant)",
+                             "tenant", "too_many_jobs"));
     }
   }
-  if (running >= options_.max_recover_jobs) {
-    return done(make_error(Errc::kLimitExceeded, "too many recover jobs are running", nullptr,
-                           "too_many_jobs"));
+  const bool queue = running >= std::max<uint32_t>(1, options_.max_recover_jobs);
+  if (queue && job_queue_.size() >= options_.max_queued_recover_jobs) {
+    return done(make_error(Errc::kLimitExceeded,
+                           "too many recover jobs are running and queued on this node",
+                           "limits.recover_jobs_queued", "too_many_jobs"));
   }
   auto job = std::make_shared<RecoverJob>();
   job->view.id = next_id(partition_of(tenant));
@@ -1870,21 +1882,49 @@ void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime
   job->view.endpoint = id;
   job->view.since = since;
   job->view.until = until;
-  job->view.started_at = loop_->wall_now();
+  job->view.queued_at = loop_->wall_now();
+  if (queue) {
+    job->view.state = JobView::State::kQueued;
+    job_queue_.push_back(job->view.id);
+  } else {
+    job->view.started_at = job->view.queued_at;
+  }
   jobs_.emplace(job->view.id, job);
   jobs_order_.push_back(job->view.id);
-  // Forget the oldest jobs that have ended (a running one stays).
+  // Forget the oldest jobs that have ended (a running or queued one stays).
   for (size_t tries = jobs_order_.size(); jobs_order_.size() > kJobsKept && tries > 0; --tries) {
     const uint64_t oldest = jobs_order_.front();
     jobs_order_.pop_front();
     auto it = jobs_.find(oldest);
-    if (it != jobs_.end() && it->second->snapshot().state == JobView::State::kRunning) {
+    const JobView::State st =
+        it != jobs_.end() ? it->second->snapshot().state : JobView::State::kDone;
+    if (st == JobView::State::kRunning || st == JobView::State::kQueued) {
       jobs_order_.push_back(oldest);
     } else if (it != jobs_.end()) {
       jobs_.erase(it);
     }
   }
   done(job);
+}
+
+std::shared_ptr<RecoverJob> Shard::next_recover_job() {
+  uint32_t running = 0;
+  for (const auto& [jid, job] : jobs_) {
+    if (job->snapshot().state == JobView::State::kRunning) ++running;
+  }
+  while (!job_queue_.empty() && running < std::max<uint32_t>(1, options_.max_recover_jobs)) {
+    const uint64_t id = job_queue_.front();
+    job_queue_.pop_front();
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    std::shared_ptr<RecoverJob> job = it->second;
+    std::lock_guard<std::mutex> lock(job->mu);
+    if (job->view.state != JobView::State::kQueued) continue;  // ended while it waited
+    job->view.state = JobView::State::kRunning;
+    job->view.started_at = loop_->wall_now();
+    return job;
+  }
+  return nullptr;
 }
 
 void Shard::resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,

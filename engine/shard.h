@@ -101,8 +101,14 @@ class Shard final : public IdAllocator {
   // owner: `seen` as read from the store; `have`: the endpoints that have a delivery of `ev`.
   void resend_delivery(DeliveryDetail seen, std::string note, Callback<Delivery> done);
   void replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32_t> done);
+  // A new job: running (the caller starts its worker) or queued (SPEC R14 quotas: past
+  // max_recover_jobs running, at most max_queued_recover_jobs wait in FIFO order); 429
+  // too_many_jobs for a tenant that has one running or queued, or a full queue.
   void start_recover_job(const std::string& tenant, EndpointId id, WallTime since, WallTime until,
                          Callback<std::shared_ptr<RecoverJob>> done);
+  // After a job ended: the oldest queued job, now running (the caller starts its worker), or
+  // nullptr when none waits or every slot is taken.
+  std::shared_ptr<RecoverJob> next_recover_job();
   // A recover job's resends: each is re-queued or skipped (not ended, or a store read older
   // than a change); an error (endpoint deleted or disabled, shutting down) ends the job.
   void resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,
@@ -346,6 +352,7 @@ class Shard final : public IdAllocator {
   // live deliveries they re-queued (their ends counted back in commit()).
   std::unordered_map<uint64_t, std::shared_ptr<RecoverJob>> jobs_;
   std::deque<uint64_t> jobs_order_;
+  std::deque<uint64_t> job_queue_;  // queued jobs, oldest first (next_recover_job)
   static constexpr size_t kJobsKept = 256;
   std::unordered_map<DeliveryId, std::shared_ptr<RecoverJob>> job_live_;
   // Test sends per endpoint in the current minute (EngineOptions::test_sends_per_minute);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -17,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "core/types.h"
 #include "tests/e2e/daemon.h"
 #include "tests/support/test_ca.h"
 
@@ -467,6 +469,139 @@ TEST(E2eTrust, ATenantsIntakeRateIsBoundedPerNode) {
   ASSERT_EQ(bulk.status, 200) << bulk.describe();
   EXPECT_GE(bulk.json()["accepted"].i64(), 2) << bulk.body;
   EXPECT_LE(bulk.json()["accepted"].i64(), 3) << bulk.body;
+}
+
+// `n` tenant names whose recover jobs share one shard: with one shard per node, any names on
+// one node; in cluster mode, names whose partitions one node owns (GET /v1/cluster).
+std::vector<std::string> tenants_on_one_shard(const Daemon& d, size_t n) {
+  std::vector<std::set<int64_t>> owned(d.nodes());
+  for (size_t i = 0; i < d.nodes() && cluster_mode(); ++i) {
+    Reply c = d.call_node(i, "GET", "/v1/cluster");
+    const Json j = c.json();
+    for (const Json& o : j["owned"].items()) owned[i].insert(o["partition"].i64());
+  }
+  std::vector<std::vector<std::string>> by_node(d.nodes());
+  for (int k = 0; k < 1000; ++k) {
+    const std::string t = "rq-" + std::to_string(k);
+    size_t node = 0;
+    while (cluster_mode() && node < d.nodes() && !owned[node].count(partition_of(t))) ++node;
+    if (node == d.nodes()) continue;
+    by_node[node].push_back(t);
+    if (by_node[node].size() == n) return by_node[node];
+  }
+  ADD_FAILURE() << "no node owns " << n << " of the candidate tenants";
+  return {};
+}
+
+// SPEC R14 quotas: one recover job per tenant (running or queued); past the shard's running
+// jobs a bounded FIFO queue (state "queued", started when a running one ends); past the queue
+// a 429 naming the limit, with Retry-After.
+TEST(E2eTrust, RecoverJobsWaitInABoundedQueuePerShardOnePerTenant) {
+  DaemonOptions o;
+  o.shards = 1;
+  o.env = {"RINGCAST_LIMITS_RECOVER_JOBS_RUNNING=1", "RINGCAST_LIMITS_RECOVER_JOBS_QUEUED=1",
+           "RINGCAST_LIMITS_RECOVER_MAX_IN_FLIGHT=1"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-jobs");
+  test::SinkProcess sink =
+      test::SinkProcess::start({"--quiet", "--fault", "/bad=status=500"}, dir.path());
+  const std::vector<std::string> tenants = tenants_on_one_shard(d, 3);
+  ASSERT_EQ(tenants.size(), 3u);
+  const std::string since = rfc3339_in(-1000ms);
+  // Per tenant: one endpoint whose two deliveries ended dead; then fixed (a new URL), enabled
+  // and paused, so a recover job holds its one re-queued delivery live and stays running.
+  std::vector<std::string> eps;
+  for (const std::string& t : tenants) {
+    const std::string ep = endpoint_with_policy(d, t, sink.base_url() + "/bad", "quick");
+    ASSERT_FALSE(ep.empty());
+    eps.push_back(ep);
+    for (const char* id : {"j-1", "j-2"})
+      ASSERT_EQ(submit_event(d, t, id, "x.y", "{}").status, 202);
+    for (const char* id : {"j-1", "j-2"}) {
+      Json j = wait_delivery(d, t, ep, id, delivery_ended, scaled(10s));
+      ASSERT_TRUE(delivery_ended(j)) << t << " " << id;
+    }
+    const std::string base = "/v1/tenants/" + t + "/endpoints/" + ep;
+    ASSERT_EQ(d.call("PATCH", base, "{\"url\":" + quote(sink.base_url() + "/good") + "}").status,
+              200);
+    ASSERT_EQ(d.call("POST", base + "/enable").status, 200);
+    ASSERT_EQ(d.call("POST", base + "/pause").status, 200);
+  }
+  const std::string window =
+      "{\"since\":" + quote(since) + ",\"until\":" + quote(rfc3339_in(1000ms)) + "}";
+  auto recover = [&](size_t i) {
+    return d.call("POST", "/v1/tenants/" + tenants[i] + "/endpoints/" + eps[i] + "/recover",
+                  window);
+  };
+  auto job = [&](size_t i, const std::string& id) {
+    Reply g = d.call("GET", "/v1/tenants/" + tenants[i] + "/jobs/" + id);
+    return g.status == 200 ? g.json()["job"] : Json();
+  };
+  Reply first = recover(0);
+  ASSERT_EQ(first.status, 202) << first.describe();
+  const Json first_job = first.json()["job"];
+  EXPECT_EQ(first_job["state"].str(), "running") << first.body;
+  EXPECT_FALSE(first_job["started_at"].is_null()) << first.body;
+  // The same tenant again: one job per tenant.
+  Reply again = recover(0);
+  EXPECT_EQ(again.status, 429) << again.describe();
+  EXPECT_EQ(error_code(again), "too_many_jobs");
+  EXPECT_EQ(again.json()["error"]["field"].str(), "tenant") << again.body;
+  // Another tenant: queued behind it.
+  Reply second = recover(1);
+  ASSERT_EQ(second.status, 202) << second.describe();
+  const Json second_job = second.json()["job"];
+  EXPECT_EQ(second_job["state"].str(), "queued") << second.body;
+  EXPECT_TRUE(second_job["started_at"].is_null()) << second.body;
+  const std::string second_id = second_job["id"].str();
+  // A queued job is its tenant's one job too.
+  Reply second_again = recover(1);
+  EXPECT_EQ(second_again.status, 429) << second_again.describe();
+  // A third tenant: the queue (1) is full.
+  Reply third = recover(2);
+  EXPECT_EQ(third.status, 429) << third.describe();
+  EXPECT_EQ(error_code(third), "too_many_jobs");
+  EXPECT_EQ(third.json()["error"]["field"].str(), "limits.recover_jobs_queued") << third.body;
+  EXPECT_NE(third.headers.find("Retry-After: "), std::string::npos) << third.headers;
+  // The queued job waits while the first runs (its re-queued delivery is held by the pause).
+  std::this_thread::sleep_for(scaled(300ms));
+  EXPECT_EQ(job(0, first_job["id"].str())["state"].str(), "running");
+  EXPECT_EQ(job(1, second_id)["state"].str(), "queued");
+  // The first tenant's receiver resumes: its job ends, the queued one starts by itself.
+  ASSERT_EQ(d.call("POST", "/v1/tenants/" + tenants[0] + "/endpoints/" + eps[0] + "/resume").status,
+            200);
+  Json j;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        j = job(1, second_id);
+        return j["state"].str() == "running" && j["requeued"].i64() >= 1;
+      },
+      scaled(20s)))
+      << "the queued job did not start: " << j["state"].str();
+  EXPECT_EQ(job(0, first_job["id"].str())["state"].str(), "done");
+  EXPECT_FALSE(j["started_at"].is_null());
+  // The third tenant now has room in the queue; the second's ends once its receiver resumes.
+  Reply third_again = recover(2);
+  ASSERT_EQ(third_again.status, 202) << third_again.describe();
+  EXPECT_EQ(third_again.json()["job"]["state"].str(), "queued") << third_again.body;
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    ASSERT_EQ(
+        d.call("POST", "/v1/tenants/" + tenants[i] + "/endpoints/" + eps[i] + "/resume").status,
+        200);
+  }
+  const std::string third_id = third_again.json()["job"]["id"].str();
+  EXPECT_TRUE(wait_until([&] { return job(2, third_id)["state"].str() == "done"; }, scaled(20s)));
+  EXPECT_EQ(job(1, second_id)["state"].str(), "done");
+  // Every re-queued delivery was delivered: two per tenant at the good URL.
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    for (const char* id : {"j-1", "j-2"}) {
+      Json x = wait_delivery(
+          d, tenants[i], eps[i], id,
+          [](const Json& y) { return y["delivery"]["status"].str() == "delivered"; }, scaled(10s));
+      EXPECT_EQ(x["delivery"]["status"].str(), "delivered") << tenants[i] << " " << id;
+    }
+  }
 }
 
 // The API listener over TLS (server.tls_cert, server.tls_key): a client that trusts the CA

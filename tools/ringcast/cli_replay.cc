@@ -32,6 +32,8 @@ std::string tenant_base(const ReplayArgs& a) {
 
 // "[#########...........]  45%  scanned 900  requeued 450  skipped 3  live 120"
 std::string progress_line(simdjson::dom::element job) {
+  if (jstr(job, "state") == "queued")
+    return "queued: waits for one of the node's running jobs to end";
   const int64_t total = jint(job, "total");
   const int64_t scanned = jint(job, "scanned");
   const bool scan_done = jbool(job, "scan_done");
@@ -62,8 +64,9 @@ std::string progress_line(simdjson::dom::element job) {
 
 void print_job(simdjson::dom::element job) {
   Table t({"FIELD", "VALUE"});
-  for (const char* k : {"id", "kind", "endpoint", "state", "since", "until", "total", "scanned",
-                        "requeued", "skipped", "in_flight", "started_at", "finished_at", "error"}) {
+  for (const char* k :
+       {"id", "kind", "endpoint", "state", "since", "until", "total", "scanned", "requeued",
+        "skipped", "in_flight", "queued_at", "started_at", "finished_at", "error"}) {
     t.add({k, jtext(job, k)});
   }
   std::fputs(t.str().c_str(), stdout);
@@ -140,7 +143,7 @@ void run_recover(GlobalOptions& g, ReplayArgs& a) {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
     std::fflush(stderr);
-    if (state != "running") {
+    if (state != "running" && state != "queued") {  // queued: waits for a free job slot
       if (tty) std::fputc('\n', stderr);
       if (g.json) {
         print_json(body);
