@@ -112,9 +112,13 @@ TEST_F(CliTest, VersionAndUsageErrors) {
   r = run({"send", dir_.file("missing.ndjson")});
   EXPECT_NE(r.status.code, 0);
   EXPECT_THAT(r.err, HasSubstr("missing.ndjson"));
-  r = run({"endpoints", "list", "--tenant", "acme", "--server", "https://127.0.0.1:1"});
+  r = run({"endpoints", "list", "--tenant", "acme", "--server", "https://127.0.0.1:1/x"});
   EXPECT_EQ(r.status.code, 1);
-  EXPECT_THAT(r.err, HasSubstr("https:// is not supported"));
+  EXPECT_THAT(r.err, HasSubstr("--server"));
+  r = run({"endpoints", "list", "--tenant", "acme", "--server", "https://127.0.0.1:1", "--cacert",
+           dir_.file("missing-ca.pem")});
+  EXPECT_EQ(r.status.code, 1);  // nothing listens there: a clear connect error
+  EXPECT_THAT(r.err, HasSubstr("cannot connect"));
 }
 
 TEST_F(CliTest, EndpointsCreateListGetPauseTestRotateDelete) {

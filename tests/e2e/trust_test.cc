@@ -653,6 +653,56 @@ TEST(E2eTrust, TheApiListenerServesTls) {
   EXPECT_EQ(got.substr(0, 3), "200") << got;
   const std::string headers = test::read_file(dir.file("headers"));
   EXPECT_NE(headers.find("Secure"), std::string::npos) << headers;
+
+  // The CLI over TLS: an https:// --server verified against --cacert; another CA and plain
+  // HTTP refused (the token is not sent to an unproven server); from the daemon's own config
+  // (server.tls_cert) it pins that certificate, whatever address it reaches it by.
+  int runs = 0;
+  auto cli = [&](const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    const std::string tag = "cli-" + std::to_string(++runs);
+    test::ProcessOptions po;
+    po.stdout_path = dir.file(tag + ".out");
+    po.stderr_path = dir.file(tag + ".err");
+    po.env = env;
+    std::vector<std::string> argv = {ringcast_binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::Process p = test::Process::start(argv, std::move(po));
+    auto st = p.wait(30s);
+    return std::make_pair(st && st->ok(), test::read_file(dir.file(tag + ".out")) +
+                                              test::read_file(dir.file(tag + ".err")));
+  };
+  const std::vector<std::string> link = {"--json", "portal", "link", "-t", "acme"};
+  auto with = [&](std::vector<std::string> head) {
+    head.insert(head.end(), link.begin(), link.end());
+    return head;
+  };
+  auto [ok, out] =
+      cli(with({"--server", base, "--cacert", files.ca, "--token", Daemon::kToken}), {});
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find("\"token\""), std::string::npos) << out;
+  std::tie(ok, out) = cli(
+      with({"--server", base, "--cacert", dir.file("other.pem"), "--token", Daemon::kToken}), {});
+  EXPECT_FALSE(ok) << out;
+  EXPECT_NE(out.find("not trusted"), std::string::npos) << out;
+  std::tie(ok, out) = cli(
+      with({"--server", "127.0.0.1:" + std::to_string(d.port()), "--token", Daemon::kToken}), {});
+  EXPECT_FALSE(ok) << out;
+  const std::vector<std::string> daemon_env = {
+      "RINGCAST_SERVER_LISTEN=127.0.0.1:" + std::to_string(d.port()),
+      "RINGCAST_SERVER_TLS_CERT=" + files.cert, "RINGCAST_SERVER_TLS_KEY=" + files.key,
+      std::string("RINGCAST_API_TOKEN=") + Daemon::kToken};
+  std::tie(ok, out) = cli(link, daemon_env);
+  EXPECT_TRUE(ok) << out;
+  EXPECT_NE(out.find("\"token\""), std::string::npos) << out;
+  // Another certificate in the config than the one served: refused.
+  std::filesystem::create_directories(dir.file("wrong"));
+  const test::CertFiles wrong = other.write_localhost(dir.file("wrong"));
+  std::tie(ok, out) =
+      cli(link, {"RINGCAST_SERVER_LISTEN=127.0.0.1:" + std::to_string(d.port()),
+                 "RINGCAST_SERVER_TLS_CERT=" + wrong.cert, "RINGCAST_SERVER_TLS_KEY=" + wrong.key,
+                 std::string("RINGCAST_API_TOKEN=") + Daemon::kToken});
+  EXPECT_FALSE(ok) << out;
+  EXPECT_NE(out.find("is not the one in"), std::string::npos) << out;
 }
 
 }  // namespace

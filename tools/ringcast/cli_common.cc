@@ -18,6 +18,10 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "API token (default: the config's server.api_token / RINGCAST_API_TOKEN; also "
                  "RINGCAST_TOKEN)")
       ->envname("RINGCAST_TOKEN");
+  app.add_option("--cacert", g.ca_file,
+                 "PEM file of CAs trusted for an https:// --server, besides the system's (also "
+                 "RINGCAST_CA_FILE)")
+      ->envname("RINGCAST_CA_FILE");
   app.add_flag("--json", g.json, "print JSON instead of tables");
 }
 
@@ -46,7 +50,13 @@ Target resolve_target(const GlobalOptions& g) {
     }
     server = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
              std::to_string(port);
+    // A TLS listener (SPEC R14): https, and the daemon's own certificate is trusted as it is.
+    if (!cfg.server.tls_cert.empty()) {
+      server = "https://" + server;
+      t.trust.pinned_cert = cfg.server.tls_cert;
+    }
   }
+  t.trust.ca_file = g.ca_file;
   std::string error;
   auto addr = parse_server(server, &error);
   if (!addr) throw CliError("--server: " + error);
@@ -57,7 +67,7 @@ Target resolve_target(const GlobalOptions& g) {
 
 std::unique_ptr<HttpClient> make_client(const GlobalOptions& g) {
   Target t = resolve_target(g);
-  return std::make_unique<HttpClient>(t.server, t.token);
+  return std::make_unique<HttpClient>(t.server, t.token, std::chrono::seconds(60), t.trust);
 }
 
 JsonReply call_json(HttpClient& client, simdjson::dom::parser& parser, std::string_view method,

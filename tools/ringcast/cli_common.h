@@ -39,6 +39,7 @@ struct GlobalOptions {
   std::string config_path;  // --config / RINGCAST_CONFIG
   std::string server;       // --server / RINGCAST_SERVER
   std::string token;        // --token / RINGCAST_TOKEN
+  std::string ca_file;      // --cacert / RINGCAST_CA_FILE: trusted for an https:// server
   bool json = false;        // --json
   int exit_code = kExitOk;  // set by the subcommand that ran
 };
@@ -47,11 +48,13 @@ struct GlobalOptions {
 void add_global_options(CLI::App& app, GlobalOptions& g);
 
 // The server address and token a client command uses: flags first, then the config file (its
-// listen address, with 0.0.0.0 / :: turned into loopback, and its api_token, which already
+// listen address, with 0.0.0.0 / :: turned into loopback, over https when it sets
+// server.tls_cert, whose certificate is then trusted as it is; and its api_token, which already
 // honours RINGCAST_API_TOKEN). Throws CliError.
 struct Target {
   ServerAddress server;
   std::string token;
+  TlsTrust trust;
 };
 Target resolve_target(const GlobalOptions& g);
 std::unique_ptr<HttpClient> make_client(const GlobalOptions& g);

@@ -5,10 +5,15 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -28,7 +33,7 @@ int remaining_ms(Clock::time_point deadline) {
 }
 
 // Waits for `events` on fd until the deadline; false on timeout or error.
-bool wait_fd(int fd, short events, Clock::time_point deadline) {
+bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
   while (true) {
     pollfd p{fd, events, 0};
     int rc = ::poll(&p, 1, remaining_ms(deadline));
@@ -104,14 +109,14 @@ std::optional<ServerAddress> parse_server(std::string_view text, std::string* er
     return std::nullopt;
   };
   std::string_view t = text;
-  if (t.rfind("https://", 0) == 0) {
-    return fail(
-        "https:// is not supported by the CLI; give the daemon's plain HTTP address "
-        "(e.g. 127.0.0.1:8080)");
-  }
-  if (t.rfind("http://", 0) == 0) t.remove_prefix(7);
-  while (!t.empty() && t.back() == '/') t.remove_suffix(1);
   ServerAddress out;
+  if (t.rfind("https://", 0) == 0) {
+    out.tls = true;
+    t.remove_prefix(8);
+  } else if (t.rfind("http://", 0) == 0) {
+    t.remove_prefix(7);
+  }
+  while (!t.empty() && t.back() == '/') t.remove_suffix(1);
   std::string_view port;
   if (!t.empty() && t.front() == '[') {
     size_t close = t.find(']');
@@ -138,17 +143,171 @@ std::optional<ServerAddress> parse_server(std::string_view text, std::string* er
   return out;
 }
 
-HttpClient::HttpClient(ServerAddress server, std::string token, std::chrono::milliseconds timeout)
-    : server_(std::move(server)), token_(std::move(token)), timeout_(timeout) {}
+HttpClient::HttpClient(ServerAddress server, std::string token, std::chrono::milliseconds timeout,
+                       TlsTrust trust)
+    : server_(std::move(server)),
+      token_(std::move(token)),
+      timeout_(timeout),
+      trust_(std::move(trust)) {}
 
 HttpClient::~HttpClient() {
   close_socket();
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
 }
 
 void HttpClient::close_socket() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   reused_ = false;
+}
+
+namespace {
+
+std::string tls_error_text() {
+  const uint32_t e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "no detail";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace
+
+bool HttpClient::tls_handshake(Clock::time_point deadline, std::string* error) {
+  if (ctx_ == nullptr) {
+    ctx_ = SSL_CTX_new(TLS_method());
+    if (ctx_ == nullptr) {
+      *error = "cannot set up TLS: " + tls_error_text();
+      return false;
+    }
+    SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (!trust_.pinned_cert.empty()) {
+      // Pinned: the peer must present exactly this leaf (checked after the handshake, before
+      // a byte of the request); no CA is involved.
+      BIO* bio = BIO_new_file(trust_.pinned_cert.c_str(), "r");
+      X509* leaf = bio != nullptr ? PEM_read_bio_X509(bio, nullptr, nullptr, nullptr) : nullptr;
+      if (bio != nullptr) BIO_free(bio);
+      uint8_t* der = nullptr;
+      const int len = leaf != nullptr ? i2d_X509(leaf, &der) : -1;
+      if (leaf != nullptr) X509_free(leaf);
+      if (len <= 0) {
+        *error = "cannot read the certificate in " + trust_.pinned_cert + ": " + tls_error_text();
+        SSL_CTX_free(ctx_);
+        ctx_ = nullptr;
+        return false;
+      }
+      pinned_der_.assign(reinterpret_cast<const char*>(der), static_cast<size_t>(len));
+      OPENSSL_free(der);
+      SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
+    } else {
+      SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
+      // The system's CAs when present; a file the operator named must load.
+      if (!trust_.system_ca_file.empty() && ::access(trust_.system_ca_file.c_str(), R_OK) == 0) {
+        SSL_CTX_load_verify_locations(ctx_, trust_.system_ca_file.c_str(), nullptr);
+        ERR_clear_error();
+      }
+      if (!trust_.ca_file.empty() &&
+          SSL_CTX_load_verify_locations(ctx_, trust_.ca_file.c_str(), nullptr) != 1) {
+        *error = "cannot read the certificates in " + trust_.ca_file + ": " + tls_error_text();
+        SSL_CTX_free(ctx_);
+        ctx_ = nullptr;
+        return false;
+      }
+    }
+  }
+  ssl_ = SSL_new(ctx_);
+  if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+    *error = "cannot set up TLS: " + tls_error_text();
+    return false;
+  }
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+  const bool pinned = !pinned_der_.empty();
+  in6_addr a6;
+  in_addr a4;
+  const bool is_ip = ::inet_pton(AF_INET, server_.host.c_str(), &a4) == 1 ||
+                     ::inet_pton(AF_INET6, server_.host.c_str(), &a6) == 1;
+  if (!is_ip) SSL_set_tlsext_host_name(ssl_, server_.host.c_str());
+  if (is_ip && !pinned) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, server_.host.c_str());
+  } else if (!pinned) {
+    X509_VERIFY_PARAM_set1_host(param, server_.host.data(), server_.host.size());
+  }
+  while (true) {
+    const int r = SSL_connect(ssl_);
+    if (r == 1 && pinned) {
+      X509* peer = SSL_get_peer_certificate(ssl_);
+      uint8_t* der = nullptr;
+      const int len = peer != nullptr ? i2d_X509(peer, &der) : -1;
+      if (peer != nullptr) X509_free(peer);
+      const bool same = len > 0 && static_cast<size_t>(len) == pinned_der_.size() &&
+                        std::memcmp(der, pinned_der_.data(), pinned_der_.size()) == 0;
+      if (der != nullptr) OPENSSL_free(der);
+      if (!same) {
+        *error = "the certificate of " + server_.authority() + " is not the one in " +
+                 trust_.pinned_cert + " (server.tls_cert)";
+        return false;
+      }
+      return true;
+    }
+    if (r == 1) return true;
+    const int e = SSL_get_error(ssl_, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      if (!wait_fd(fd_, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
+        *error = "the TLS handshake with " + server_.authority() + " timed out";
+        return false;
+      }
+      continue;
+    }
+    const long v = SSL_get_verify_result(ssl_);
+    if (v != X509_V_OK) {
+      *error = "the certificate of " + server_.authority() +
+               " is not trusted: " + X509_verify_cert_error_string(v) +
+               " (give its CA with --cacert)";
+    } else {
+      *error = "the TLS handshake with " + server_.authority() + " failed: " + tls_error_text() +
+               " (is it serving https?)";
+    }
+    ERR_clear_error();
+    return false;
+  }
+}
+
+ssize_t HttpClient::send_some(const char* data, size_t n, short* want) {
+  *want = POLLOUT;
+  if (ssl_ == nullptr) return ::send(fd_, data, n, MSG_NOSIGNAL);
+  const int r = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(n, 1u << 30)));
+  if (r > 0) return r;
+  const int e = SSL_get_error(ssl_, r);
+  ERR_clear_error();
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e != SSL_ERROR_SYSCALL || errno == 0) errno = EPIPE;
+  return -1;
+}
+
+ssize_t HttpClient::recv_some(char* buf, size_t n, short* want) {
+  *want = POLLIN;
+  if (ssl_ == nullptr) return ::recv(fd_, buf, n, 0);
+  const int r = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(n, 1u << 30)));
+  if (r > 0) return r;
+  const int e = SSL_get_error(ssl_, r);
+  ERR_clear_error();
+  if (e == SSL_ERROR_ZERO_RETURN) return 0;  // close_notify
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e == SSL_ERROR_SYSCALL && r == 0) return 0;  // EOF without close_notify
+  if (e != SSL_ERROR_SYSCALL || errno == 0) errno = EPROTO;
+  return -1;
 }
 
 bool HttpClient::connect_socket(std::string* error) {
@@ -190,6 +349,10 @@ bool HttpClient::connect_socket(std::string* error) {
     fd_ = fd;
     reused_ = false;
     ::freeaddrinfo(res);
+    if (server_.tls && !tls_handshake(deadline, error)) {
+      close_socket();
+      return false;
+    }
     return true;
   }
   ::freeaddrinfo(res);
@@ -204,15 +367,16 @@ HttpOutcome HttpClient::exchange(const std::string& request, bool* stale) {
   *stale = false;
   auto deadline = Clock::now() + timeout_;
   size_t sent = 0;
+  short want = POLLOUT;
   while (sent < request.size()) {
-    ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    ssize_t n = send_some(request.data() + sent, request.size() - sent, &want);
     if (n > 0) {
       sent += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_fd(fd_, POLLOUT, deadline)) {
+      if (!wait_fd(fd_, want, deadline)) {
         out.error = "timed out sending the request";
         return out;
       }
@@ -224,7 +388,7 @@ HttpOutcome HttpClient::exchange(const std::string& request, bool* stale) {
   ResponseReader rr;
   char buf[65536];
   while (!rr.done) {
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    ssize_t n = recv_some(buf, sizeof buf, &want);
     if (n > 0) {
       nothing_read = false;
       llhttp_errno_t e = llhttp_execute(&rr.parser, buf, static_cast<size_t>(n));
@@ -245,7 +409,7 @@ HttpOutcome HttpClient::exchange(const std::string& request, bool* stale) {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_fd(fd_, POLLIN, deadline)) {
+      if (!wait_fd(fd_, want, deadline)) {
         out.error = "timed out waiting for the server's answer";
         return out;
       }

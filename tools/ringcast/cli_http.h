@@ -1,8 +1,14 @@
 // The CLI's HTTP/1.1 client: blocking sockets, one keep-alive connection, llhttp for responses,
-// Bearer auth. Plain HTTP only: the CLI talks to a local daemon (or one the operator names).
-// Invariant: every wait is bounded by the timeout; a stale keep-alive connection is retried
-// once on a fresh one only when the server provably read nothing of the request.
+// Bearer auth; over TLS (BoringSSL) for an https:// server, the API listener's
+// server.tls_cert (SPEC R14, docs/security.md "Listener").
+// Invariants: every wait is bounded by the timeout; a stale keep-alive connection is retried
+// once on a fresh one only when the server provably read nothing of the request; a TLS server
+// is always verified (chain and host name or IP, TLS 1.2 at least): the token never goes to
+// a server that did not prove its name.
 #pragma once
+
+#include <openssl/base.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -16,11 +22,21 @@ namespace ringcast::cli {
 struct ServerAddress {
   std::string host;  // as given (IP literal or name), without brackets
   uint16_t port = 8080;
+  bool tls = false;               // https://
   std::string authority() const;  // "host:port", brackets around IPv6
 };
 
-// "127.0.0.1:8080", "localhost:9000", "[::1]:8080", "http://host:port[/]". An https:// URL, a
-// missing port or junk → nullopt with `error` set.
+// How a TLS server is verified: by the system's CAs plus `ca_file` (PEM) when set, chain and
+// name; or, with `pinned_cert` (the daemon's own certificate from its config, PEM, the leaf
+// first), by being exactly that certificate (whatever name the CLI reached it by).
+struct TlsTrust {
+  std::string system_ca_file = "/etc/ssl/certs/ca-certificates.crt";
+  std::string ca_file;
+  std::string pinned_cert;
+};
+
+// "127.0.0.1:8080", "localhost:9000", "[::1]:8080", "http://host:port[/]",
+// "https://host:port[/]". A missing port or junk → nullopt with `error` set.
 std::optional<ServerAddress> parse_server(std::string_view text, std::string* error);
 
 struct HttpReply {
@@ -37,8 +53,9 @@ struct HttpOutcome {
 
 class HttpClient {
  public:
+  using Clock = std::chrono::steady_clock;
   HttpClient(ServerAddress server, std::string token,
-             std::chrono::milliseconds timeout = std::chrono::seconds(60));
+             std::chrono::milliseconds timeout = std::chrono::seconds(60), TlsTrust trust = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -50,7 +67,12 @@ class HttpClient {
 
  private:
   bool connect_socket(std::string* error);
+  bool tls_handshake(Clock::time_point deadline, std::string* error);
   void close_socket();
+  // The connection's bytes, through TLS when the server is https://: > 0 bytes, 0 EOF, -1 an
+  // error (errno; EAGAIN: wait for `*want`).
+  ssize_t send_some(const char* data, size_t n, short* want);
+  ssize_t recv_some(char* buf, size_t n, short* want);
   // One attempt on the current connection. `stale`: the peer closed or reset it before any
   // answer byte (a keep-alive connection it had already given up).
   HttpOutcome exchange(const std::string& request, bool* stale);
@@ -58,8 +80,12 @@ class HttpClient {
   ServerAddress server_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  TlsTrust trust_;
   int fd_ = -1;
   bool reused_ = false;
+  SSL_CTX* ctx_ = nullptr;  // made at the first TLS connect
+  std::string pinned_der_;  // the pinned leaf, DER
+  SSL* ssl_ = nullptr;      // the current connection's, over fd_
 };
 
 }  // namespace ringcast::cli
