@@ -142,6 +142,7 @@ struct LeaseManager::Impl {
     redis::ConnectionOptions co;
     co.username = opt.username;
     co.password = opt.password;
+    co.tls = opt.tls;
     co.default_timeout = opt.command_timeout;
     co.connect_timeout = opt.command_timeout;
     // Reconnect quickly: a lease lives only lease_ttl.

@@ -40,6 +40,7 @@
 #include "core/result.h"
 #include "core/time.h"
 #include "core/types.h"
+#include "redis/tls_options.h"
 
 namespace ringcast::cluster {
 
@@ -55,6 +56,7 @@ struct LeaseOptions {
   bool cluster = false;
   std::string username;
   std::string password;
+  redis::TlsOptions tls;  // TLS to Redis (SPEC R14), as the store's
   std::string ns = "rc";  // key namespace (cluster/keys.h)
   std::string node_id;    // required; stable per node, unique in the cluster
   Duration lease_ttl = seconds(3);

@@ -20,6 +20,26 @@ storage::StoreOptions store_options(const Config& cfg) {
   return o;
 }
 
+namespace {
+template <class C>
+redis::TlsOptions tls_of(const C& r) {
+  redis::TlsOptions t;
+  t.enabled = r.tls;
+  t.ca_file = r.tls_ca_file;
+  t.cert_file = r.tls_cert_file;
+  t.key_file = r.tls_key_file;
+  t.server_name = r.tls_server_name;
+  return t;
+}
+}  // namespace
+
+redis::TlsOptions redis_tls_options(const RedisStorageConfig& r) {
+  return tls_of(r);
+}
+redis::TlsOptions redis_tls_options(const RedisIntakeConfig& r) {
+  return tls_of(r);
+}
+
 RedisModeOptions redis_mode_options(const Config& cfg) {
   RedisModeOptions o;
   const RedisStorageConfig& r = cfg.storage.redis;
@@ -27,6 +47,7 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
   o.store.cluster = r.cluster;
   o.store.username = r.username;
   o.store.password = r.password;
+  o.store.tls = redis_tls_options(r);  // SPEC R14: the store, the leases, the inboxes alike
   o.store.ns = r.ns;
   o.store.wait_replicas = r.wait_replicas;
   o.store.wait_timeout = r.wait_timeout;
@@ -41,6 +62,7 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
     l.cluster = r.cluster;
     l.username = r.username;
     l.password = r.password;
+    l.tls = o.store.tls;
     l.ns = r.ns;
     l.node_id = !cfg.cluster.node_id.empty() ? cfg.cluster.node_id : cfg.intake.node_id;
     l.lease_ttl = cfg.cluster.lease_ttl;

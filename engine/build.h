@@ -11,6 +11,7 @@
 #include "engine/options.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "redis/tls_options.h"
 #include "storage/rocks_store.h"
 
 namespace ringcast::engine {
@@ -19,6 +20,9 @@ storage::StoreOptions store_options(const Config& cfg);
 // storage.backend = "redis": the store's options and, with cluster.enabled, the leases' (a
 // node_id left empty by the config is for the caller to fill in).
 RedisModeOptions redis_mode_options(const Config& cfg);
+// TLS to Redis (SPEC R14): storage.redis.tls* / [[intake.redis]] tls* as connection options.
+redis::TlsOptions redis_tls_options(const RedisStorageConfig& r);
+redis::TlsOptions redis_tls_options(const RedisIntakeConfig& r);
 net::HttpTransportOptions transport_options(const Config& cfg);
 // Throws ConfigError when a named policy does not validate.
 EngineOptions engine_options(const Config& cfg);

@@ -22,6 +22,8 @@
 #include "core/url.h"
 #include "engine/version.h"
 #include "net/signing.h"
+#include "net/tls.h"
+#include "redis/connection.h"
 
 extern char** environ;
 
@@ -102,6 +104,11 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("storage.redis.cluster", kBool, storage.redis.cluster),
       RC_KEY("storage.redis.password", kSecret, storage.redis.password),
       RC_KEY("storage.redis.username", kString, storage.redis.username),
+      RC_KEY("storage.redis.tls", kBool, storage.redis.tls),
+      RC_KEY("storage.redis.tls_ca_file", kString, storage.redis.tls_ca_file),
+      RC_KEY("storage.redis.tls_cert_file", kString, storage.redis.tls_cert_file),
+      RC_KEY("storage.redis.tls_key_file", kString, storage.redis.tls_key_file),
+      RC_KEY("storage.redis.tls_server_name", kString, storage.redis.tls_server_name),
       RC_KEY("storage.redis.namespace", kString, storage.redis.ns),
       RC_KEY("storage.redis.wait_replicas", kU32, storage.redis.wait_replicas, 0, 16),
       RC_KEY("storage.redis.wait_timeout", kDuration, storage.redis.wait_timeout),
@@ -241,6 +248,11 @@ const std::vector<KeyDef>& redis_intake_keys() {
       RC_RKEY("streams", kStringList, streams),
       RC_RKEY("group", kString, group),
       RC_RKEY("consumer", kString, consumer),
+      RC_RKEY("tls", kBool, tls),
+      RC_RKEY("tls_ca_file", kString, tls_ca_file),
+      RC_RKEY("tls_cert_file", kString, tls_cert_file),
+      RC_RKEY("tls_key_file", kString, tls_key_file),
+      RC_RKEY("tls_server_name", kString, tls_server_name),
       RC_RKEY("tenant_field", kString, tenant_field),
       RC_RKEY("id_field", kString, id_field),
       RC_RKEY("type_field", kString, type_field),
@@ -867,6 +879,61 @@ std::optional<Duration> parse_duration(std::string_view text) {
   __int128 total = 0;
   size_t i = 0;
   while (i < text.size()) {
+// A DNS name or an IP literal (what a certificate's SAN can carry), nothing else.
+bool valid_server_name(const std::string& name) {
+  if (name.empty() || name.size() > 253 || name.front() == '.' || name.front() == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == ':';
+  });
+}
+
+// TLS to Redis (SPEC R14, docs/security.md "Redis"), for storage.redis and each
+// [[intake.redis]] (`prefix`): no tls_* key while tls is off (it would silently do nothing), a
+// certificate with its key, files that can be read, and the context built once here as the
+// connections will build it (a PEM that does not parse, a key that does not match its
+// certificate, no trust anchors at all) so that `config check` finds it, naming the key.
+void check_redis_tls(const std::string& prefix, bool tls, const std::string& ca,
+                     const std::string& cert, const std::string& key,
+                     const std::string& server_name) {
+  const std::pair<const char*, const std::string*> keys[] = {{"tls_ca_file", &ca},
+                                                             {"tls_cert_file", &cert},
+                                                             {"tls_key_file", &key},
+                                                             {"tls_server_name", &server_name}};
+  if (!tls) {
+    for (const auto& [k, v] : keys) {
+      if (!v->empty())
+        fail("", prefix + "." + k, "is set but " + prefix + ".tls is false: set tls = true");
+    }
+    return;
+  }
+  if (cert.empty() != key.empty()) {
+    const std::string have = prefix + (cert.empty() ? ".tls_key_file" : ".tls_cert_file");
+    const std::string missing = prefix + (cert.empty() ? ".tls_cert_file" : ".tls_key_file");
+    fail("", missing, "must be set together with " + have + " (a client certificate and its key)");
+  }
+  for (const auto& [k, v] : keys) {
+    if (v == &server_name || v->empty()) continue;
+    if (!file_readable(*v)) fail("", prefix + "." + k, "cannot read \"" + *v + "\"");
+  }
+  if (!server_name.empty() && !valid_server_name(server_name))
+    fail("", prefix + ".tls_server_name",
+         "expected a DNS name or an IP address, got \"" + server_name + "\"");
+  redis::TlsOptions o;
+  o.enabled = true;
+  o.ca_file = ca;
+  o.cert_file = cert;
+  o.key_file = key;
+  o.server_name = server_name;
+  auto ctx = redis::make_tls_context(o);
+  if (!ctx.ok()) {
+    const char* field = ctx.error().field != nullptr ? ctx.error().field : "tls_ca_file";
+    std::string what = ctx.error().message;
+    if (std::string_view(field) == "tls_ca_file" && ca.empty())
+      what += " (the system CA bundle is missing: set " + prefix + ".tls_ca_file)";
+    fail("", prefix + "." + field, what);
+  }
+}
+
     size_t start = i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
     if (i == start || i - start > 15) return std::nullopt;
@@ -1120,6 +1187,9 @@ void Config::validate() const {
     if (cluster.safety_margin * 3 >= cluster.lease_ttl)
       fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
     positive("cluster.forward_timeout", cluster.forward_timeout);
+    const RedisStorageConfig& r = storage.redis;
+    check_redis_tls("storage.redis", r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file,
+                    r.tls_server_name);
     if (!cluster.advertise_url.empty()) {
       if (!api::parse_advertise_url(cluster.advertise_url))
         fail("", "cluster.advertise_url",
@@ -1299,6 +1369,7 @@ void Config::validate() const {
         fail("", key + ".slow_ladder[" + std::to_string(i) + "]", "must be greater than 0s");
     }
     if (p.ladder.size() + 1 > 255) fail("", key + ".ladder", "at most 254 pauses");
+    check_redis_tls(key, r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file, r.tls_server_name);
     if (p.slow_ladder.size() > 255) fail("", key + ".slow_ladder", "at most 255 pauses");
     if (!p.slow_ladder.empty() && p.base != "xhub")
       fail("", key + ".slow_ladder", "only a policy with base = \"xhub\" has a slow ladder");

@@ -79,8 +79,17 @@ struct PortalConfig {
 struct RedisStorageConfig {
   std::vector<std::string> servers{"127.0.0.1:6379"};  // several (seeds) only with cluster
   bool cluster = false;
-  std::string username;   // a Redis ACL user (AUTH user password); empty: AUTH password
-  std::string password;   // secret; masked when printed
+  std::string username;  // a Redis ACL user (AUTH user password); empty: AUTH password
+  std::string password;  // secret; masked when printed
+  // TLS to Redis (SPEC R14, docs/security.md "Redis"), for the store, the leases and the
+  // cluster inboxes alike: the server is verified against tls_ca_file (empty: the system
+  // bundle) and tls_server_name (empty: the numeric address as an IP SAN); tls_cert_file +
+  // tls_key_file (both or neither) for tls-auth-clients yes.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
   std::string ns = "rc";  // key `namespace`: the hash tag is {<ns>:<partition>}
   // Durable = on the primary and acknowledged by this many replicas (WAIT) before a 202 or
   // an XACK; 0 on a Redis without replicas (then a primary's crash can lose its last second).
@@ -249,6 +258,11 @@ struct RedisIntakeConfig {
   std::vector<std::string> streams;
   std::string group = "ringcast";
   std::string consumer;  // default: intake.node_id, else "<hostname>-<hash of the data dir>"
+  bool tls = false;      // TLS to this Redis, the tls_* keys as storage.redis's (SPEC R14)
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
   std::string tenant_field = "tenant";
   std::string id_field = "id";
   std::string type_field = "type";

@@ -38,6 +38,7 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
     io.cluster = options.store.cluster;
     io.username = options.store.username;
     io.password = options.store.password;
+    io.tls = options.store.tls;
     io.ns = options.store.ns;
     io.command_timeout = options.store.command_timeout;
     io.wait_replicas = options.store.wait_replicas;

@@ -191,6 +191,7 @@ struct RedisSource::Impl {
     redis::ConnectionOptions co;
     co.username = opt.username;
     co.password = opt.password;
+    co.tls = opt.tls;
     co.db = opt.db;
     co.default_timeout = opt.command_timeout;
     auto was_down = std::make_shared<bool>(false);

@@ -29,6 +29,7 @@
 #include "core/result.h"
 #include "core/time.h"
 #include "intake/entry.h"
+#include "redis/tls_options.h"
 
 namespace ringcast::intake {
 
@@ -38,6 +39,7 @@ struct RedisSourceOptions {
   bool cluster = false;
   std::string username;
   std::string password;
+  redis::TlsOptions tls;  // TLS to Redis (SPEC R14, [[intake.redis]] tls*)
   int db = 0;
   std::vector<std::string> streams;
   std::string group = "ringcast";  // created at "0" with MKSTREAM when missing

@@ -48,6 +48,34 @@ Result<std::unique_ptr<TlsClientContext>> TlsClientContext::create(
     any_anchor = true;
   }
   if (!any_anchor) return make_error(Errc::kInvalidArgument, "no TLS trust anchors", "ca_file");
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return make_error(Errc::kInvalidArgument,
+                      "a client certificate needs both its certificate and its key file",
+                      options.cert_file.empty() ? "cert_file" : "key_file");
+  }
+  if (!options.cert_file.empty()) {
+    if (!SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str())) {
+      Error e = tls_error("cannot load the client certificate (PEM)");
+      e.field = "cert_file";
+      return e;
+    }
+    if (!SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM)) {
+      // BoringSSL checks the key against the certificate as it loads it.
+      const uint32_t packed = ERR_peek_last_error();
+      const bool mismatch = ERR_GET_LIB(packed) == ERR_LIB_X509 &&
+                            (ERR_GET_REASON(packed) == X509_R_KEY_VALUES_MISMATCH ||
+                             ERR_GET_REASON(packed) == X509_R_KEY_TYPE_MISMATCH);
+      Error e = tls_error(mismatch ? "the client private key does not match the client certificate"
+                                   : "cannot load the client private key (PEM)");
+      e.field = "key_file";
+      return e;
+    }
+    if (!SSL_CTX_check_private_key(ctx)) {
+      Error e = tls_error("the client private key does not match the client certificate");
+      e.field = "key_file";
+      return e;
+    }
+  }
   if (options.session_resumption) {
     // An external per-host cache: the client side of BoringSSL keeps no internal one.
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
@@ -151,9 +179,12 @@ void TlsStream::feed_eof() {
 }
 
 TlsStream::Status TlsStream::fail_status() {
+  const uint32_t packed = ERR_peek_last_error();
+  last_error_ = packed != 0 ? ERR_reason_error_string(packed) : nullptr;
   ERR_clear_error();
   if (!handshake_done_) {
-    if (SSL_get_verify_result(ssl_) != X509_V_OK) {
+    if (const long v = SSL_get_verify_result(ssl_); v != X509_V_OK) {
+      last_error_ = X509_verify_cert_error_string(v);
       context_->stats().cert_failures++;
       return Status::kCertError;
     }
@@ -177,7 +208,10 @@ TlsStream::Status TlsStream::handshake() {
   }
   const int err = SSL_get_error(ssl_, rc);
   if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return Status::kWantRead;
-  if (err == SSL_ERROR_ZERO_RETURN) return Status::kHandshakeError;
+  if (err == SSL_ERROR_ZERO_RETURN) {
+    last_error_ = "close_notify during the handshake";
+    return Status::kHandshakeError;
+  }
   // A failed resumption must not be retried with the same session.
   if (context_->resumption()) context_->forget_session(session_key_);
   return fail_status();

@@ -1,7 +1,9 @@
 // TLS client through BoringSSL with memory BIOs (ISSUE 3 item 4): the loop owns the socket;
 // a TlsStream only turns ciphertext into plaintext and back. Invariant: every peer is verified
 // (chain against the trust store, then the host name or IP), TLS 1.2 is the minimum, and no
-// socket I/O happens in here.
+// socket I/O happens in here. A client certificate (mutual TLS, e.g. Redis with
+// tls-auth-clients: SPEC R14, docs/security.md "Redis") is optional and never replaces the
+// verification of the peer.
 #pragma once
 
 #include <openssl/base.h>
@@ -21,6 +23,10 @@ struct TlsClientOptions {
   // The system trust store (Debian's bundle); empty: none (then extra_ca_file must be set).
   std::string ca_file = "/etc/ssl/certs/ca-certificates.crt";
   std::string extra_ca_file;  // more trust anchors, PEM (tests, private CAs)
+  // This client's certificate chain and private key (PEM files), for servers that ask for one
+  // (mutual TLS). Both or neither; the key must match the certificate.
+  std::string cert_file;
+  std::string key_file;
   bool session_resumption = true;
   size_t session_cache_max = 4096;  // hosts with a cached session (one session per host)
 };
@@ -98,6 +104,10 @@ class TlsStream {
   void take_output(std::string& out);
 
   long verify_result() const;  // X509_V_OK or the failure (diagnostics)
+  // Why the last kCertError / kHandshakeError / kError happened, as the library words it
+  // ("unable to get local issuer certificate", "TLSV1_ALERT_CERTIFICATE_REQUIRED"); static
+  // text, nullptr when unknown. For logs and connection events, never parsed.
+  const char* last_error() const { return last_error_; }
 
  private:
   static int on_new_session(SSL* ssl, SSL_SESSION* session);
@@ -109,6 +119,7 @@ class TlsStream {
   BIO* wbio_ = nullptr;  // SSL → network (owned by ssl_)
   TlsClientContext* context_ = nullptr;
   std::string session_key_;
+  const char* last_error_ = nullptr;
   bool handshake_done_ = false;
   bool got_session_ = false;
 };

@@ -41,6 +41,12 @@ inline constexpr const char* kConnectionLost = "redis_connection_lost";  // sent
 inline constexpr const char* kProtocol = "redis_protocol";              // reply stream broken; sent
 inline constexpr const char* kReplyTooLarge = "redis_reply_too_large";  // sent
 inline constexpr const char* kTooManyRedirects = "redis_too_many_redirects";  // did not run
+// Why a TLS connection went down (ConnectionEvent::error.reason, SPEC R14): the server's
+// certificate did not verify (chain or name), or the handshake failed otherwise (including the
+// server refusing this client's certificate). A command never fails with these: it waits
+// queued for a connection (kTimeoutUnsent at its deadline, whose message then names TLS).
+inline constexpr const char* kTlsCert = "redis_tls_cert";
+inline constexpr const char* kTlsHandshake = "redis_tls_handshake";
 
 // True unless the error guarantees the command never reached the server.
 bool may_have_executed(const Error& e);

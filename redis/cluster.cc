@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/loop.h"
+#include "net/tls.h"
 #include "redis/slot.h"
 
 namespace ringcast::redis {
@@ -94,6 +95,10 @@ struct ClusterClient::Impl {
 
   net::Loop& loop;
   ClusterOptions opt;
+  // TLS (SPEC R14): one context for every node's connection (this loop's thread only), built
+  // from opt.connection.tls unless the caller gave one. Declared before `nodes`: it outlives
+  // them.
+  std::unique_ptr<net::TlsClientContext> tls;
   std::vector<std::unique_ptr<Node>> nodes;
   std::unordered_map<std::string, int> node_index;
   std::vector<int16_t> slots;
@@ -460,6 +465,12 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::create(net::Loop& loop,
   }
   if (!loop.in_turn()) loop.refresh_now();
   auto impl = std::make_unique<Impl>(loop, options);
+  if (options.connection.tls.enabled && options.connection.tls_context == nullptr) {
+    auto ctx = make_tls_context(options.connection.tls);
+    if (!ctx.ok()) return ctx.error();
+    impl->tls = std::move(ctx).value();
+    impl->opt.connection.tls_context = impl->tls.get();  // every node (node_for) shares it
+  }
   for (const auto& s : options.seeds) {
     if (impl->node_for(s) < 0) {
       return make_error(Errc::kInvalidArgument, "redis: a seed is not numeric-host:port", "seeds");

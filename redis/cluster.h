@@ -28,8 +28,10 @@ namespace ringcast::redis {
 
 struct ClusterOptions {
   std::vector<std::string> seeds;  // "127.0.0.1:7000", "[::1]:7001"
-  ConnectionOptions connection;    // per node; host and port are replaced
-  uint32_t max_redirects = 8;      // MOVED + ASK per command
+  // Per node; host and port are replaced. Its TLS settings hold for every node (one context,
+  // SPEC R14): on a cluster with tls-cluster yes, CLUSTER SLOTS and MOVED name the TLS ports.
+  ConnectionOptions connection;
+  uint32_t max_redirects = 8;  // MOVED + ASK per command
   Duration refresh_min_interval = milliseconds(100);
   Duration retry_min = milliseconds(10);  // TRYAGAIN / CLUSTERDOWN backoff, doubling
   Duration retry_max = milliseconds(200);

@@ -10,12 +10,14 @@
 #include <atomic>
 #include <cassert>
 #include <cerrno>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "net/loop.h"
+#include "net/tls.h"
 
 namespace ringcast::redis {
 namespace {
@@ -32,7 +34,47 @@ Error err(Errc code, const char* message, const char* reason, int sys_errno = 0)
   return e;
 }
 
+bool is_tls_reason(const char* reason) {
+  return reason != nullptr &&
+         (std::strcmp(reason, kTlsCert) == 0 || std::strcmp(reason, kTlsHandshake) == 0);
+}
+
+bool is_ip_literal(const std::string& host) {
+  in6_addr a6{};
+  in_addr a4{};
+  return ::inet_pton(AF_INET, host.c_str(), &a4) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), &a6) == 1;
+}
+
 }  // namespace
+
+Result<std::unique_ptr<net::TlsClientContext>> make_tls_context(const TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return make_error(Errc::kInvalidArgument,
+                      "redis: a TLS client certificate needs both tls_cert_file and tls_key_file",
+                      tls.cert_file.empty() ? "tls_cert_file" : "tls_key_file");
+  }
+  net::TlsClientOptions o;
+  if (!tls.ca_file.empty()) {
+    o.ca_file.clear();  // a private CA for Redis: trust it alone, not the public web PKI
+    o.extra_ca_file = tls.ca_file;
+  }
+  o.cert_file = tls.cert_file;
+  o.key_file = tls.key_file;
+  o.session_cache_max = 256;  // one session per node (ClusterOptions::max_nodes is 64)
+  auto r = net::TlsClientContext::create(o);
+  if (r.ok()) return r;
+  Error e = r.error();
+  const std::string_view f = e.field != nullptr ? e.field : "";
+  if (f == "extra_ca_file" || f == "ca_file") {
+    e.field = "tls_ca_file";
+  } else if (f == "cert_file") {
+    e.field = "tls_cert_file";
+  } else if (f == "key_file") {
+    e.field = "tls_key_file";
+  }
+  return e;
+}
 
 ProcessTotals process_totals() {
   ProcessTotals t;
@@ -70,6 +112,7 @@ struct Pending final : net::Timer {
   Where where = Where::kFree;
   bool timed_out = false;  // completed by its deadline; its reply is still to be read
   bool handshake = false;  // AUTH / SELECT of this connection, not a caller's command
+  bool any_reply = false;  // a handshake PING on TLS: an error reply passes too
   Callback cb;
   std::string bytes;  // the encoded command while queued
   void on_timer() override;
@@ -144,10 +187,14 @@ struct Socket {
   Op connect_op{this, kConnectOp};
   Op send_op{this, kSendOp};
   Op recv_op{this, kRecvOp};
-  std::unique_ptr<char[]> rbuf;
+  std::unique_ptr<char[]> rbuf;  // ciphertext from recv, then (TLS) the plaintext it decrypts to
   size_t rbuf_len = 0;
   std::string out;  // bytes of the send in flight (and the not yet sent rest of it)
   size_t out_off = 0;
+  // TLS only: the stream, and the batch's plaintext before it is encrypted (the ciphertext
+  // waits in the stream's memory BIO while a send is in flight, then goes as one send).
+  std::unique_ptr<net::TlsStream> tls;
+  std::string plain;
 
   bool ops_pending() const { return connect_pending || send_pending || recv_pending; }
   net::FileRef file() const { return slot >= 0 ? net::FileRef::slot(slot) : net::FileRef(fd); }
@@ -172,6 +219,10 @@ struct Connection::Impl {
 
   net::Loop& loop;
   ConnectionOptions opt;
+  std::unique_ptr<net::TlsClientContext> own_tls;  // when opt.tls_context was not given
+  net::TlsClientContext* tls = nullptr;            // set iff opt.tls.enabled
+  std::string tls_session_key;                     // "host:port"
+  const char* down_reason = nullptr;  // kTlsCert / kTlsHandshake while down for that, else null
   sockaddr_storage sa{};
   socklen_t sa_len = 0;
   ConnState state = ConnState::kConnecting;
@@ -205,6 +256,7 @@ struct Connection::Impl {
     }
     p->timed_out = false;
     p->handshake = false;
+    p->any_reply = false;
     return p;
   }
   void release(Pending* p) {
@@ -264,8 +316,7 @@ struct Connection::Impl {
       release(p);
       held--;
       st.timeouts++;
-      cb(err(Errc::kUnavailable, "redis: deadline passed before the command was sent",
-             kTimeoutUnsent));
+      cb(err(Errc::kUnavailable, unsent_message(), kTimeoutUnsent));
     } else if (p->where == Pending::Where::kSent && !p->timed_out && !p->handshake) {
       p->timed_out = true;  // stays in `sent`: its reply is read and discarded later
       Callback cb = std::move(p->cb);
@@ -277,13 +328,45 @@ struct Connection::Impl {
     }
   }
 
+  // Why a command never left: the connection's last failure when that was TLS (SPEC R14: an
+  // operator reading "deadline passed" must learn that the certificate is the problem).
+  const char* unsent_message() const {
+    if (down_reason != nullptr && std::strcmp(down_reason, kTlsCert) == 0) {
+      return "redis: deadline passed before the command was sent: no connection, the server's "
+             "TLS certificate did not verify (redis_tls_cert: check tls_ca_file and "
+             "tls_server_name)";
+    }
+    if (down_reason != nullptr) {
+      return "redis: deadline passed before the command was sent: no connection, the TLS "
+             "handshake failed (redis_tls_handshake: not a TLS port, or the server refused this "
+             "client's certificate, tls_cert_file)";
+    }
+    return "redis: deadline passed before the command was sent";
+  }
+
   // --- sending (pipelining: everything queued by this turn goes in one send)
+  // Sends what is waiting, unless a send is in flight (its completion calls this again): the
+  // queued commands when ready (at most max_send_batch_bytes of them), and on TLS whatever
+  // ciphertext the stream holds (handshake records, encrypted commands).
   void flush() {
-    if (state != ConnState::kReady || sock == nullptr || sock->send_pending) return;
-    if (queued.head == nullptr) return;
-    std::string& out = sock->out;
+    Socket* s = sock;
+    if (s == nullptr || s->send_pending) return;
+    if (state == ConnState::kReady && queued.head != nullptr) {
+      batch(s);
+      if (sock != s) return;
+    }
+    if (s->tls) {
+      s->out.clear();
+      s->out_off = 0;
+      s->tls->take_output(s->out);
+    }
+    if (s->out.empty()) return;
+    submit_send();
+  }
+  void batch(Socket* s) {
+    std::string& out = s->tls ? s->plain : s->out;
     out.clear();
-    sock->out_off = 0;
+    s->out_off = 0;
     uint64_t n = 0;
     while (queued.head != nullptr &&
            (out.empty() || out.size() + queued.head->bytes.size() <= opt.max_send_batch_bytes)) {
@@ -301,7 +384,20 @@ struct Connection::Impl {
     st.send_batches++;
     g_commands_sent.fetch_add(n, std::memory_order_relaxed);
     g_send_batches.fetch_add(1, std::memory_order_relaxed);
-    submit_send();
+    if (s->tls) {
+      // The memory BIO takes the batch whole; it leaves as one send (flush()).
+      if (s->tls->write(out.data(), out.size()) != net::TlsStream::Status::kOk) {
+        drop(err(Errc::kUnavailable, "redis: TLS could not encrypt the commands", kConnectionLost,
+                 EPROTO),
+             tls_detail(s));
+        return;
+      }
+      if (out.capacity() > opt.max_send_batch_bytes) {
+        std::string().swap(out);  // a single larger command went: do not keep its buffer
+      } else {
+        out.clear();
+      }
+    }
   }
   void submit_send() {
     Socket* s = sock;
@@ -355,20 +451,69 @@ struct Connection::Impl {
     }
     st.bytes_received += static_cast<uint64_t>(res);
     g_bytes_received.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
-    if (auto f = reader.feed(s->rbuf.get(), static_cast<size_t>(res)); !f) {
-      drop(f.error());
+    if (s->tls) {
+      on_recv_tls(s, static_cast<size_t>(res));
       return;
+    }
+    if (!consume(s, s->rbuf.get(), static_cast<size_t>(res))) return;
+    post_recv();
+  }
+  // Plaintext from the server: replies to their commands, in order. False when the socket is
+  // no longer this connection's (dropped, closed by a callback, the handshake failed).
+  bool consume(Socket* s, const char* data, size_t n) {
+    if (auto f = reader.feed(data, n); !f) {
+      drop(f.error());
+      return false;
     }
     for (;;) {
       auto r = reader.next();
       if (!r) {
         drop(r.error());
-        return;
+        return false;
       }
       if (!r->has_value()) break;
       deliver(std::move(**r));
-      if (sock != s) return;  // a callback closed it, or the handshake failed
+      if (sock != s) return false;  // a callback closed it, or the handshake failed
     }
+    return true;
+  }
+  void on_recv_tls(Socket* s, size_t n) {
+    net::TlsStream& t = *s->tls;
+    t.feed(s->rbuf.get(), n);  // copied into the stream: rbuf is free for plaintext below
+    if (!t.handshake_done()) {
+      drive_tls(s);
+      if (sock != s) return;
+      if (!t.handshake_done()) {
+        post_recv();
+        return;
+      }
+    }
+    for (;;) {
+      net::TlsStream::Status ts;
+      const size_t got = t.read(s->rbuf.get(), s->rbuf_len, &ts);
+      if (got > 0) {
+        if (!consume(s, s->rbuf.get(), got)) return;
+        continue;
+      }
+      if (ts == net::TlsStream::Status::kWantRead) break;
+      if (ts == net::TlsStream::Status::kClosed) {
+        drop(err(Errc::kUnavailable, "redis: connection closed by the server", kConnectionLost,
+                 ECONNRESET));
+        return;
+      }
+      if (state == ConnState::kHandshaking) {
+        // TLS 1.3: the server checks this client's certificate after the client finished its
+        // side of the handshake, so a refusal arrives here, as an alert, before kReady.
+        tls_failed(kTlsHandshake, s);
+      } else {
+        drop(err(Errc::kUnavailable, "redis: bad TLS record from the server", kConnectionLost,
+                 EPROTO),
+             tls_detail(s));
+      }
+      return;
+    }
+    flush();  // anything the stream wants to send (a BoringSSL client writes nothing here)
+    if (sock != s) return;
     post_recv();
   }
   void deliver(Reply reply) {
@@ -378,8 +523,9 @@ struct Connection::Impl {
       return;
     }
     if (p->handshake) {
+      const bool any_reply = p->any_reply;
       release(p);
-      if (reply.is_error()) {
+      if (reply.is_error() && !any_reply) {
         handshake_failed(reply.str());
         return;
       }
@@ -430,6 +576,59 @@ struct Connection::Impl {
     }
     post_recv();
     if (sock == nullptr) return;
+    if (tls != nullptr) {
+      start_tls();
+      return;
+    }
+    start_session();
+  }
+  // TLS (SPEC R14): the handshake runs before AUTH / SELECT, inside connect_timeout.
+  void start_tls() {
+    Socket* s = sock;
+    s->tls = std::make_unique<net::TlsStream>();
+    const bool by_name = !opt.tls.server_name.empty();
+    const std::string& name = by_name ? opt.tls.server_name : opt.host;
+    if (!s->tls->init(*tls, name, !by_name || is_ip_literal(name), tls_session_key)) {
+      tls_failed(kTlsHandshake, s);
+      return;
+    }
+    state = ConnState::kHandshaking;
+    emit(ConnState::kHandshaking, Error{}, {});
+    drive_tls(s);
+  }
+  void drive_tls(Socket* s) {
+    const net::TlsStream::Status ts = s->tls->handshake();
+    flush();  // the records the handshake produced
+    if (sock != s) return;
+    switch (ts) {
+      case net::TlsStream::Status::kOk:
+        st.tls_handshakes++;
+        start_session();
+        return;
+      case net::TlsStream::Status::kWantRead:
+        return;
+      case net::TlsStream::Status::kCertError:
+        tls_failed(kTlsCert, s);
+        return;
+      default:
+        tls_failed(kTlsHandshake, s);
+        return;
+    }
+  }
+  static std::string tls_detail(const Socket* s) {
+    const char* why = s->tls ? s->tls->last_error() : nullptr;
+    return why != nullptr ? std::string(why) : std::string();
+  }
+  void tls_failed(const char* reason, Socket* s) {
+    st.tls_failures++;
+    const char* message =
+        std::strcmp(reason, kTlsCert) == 0
+            ? "redis: the server's TLS certificate did not verify (redis_tls_cert)"
+            : "redis: the TLS handshake with the server failed (redis_tls_handshake)";
+    drop(err(Errc::kUnavailable, message, reason, EPROTO), tls_detail(s));
+  }
+  // AUTH / SELECT (on TLS, a PING when neither is needed), pipelined, then kReady.
+  void start_session() {
     std::string hs;
     handshake_left = 0;
     auto add = [&](std::initializer_list<std::string_view> args) {
@@ -449,21 +648,36 @@ struct Connection::Impl {
     }
     const std::string db = std::to_string(opt.db);
     if (opt.db != 0) add({"SELECT", db});
+    if (handshake_left == 0 && sock->tls) {
+      add({"PING"});
+      sent.tail->any_reply = true;  // NOAUTH and the like are a later command's business
+    }
     if (handshake_left == 0) {
       become_ready();
       return;
     }
-    state = ConnState::kHandshaking;
-    emit(ConnState::kHandshaking, Error{}, {});
+    if (state != ConnState::kHandshaking) {
+      state = ConnState::kHandshaking;
+      emit(ConnState::kHandshaking, Error{}, {});
+    }
+    st.send_batches++;
+    if (sock->tls) {
+      if (sock->tls->write(hs.data(), hs.size()) != net::TlsStream::Status::kOk) {
+        tls_failed(kTlsHandshake, sock);
+        return;
+      }
+      flush();
+      return;
+    }
     sock->out = std::move(hs);
     sock->out_off = 0;
-    st.send_batches++;
     submit_send();
   }
   void become_ready() {
     loop.disarm(&connect_timer);
     state = ConnState::kReady;
     failures = 0;
+    down_reason = nullptr;
     st.connects++;
     emit(ConnState::kReady, Error{}, {});
     schedule_soon();
@@ -473,6 +687,15 @@ struct Connection::Impl {
          server_message);
   }
   void on_connect_timeout() {
+    if (sock != nullptr && sock->tls && !sock->tls->handshake_done()) {
+      // No answer to the ClientHello: most often a plain port (Redis waits for a command).
+      st.tls_failures++;
+      drop(err(Errc::kUnavailable,
+               "redis: the TLS handshake timed out (redis_tls_handshake: is it a TLS port?)",
+               kTlsHandshake, ETIMEDOUT),
+           "no TLS answer before connect_timeout");
+      return;
+    }
     drop(err(Errc::kUnavailable, "redis: connect (or AUTH/SELECT) timed out", kConnectionLost,
              ETIMEDOUT));
   }
@@ -496,6 +719,7 @@ struct Connection::Impl {
     if (s == nullptr) return;
     sock = nullptr;
     s->owner = nullptr;
+    s->tls.reset();  // nothing more is read or written; the context may go before the socket
     if (s->ops_pending()) {
       ::shutdown(s->fd, SHUT_RDWR);  // a pending recv/send completes at once
       loop.cancel_fd(s->file());     // and a pending connect is cancelled
@@ -533,9 +757,10 @@ struct Connection::Impl {
     const bool was_up = state == ConnState::kReady || state == ConnState::kHandshaking;
     if (was_up) st.disconnects++;
     state = ConnState::kBackoff;
+    down_reason = is_tls_reason(why.reason) ? why.reason : nullptr;
     loop.arm(&reconnect_timer, loop.now() + backoff());
     Error lost = why;  // kConnectionLost, or kProtocol / kReplyTooLarge from the reader
-    if (lost.reason == nullptr) lost.reason = kConnectionLost;
+    if (lost.reason == nullptr || is_tls_reason(lost.reason)) lost.reason = kConnectionLost;
     fail_sent(lost);
     if (state == ConnState::kBackoff) emit(ConnState::kBackoff, why, std::move(detail));
   }
@@ -645,6 +870,17 @@ Result<std::unique_ptr<Connection>> Connection::create(net::Loop& loop,
       options.reconnect_max < options.reconnect_min) {
     return make_error(Errc::kInvalidArgument,
                       "redis: max_pending must be > 0 and 0 < reconnect_min <= reconnect_max");
+  }
+  if (options.tls.enabled) {
+    if (options.tls_context != nullptr) {
+      impl->tls = options.tls_context;
+    } else {
+      auto ctx = make_tls_context(options.tls);
+      if (!ctx.ok()) return ctx.error();
+      impl->own_tls = std::move(ctx).value();
+      impl->tls = impl->own_tls.get();
+    }
+    impl->tls_session_key = options.host + ":" + std::to_string(options.port);
   }
   if (!loop.in_turn()) loop.refresh_now();
   impl->start_connect();

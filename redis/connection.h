@@ -14,7 +14,18 @@
 //     deadlines, for the next connection;
 //   - reconnects with bounded exponential backoff (reconnect_min doubling to reconnect_max,
 //     +-20 % jitter from a seeded RNG); AUTH and SELECT run on every (re)connect before any
-//     queued command is sent; an AUTH/SELECT failure drops the connection like a network error.
+//     queued command is sent; an AUTH/SELECT failure drops the connection like a network error;
+//   - TLS (SPEC R14, docs/security.md "Redis"), when options.tls.enabled: after the TCP connect
+//     the TLS handshake (net::TlsStream on memory BIOs, the loop still owns the socket), then
+//     AUTH / SELECT (or a PING when there is neither, so that a server refusing this client's
+//     certificate, which TLS 1.3 tells only after the client's side of the handshake, is seen
+//     before kReady), then commands; every byte in both directions goes through the stream. The
+//     server is always verified (chain against tls.ca_file, then tls.server_name or else the
+//     numeric address as an IP SAN); a certificate or handshake failure drops the connection
+//     like a network error (kTlsCert / kTlsHandshake in the event, the library's words in its
+//     detail) and it reconnects with backoff. Pipelining, FIFO, bounds and deadlines are the
+//     same: one batch of plaintext (<= max_send_batch_bytes) is encrypted per flush and leaves
+//     in one send; connect_timeout covers TCP + TLS + AUTH/SELECT.
 // Hosts are numeric addresses (cluster nodes report IPs): this module resolves no names.
 // Do not destroy a Connection from inside one of its own callbacks.
 #pragma once
@@ -28,12 +39,17 @@
 #include "core/time.h"
 #include "redis/client.h"
 #include "redis/reply.h"
+#include "redis/tls_options.h"
+
+namespace ringcast::net {
+class TlsClientContext;
+}
 
 namespace ringcast::redis {
 
 enum class ConnState : uint8_t {
   kConnecting,   // TCP connect in progress
-  kHandshaking,  // AUTH / SELECT in flight
+  kHandshaking,  // TLS handshake, then AUTH / SELECT (a PING on TLS without them) in flight
   kReady,        // commands flow
   kBackoff,      // down, waiting to reconnect
   kClosed,       // close() called: nothing more happens
@@ -44,8 +60,15 @@ struct ConnectionEvent {
   ConnState state;
   Error error;  // why it went down (kBackoff), else default
   uint64_t reconnects = 0;
-  std::string detail;  // the server's message when AUTH or SELECT was refused
+  // The server's message when AUTH or SELECT was refused; the TLS library's reason when TLS
+  // failed ("unable to get local issuer certificate", "TLSV1_ALERT_CERTIFICATE_REQUIRED").
+  std::string detail;
 };
+
+// The client context for `tls` (trust anchors and client certificate loaded once).
+// kInvalidArgument / kIo with `field` naming the tls_* option at fault (tls_ca_file,
+// tls_cert_file, tls_key_file).
+Result<std::unique_ptr<net::TlsClientContext>> make_tls_context(const TlsOptions& tls);
 
 struct ConnectionOptions {
   std::string host = "127.0.0.1";  // numeric IPv4 or IPv6
@@ -53,8 +76,13 @@ struct ConnectionOptions {
   std::string username;  // ACL user (AUTH user pass); empty: AUTH pass
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECT db when not 0
+  TlsOptions tls;        // TLS to Redis (SPEC R14); off by default
+  // A context to use for `tls` instead of building one (the cluster client shares one among
+  // its nodes). Not owned: it must outlive the connection and be used on this loop's thread
+  // only (its session cache is not locked). Null: the connection builds its own.
+  net::TlsClientContext* tls_context = nullptr;
   Duration default_timeout = seconds(1);
-  Duration connect_timeout = seconds(1);  // TCP connect + AUTH + SELECT
+  Duration connect_timeout = seconds(1);  // TCP connect + TLS handshake + AUTH + SELECT
   Duration reconnect_min = milliseconds(50);
   Duration reconnect_max = seconds(2);
   uint64_t jitter_seed = 1;
@@ -68,14 +96,16 @@ struct ConnectionOptions {
 };
 
 struct ConnectionStats {
-  uint64_t commands = 0;      // accepted by command()
-  uint64_t replies = 0;       // delivered to callbacks (incl. error replies)
-  uint64_t send_batches = 0;  // flushes: one per turn with something to send
-  uint64_t send_calls = 0;    // send submissions (a partial send is resubmitted)
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_received = 0;
-  uint64_t connects = 0;    // connections that reached kReady
-  uint64_t reconnects = 0;  // connect attempts after the first
+  uint64_t commands = 0;        // accepted by command()
+  uint64_t replies = 0;         // delivered to callbacks (incl. error replies)
+  uint64_t send_batches = 0;    // flushes: one per turn with something to send
+  uint64_t send_calls = 0;      // send submissions (a partial send is resubmitted)
+  uint64_t bytes_sent = 0;      // socket bytes (TLS: ciphertext)
+  uint64_t bytes_received = 0;  // socket bytes (TLS: ciphertext)
+  uint64_t tls_handshakes = 0;  // TLS handshakes completed (resumed ones included)
+  uint64_t tls_failures = 0;    // connections dropped for kTlsCert / kTlsHandshake
+  uint64_t connects = 0;        // connections that reached kReady
+  uint64_t reconnects = 0;      // connect attempts after the first
   uint64_t disconnects = 0;
   uint64_t timeouts = 0;         // kTimeout + kTimeoutUnsent
   uint64_t late_replies = 0;     // replies discarded because their command had timed out
@@ -99,7 +129,8 @@ ProcessTotals process_totals();
 
 class Connection final : public Client {
  public:
-  // Starts connecting at once. kInvalidArgument for a host that is not a numeric address.
+  // Starts connecting at once. kInvalidArgument for a host that is not a numeric address; with
+  // TLS (and no tls_context) the errors of make_tls_context().
   static Result<std::unique_ptr<Connection>> create(net::Loop& loop,
                                                     const ConnectionOptions& options);
   // close(), then runs loop turns (bounded) until the kernel has let go of the socket.

@@ -147,6 +147,7 @@ struct RedisInbox::Impl {
     redis::ConnectionOptions co;
     co.username = opt.username;
     co.password = opt.password;
+    co.tls = opt.tls;
     co.default_timeout = opt.command_timeout;
     co.connect_timeout = opt.command_timeout;
     auto c = redis::make_client(*loop, opt.servers, opt.cluster, co);

@@ -28,6 +28,7 @@
 
 #include "core/inbox.h"
 #include "core/time.h"
+#include "redis/tls_options.h"
 
 namespace ringcast::storage {
 
@@ -36,6 +37,7 @@ struct RedisInboxOptions {
   bool cluster = false;
   std::string username;  // a Redis ACL user; empty: AUTH with the password alone
   std::string password;
+  redis::TlsOptions tls;  // as RedisStoreOptions (SPEC R14)
   std::string ns = "rc";
   Duration command_timeout = seconds(2);
   uint32_t wait_replicas = 0;

@@ -894,6 +894,7 @@ struct RedisStore::Impl {
     redis::ConnectionOptions co;
     co.username = opt.username;
     co.password = opt.password;
+    co.tls = opt.tls;
     co.default_timeout = opt.command_timeout;
     co.connect_timeout = opt.command_timeout;
     if (opt.cluster) {

@@ -88,6 +88,7 @@
 #include "core/result.h"
 #include "core/store.h"
 #include "core/time.h"
+#include "redis/tls_options.h"
 #include "storage/retention_stats.h"
 
 namespace ringcast::storage {
@@ -97,6 +98,7 @@ struct RedisStoreOptions {
   bool cluster = false;
   std::string username;  // a Redis ACL user; empty: AUTH with the password alone
   std::string password;
+  redis::TlsOptions tls;  // TLS to every node (SPEC R14, storage.redis.tls*)
   std::string ns = "rc";  // the hash tag is "{<ns>:<partition>}"
   Duration command_timeout = seconds(2);
   // WAIT after each batch's scripts, per primary: durable = in memory on this many replicas.

@@ -150,6 +150,12 @@ std::unique_ptr<RedisServer> RedisServer::start(const std::string& dir,
   // Redis has no "port 0": take a port that was free a moment ago, retry if the bind races.
   for (int attempt = 0; attempt < 5; ++attempt) {
     s->port_ = options.cluster ? free_cluster_port() : free_tcp_port();
+    if (options.tls) {
+      // With tls-cluster the bus is at the TLS port + 10000: that one must be a cluster port.
+      do {
+        s->tls_port_ = options.cluster ? free_cluster_port() : free_tcp_port();
+      } while (s->tls_port_ == s->port_);
+    }
     s->launch();
     if (s->wait_ready(timeout)) return s;
     s->process_.kill();
@@ -180,6 +186,16 @@ void RedisServer::launch() {
     c += "cluster-config-file " + dir_ + "/nodes.conf\n";
     c += "cluster-node-timeout 1000\n";
     c += "cluster-require-full-coverage no\n";
+  }
+  if (options_.tls) {
+    const RedisServerTls& t = *options_.tls;
+    c += "tls-port " + std::to_string(tls_port_) + "\n";
+    c += "tls-cert-file " + t.cert_file + "\n";
+    c += "tls-key-file " + t.key_file + "\n";
+    c += "tls-ca-cert-file " + t.ca_file + "\n";
+    c += "tls-auth-clients " + std::string(t.auth_clients ? "yes" : "no") + "\n";
+    if (t.cluster) c += "tls-cluster yes\n";
+    if (t.replication) c += "tls-replication yes\n";
   }
   for (const auto& line : options_.extra_config) c += line + "\n";
   const std::string conf = dir_ + "/redis.conf";
@@ -268,11 +284,24 @@ std::string RedisServer::log() const {
 
 // --- RedisCluster --------------------------------------------------------------------------------
 
+namespace {
+
+// The port CLUSTER MEET is given: the node's announced one, TLS with tls-cluster yes (the bus
+// is that port + 10000).
+uint16_t meet_port(const RedisServer& s, const std::optional<RedisServerTls>& tls) {
+  return tls && tls->cluster ? s.tls_port() : s.port();
+}
+
+}  // namespace
+
 std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir, int primaries,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::optional<RedisServerTls>& tls) {
   auto c = std::make_unique<RedisCluster>();
   RedisServerOptions o;
   o.cluster = true;
+  o.tls = tls;
+  c->tls_cluster_ = tls && tls->cluster;
   for (int i = 0; i < primaries; ++i) {
     const std::string d = dir + "/node-" + std::to_string(i);
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -292,8 +321,9 @@ std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir, int pr
     c->ids_.push_back(s.cmd({"CLUSTER", "MYID"}).str);
   }
   for (int i = 1; i < n; ++i) {
-    SyncReply r = c->nodes_[0]->cmd({"CLUSTER", "MEET", "127.0.0.1",
-                                     std::to_string(c->nodes_[static_cast<size_t>(i)]->port())});
+    SyncReply r =
+        c->nodes_[0]->cmd({"CLUSTER", "MEET", "127.0.0.1",
+                           std::to_string(meet_port(*c->nodes_[static_cast<size_t>(i)], tls))});
     if (r.is_error()) throw std::runtime_error("MEET: " + r.str);
   }
   if (!c->wait_consistent(timeout)) {
@@ -304,13 +334,14 @@ std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir, int pr
 
 std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir,
                                                   const RedisClusterOptions& options) {
-  auto c = start(dir, options.primaries, options.timeout);
+  auto c = start(dir, options.primaries, options.timeout, options.tls);
   if (options.replicas_per_primary <= 0) return c;
   const auto deadline = SteadyClock::now() + options.timeout;
   for (const auto& n : c->nodes_) n->cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
   RedisServerOptions o;
   o.cluster = true;
   o.extra_config = {"repl-diskless-sync yes", "repl-diskless-sync-delay 0"};
+  o.tls = options.tls;
   std::vector<std::pair<size_t, size_t>> replicas;  // (replica index, primary index)
   for (int i = 0; i < options.primaries; ++i) {
     for (int r = 0; r < options.replicas_per_primary; ++r) {
@@ -321,7 +352,8 @@ std::unique_ptr<RedisCluster> RedisCluster::start(const std::string& dir,
       c->nodes_.push_back(RedisServer::start(d, o));
       RedisServer& s = *c->nodes_.back();
       c->ids_.push_back(s.cmd({"CLUSTER", "MYID"}).str);
-      SyncReply m = s.cmd({"CLUSTER", "MEET", "127.0.0.1", std::to_string(c->nodes_[0]->port())});
+      SyncReply m = s.cmd(
+          {"CLUSTER", "MEET", "127.0.0.1", std::to_string(meet_port(*c->nodes_[0], options.tls))});
       if (m.is_error()) throw std::runtime_error("MEET: " + m.str);
       replicas.emplace_back(c->nodes_.size() - 1, static_cast<size_t>(i));
     }
@@ -389,6 +421,12 @@ bool RedisCluster::wait_replicated(size_t primary, std::chrono::milliseconds tim
 std::vector<std::string> RedisCluster::addresses() const {
   std::vector<std::string> out;
   for (const auto& n : nodes_) out.push_back(n->address());
+  return out;
+}
+
+std::vector<std::string> RedisCluster::tls_addresses() const {
+  std::vector<std::string> out;
+  for (const auto& n : nodes_) out.push_back(n->tls_address());
   return out;
 }
 
@@ -494,8 +532,10 @@ void RedisCluster::migrate_keys(int slot, size_t from, size_t to,
                                 const std::vector<std::string>& keys) {
   (void)slot;
   if (keys.empty()) return;
+  // With tls-cluster yes MIGRATE connects over TLS: the target's TLS port.
+  const uint16_t port = tls_cluster_ ? nodes_[to]->tls_port() : nodes_[to]->port();
   std::vector<std::string> args{
-      "MIGRATE", nodes_[to]->host(), std::to_string(nodes_[to]->port()), "", "0", "5000", "KEYS"};
+      "MIGRATE", nodes_[to]->host(), std::to_string(port), "", "0", "5000", "KEYS"};
   args.insert(args.end(), keys.begin(), keys.end());
   SyncReply r = nodes_[from]->cmd(args);
   if (r.is_error()) throw std::runtime_error("MIGRATE: " + r.str);

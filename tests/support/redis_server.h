@@ -3,7 +3,9 @@
 // blocking hiredis client as the test's oracle (independent of redis/, which uses hiredis only
 // as a codec). Invariants: servers listen on 127.0.0.1 only, persist nothing unless asked
 // (`save ""`), write only under their dir, and die with the test (Process: SIGKILL on
-// destruction and PR_SET_PDEATHSIG); every wait is bounded.
+// destruction and PR_SET_PDEATHSIG); every wait is bounded. A server with TLS (SPEC R14) listens
+// on a tls-port besides its plain port: the oracle (cmd(), cmds(), the cluster helpers) keeps
+// the plain port, the code under test is given tls_address().
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,11 +36,23 @@ struct SyncReply {
 using SlotRanges = std::vector<std::tuple<long long, long long, long long>>;
 SlotRanges slot_ranges(const SyncReply& r);
 
+// TLS on a second port (redis-server built with TLS, as Debian's is): PEM files, e.g. from
+// TestCa::write_files().
+struct RedisServerTls {
+  std::string cert_file;      // tls-cert-file (also the client certificate of replication / bus)
+  std::string key_file;       // tls-key-file
+  std::string ca_file;        // tls-ca-cert-file: what client certificates must chain to
+  bool auth_clients = false;  // tls-auth-clients yes | no
+  bool cluster = false;       // tls-cluster yes: the cluster bus on TLS, TLS ports announced
+  bool replication = false;   // tls-replication yes: replicas connect to their primary on TLS
+};
+
 struct RedisServerOptions {
   std::string requirepass;
   bool appendonly = false;
   bool cluster = false;                   // cluster-enabled yes, cluster-node-timeout 1000
   std::vector<std::string> extra_config;  // more config lines
+  std::optional<RedisServerTls> tls;      // also a tls-port (tls_port())
 };
 
 class RedisServer {
@@ -55,13 +70,16 @@ class RedisServer {
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
   std::string address() const { return host_ + ":" + std::to_string(port_); }
+  // The TLS port (0 without options.tls) and its "127.0.0.1:port".
+  uint16_t tls_port() const { return tls_port_; }
+  std::string tls_address() const { return host_ + ":" + std::to_string(tls_port_); }
   const std::string& dir() const { return dir_; }
   pid_t pid() const { return process_.pid(); }
   bool running() { return process_.running(); }
 
   // SIGTERM, then SIGKILL after `grace`.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
-  // stop() (if running), then start again on the same port and dir; waits for PING.
+  // stop() (if running), then start again on the same ports and dir; waits for PING.
   void restart(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void pause();   // SIGSTOP, and waits until the process is stopped
   void resume();  // SIGCONT
@@ -86,6 +104,7 @@ class RedisServer {
   std::string dir_;
   std::string host_ = "127.0.0.1";
   uint16_t port_ = 0;
+  uint16_t tls_port_ = 0;
   RedisServerOptions options_;
   Process process_;
   int generation_ = 0;
@@ -98,6 +117,9 @@ struct RedisClusterOptions {
   // sync would not be promoted: research/scale-out.md "Pitfall I hit").
   int replicas_per_primary = 0;
   std::chrono::milliseconds timeout = std::chrono::seconds(20);
+  // Every node with TLS (set cluster = true in it for tls-cluster yes: the bus on TLS, the
+  // TLS ports in CLUSTER SLOTS and MOVED for TLS clients; tls_addresses() lists them).
+  std::optional<RedisServerTls> tls;
 };
 
 // N primaries (and optionally their replicas) forming one Redis Cluster, slots split evenly in
@@ -109,7 +131,8 @@ class RedisCluster {
  public:
   static std::unique_ptr<RedisCluster> start(
       const std::string& dir, int primaries = 3,
-      std::chrono::milliseconds timeout = std::chrono::seconds(20));
+      std::chrono::milliseconds timeout = std::chrono::seconds(20),
+      const std::optional<RedisServerTls>& tls = std::nullopt);
   static std::unique_ptr<RedisCluster> start(const std::string& dir,
                                              const RedisClusterOptions& options);
   RedisServer& node(size_t i) { return *nodes_[i]; }
@@ -124,6 +147,7 @@ class RedisCluster {
   // it waits for the calling connection's own last write, and the test's connection wrote none.)
   bool wait_replicated(size_t primary, std::chrono::milliseconds timeout);
   std::vector<std::string> addresses() const;
+  std::vector<std::string> tls_addresses() const;  // the nodes' TLS ports (options.tls)
   std::string node_id(size_t i) const;
   // The node that owns `slot` per CLUSTER SLOTS as node 0 sees it; -1 if none.
   int owner_of(int slot) const;
@@ -139,6 +163,7 @@ class RedisCluster {
  private:
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   std::vector<std::string> ids_;
+  bool tls_cluster_ = false;  // tls-cluster yes: node-to-node traffic (MIGRATE too) is TLS
 };
 
 }  // namespace ringcast::test

@@ -79,6 +79,7 @@ intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIn
   o.password = r.password;
   o.db = static_cast<int>(r.db);
   o.streams = r.streams;
+  o.tls = engine::redis_tls_options(r);  // SPEC R14
   o.group = r.group;
   o.consumer =
       r.consumer.empty() ? intake::default_consumer_name(cfg.storage.data_dir) : r.consumer;
@@ -283,6 +284,7 @@ int run_serve(const Config& cfg) {
   open_store.store(core->rocks(), std::memory_order_release);
   open_redis.store(core->redis(), std::memory_order_release);
   if (storage::RocksStore* rocks = core->rocks()) {
+    if (cfg.storage.redis.tls) where += " over TLS";  // SPEC R14
     if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
       std::fprintf(stderr,
                    "ringcast: %" PRIu64

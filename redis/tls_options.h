@@ -1,0 +1,26 @@
+// What a Redis connection needs to speak TLS (SPEC R14, docs/security.md "Redis"): a plain
+// value that every Redis user's options carry (store, inbox, leases, Streams intake), so that
+// their headers need no TLS or socket type. Invariant: with `enabled` the server is always
+// verified (redis/connection.h); nothing here turns verification off.
+#pragma once
+
+#include <string>
+
+namespace ringcast::redis {
+
+struct TlsOptions {
+  bool enabled = false;
+  // Trust anchors for the server's certificate (PEM); only these are trusted. Empty: the
+  // system bundle.
+  std::string ca_file;
+  // This client's certificate chain and key (PEM), for tls-auth-clients yes (mutual TLS).
+  // Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server's certificate must carry (also sent as SNI), e.g. when it has DNS
+  // names only; empty: the numeric address it was reached at must be an IP SAN. In a cluster
+  // every node's certificate must carry it.
+  std::string server_name;
+};
+
+}  // namespace ringcast::redis
