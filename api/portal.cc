@@ -169,6 +169,46 @@ std::string Portal::mint_link(std::string_view tenant, PortalScope scope, WallTi
   return sign(payload('l', scope, expires_at, issued_at, net::random_hex(8), key_id, tenant));
 }
 
+// Payload: "e2|" expiry ms "|" nonce "|" tenant "|" address (a tenant has no '|'; the address
+// is the rest).
+std::string Portal::mint_email_confirmation(std::string_view tenant, std::string_view email,
+                                            WallTime expires_at) const {
+  std::string p = "e2|";
+  p += std::to_string(expires_at.ms());
+  p += '|';
+  p += net::random_hex(8);
+  p += '|';
+  p += tenant;
+  p += '|';
+  p += email;
+  return sign(p);
+}
+
+std::string Portal::confirmation_url(std::string_view token) const {
+  if (opt_.public_url.empty()) return {};
+  std::string url = opt_.public_url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  url += "/portal/confirm-email?token=";
+  url += token;  // base64url and '.': nothing to escape in a query
+  return url;
+}
+
+PortalCheck Portal::check_email_confirmation(std::string_view token, WallTime now,
+                                             std::string& tenant, std::string& email) const {
+  auto payload = verify(token);
+  if (!payload) return PortalCheck::kInvalid;
+  auto parts = split(*payload, '|', 5);
+  int64_t exp_ms = 0;
+  if (parts.size() != 5 || parts[0] != "e2" || parts[3].empty() || parts[4].empty())
+    return PortalCheck::kInvalid;
+  auto [p, ec] = std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), exp_ms);
+  if (ec != std::errc() || p != parts[1].data() + parts[1].size()) return PortalCheck::kInvalid;
+  tenant.assign(parts[3]);
+  email.assign(parts[4]);
+  if (now >= WallTime::from_ms(exp_ms)) return PortalCheck::kExpired;
+  return PortalCheck::kOk;
+}
+
 std::string Portal::link_url(std::string_view token, std::string_view host, bool https) const {
   std::string url;
   if (!opt_.public_url.empty()) {

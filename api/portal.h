@@ -87,6 +87,16 @@ class Portal {
   // Constant time.
   static bool csrf_matches(const PortalSession& s, std::string_view header);
 
+  // The owner-address confirmation (SPEC R14, docs/security.md "Owner e-mail"): a token that
+  // names the tenant and the address, signed like links (another kind, so neither passes for
+  // the other), valid until `expires_at`; the URL a mail carries (public_url +
+  // "/portal/confirm-email?token=…"; empty without public_url: a mail has no request host).
+  std::string mint_email_confirmation(std::string_view tenant, std::string_view email,
+                                      WallTime expires_at) const;
+  std::string confirmation_url(std::string_view token) const;
+  PortalCheck check_email_confirmation(std::string_view token, WallTime now, std::string& tenant,
+                                       std::string& email) const;
+
   // Everything under /portal: the assets, and /portal/session (POST: open a link, GET: the
   // current session, DELETE: end it). `https`: the request came over TLS (for Secure cookies).
   net::HttpResponse handle(const net::HttpRequest& req, WallTime now) const;

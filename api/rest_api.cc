@@ -1687,24 +1687,32 @@ void attempt_stats(Call& c, const std::string& tenant) {
   });
 }
 
-// GET|PUT /v1/tenants/{t}/settings {"owner_email": "a@b.example" | null} (ISSUE 18).
-void tenant_settings(Call& c, const std::string& tenant) {
-  auto r = share(std::move(c.responder));
-  auto answer = [r, tenant](Result<TenantSettings> res) {
-    if (!res) return r->send(error_response(res.error()));
-    Writer w;
-    w.begin_object().field("tenant", tenant).key("owner_email");
-    if (res->owner_email.empty()) {
-      w.null();
-    } else {
-      w.value(res->owner_email);
-    }
-    w.end_object();
-    r->send(ok_json(200, w));
-  };
-  const std::string& m = c.req.method;
-  if (m == "GET") return c.engine.get_tenant_settings(tenant, std::move(answer));
-  if (m != "PUT") return r->send(method_not_allowed("GET, PUT"));
+// GET|PUT /v1/tenants/{t}/settings {"owner_email": "a@b.example" | null} (SPEC R8.4). An
+// address the platform sets is confirmed at once; one a merchant sets gets a confirmation link
+// by e-mail and no notice until it is followed (SPEC R14, docs/security.md "Owner e-mail").
+HttpResponse settings_answer(const std::string& tenant, const TenantSettings& s, bool put) {
+  Writer w;
+  w.begin_object().field("tenant", tenant).key("owner_email");
+  if (s.owner_email.empty()) {
+    w.null();
+  } else {
+    w.value(s.owner_email);
+  }
+  w.field("owner_email_confirmed", s.owner_email_confirmed);
+  w.key("confirmation_sent_at");
+  if (s.confirmation_sent_at == WallTime()) {
+    w.null();
+  } else {
+    w.value(rfc3339(s.confirmation_sent_at));
+  }
+  if (put) w.field("confirmation_sent", s.confirmation_sent);
+  w.end_object();
+  return ok_json(200, w);
+}
+
+// {"owner_email": "<address>"} → the address; a Bad naming the field otherwise. `nullable`:
+// null reads as "" (clears it).
+std::variant<std::string, Bad> read_owner_email(Call& c, bool nullable) {
   std::optional<std::string> email;
   auto bad = read_object(
       c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
@@ -1712,7 +1720,7 @@ void tenant_settings(Call& c, const std::string& tenant) {
         if (key != "owner_email") {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
-        if (is_null(v)) {
+        if (nullable && is_null(v)) {
           email = std::string();
           return std::nullopt;
         }
@@ -1725,12 +1733,52 @@ void tenant_settings(Call& c, const std::string& tenant) {
         email = std::move(s);
         return std::nullopt;
       });
-  if (bad) return r->send(HttpResponse::error(400, bad->code, bad->message, bad->field));
+  if (bad) return *bad;
   if (!email) {
-    return r->send(HttpResponse::error(400, "missing_field",
-                                       "owner_email is required (null clears it)", "owner_email"));
+    return Bad{"missing_field",
+               nullable ? "owner_email is required (null clears it)" : "owner_email is required",
+               "owner_email"};
   }
-  c.engine.set_tenant_settings(tenant, TenantSettings{std::move(*email)}, std::move(answer));
+  return std::move(*email);
+}
+
+void tenant_settings(Call& c, const std::string& tenant) {
+  auto r = share(std::move(c.responder));
+  const std::string& m = c.req.method;
+  if (m == "GET") {
+    return c.engine.get_tenant_settings(tenant, [r, tenant](Result<TenantSettings> res) {
+      r->send(res ? settings_answer(tenant, *res, false) : error_response(res.error()));
+    });
+  }
+  if (m != "PUT") return r->send(method_not_allowed("GET, PUT"));
+  auto email = read_owner_email(c, true);
+  if (auto* bad = std::get_if<Bad>(&email)) {
+    return r->send(HttpResponse::error(400, bad->code, bad->message, bad->field));
+  }
+  TenantSettings in;
+  in.owner_email = std::move(std::get<std::string>(email));
+  in.by_platform = c.who.admin();
+  c.engine.set_tenant_settings(tenant, std::move(in), [r, tenant](Result<TenantSettings> res) {
+    if (!res) {
+      HttpResponse e = error_response(res.error());
+      return r->send(std::move(e));
+    }
+    r->send(settings_answer(tenant, *res, true));
+  });
+}
+
+// POST /v1/tenants/{t}/settings/owner-email/confirm {"owner_email"}: the platform (or a
+// confirmation link it signed, /portal/confirm-email) confirms the address if it is still the
+// tenant's; 409 owner_email_changed otherwise.
+void confirm_owner_email(Call& c, const std::string& tenant) {
+  if (c.req.method != "POST") return c.answer(method_not_allowed("POST"));
+  auto email = read_owner_email(c, false);
+  if (auto* bad = std::get_if<Bad>(&email)) return c.answer(*bad);
+  auto r = share(std::move(c.responder));
+  c.engine.confirm_owner_email(
+      tenant, std::move(std::get<std::string>(email)), [r, tenant](Result<TenantSettings> res) {
+        r->send(res ? settings_answer(tenant, *res, false) : error_response(res.error()));
+      });
 }
 
 void tenant_routes(Call& c) {
@@ -1835,6 +1883,8 @@ void tenant_routes(Call& c) {
     return;
   }
   if (what == "settings" && segs.size() == 4) return tenant_settings(c, tenant);
+  if (what == "settings" && segs.size() == 6 && segs[4] == "owner-email" && segs[5] == "confirm")
+    return confirm_owner_email(c, tenant);
   if (what == "keys" && (segs.size() == 4 || segs.size() == 5)) return key_routes(c, tenant);
   if (what == "portal-links" && segs.size() == 4) return portal_links(c, tenant);
   if (what == "portal-sessions" && segs.size() == 5 && segs[4] == "end") {
@@ -2119,6 +2169,9 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     }
     return responder.send(metrics_response());
   }
+  if (path == "/portal/confirm-email") {
+    return confirm_email_page(std::move(request), std::move(responder), now);
+  }
   if (path == "/portal" || path.starts_with("/portal/")) {
     return responder.send(portal_->handle(request, wall_now()));
   }
@@ -2160,19 +2213,7 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     if (auto refused = still_valid(who, options_.keys, now)) return refuse(std::move(*refused));
   }
   if (segs->size() >= 3 && (*segs)[1] == "tenants") {
-    if (forwarder_ && !forwarded && forwardable_route(*segs)) {
-      // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.
-      // A forwarded request is answered here, whatever the answer (one hop).
-      auto saved = std::make_shared<HttpRequest>(std::move(request));
-      Responder wrapped =
-          forwarder_->wrap(saved, partition_of((*segs)[2]), who, std::move(responder));
-      Call c{engine_, options_,     *parsers_, *saved,       wrapped,
-             *segs,   reads_.get(), who,       portal_.get()};
-      return tenant_routes(c);
-    }
-    Call c{engine_, options_,     *parsers_, request,      responder,
-           *segs,   reads_.get(), who,       portal_.get()};
-    return tenant_routes(c);
+    return tenant_call(std::move(request), *segs, who, forwarded, std::move(responder));
   }
   Call c{engine_, options_, *parsers_, request, responder, *segs, reads_.get(), who, portal_.get()};
   if (segs->size() == 3 && (*segs)[1] == "events" && (*segs)[2] == "bulk") {
@@ -2194,6 +2235,154 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     return c.answer(HttpResponse::json(200, options_.intake_status()));
   }
   c.answer(not_found("route " + std::string(path)));
+}
+
+void RestApi::tenant_call(HttpRequest&& request, std::vector<std::string>& segs,
+                          const Principal& who, bool forwarded, Responder responder) {
+  if (forwarder_ && !forwarded && forwardable_route(segs)) {
+    // Cluster mode: kept whole, so that a not_owner answer can send it on to the owner.
+    // A forwarded request is answered here, whatever the answer (one hop).
+    auto saved = std::make_shared<HttpRequest>(std::move(request));
+    Responder wrapped = forwarder_->wrap(saved, partition_of(segs[2]), who, std::move(responder));
+    Call c{engine_, options_, *parsers_, *saved, wrapped, segs, reads_.get(), who, portal_.get()};
+    return tenant_routes(c);
+  }
+  Call c{engine_, options_, *parsers_, request, responder, segs, reads_.get(), who, portal_.get()};
+  tenant_routes(c);
+}
+
+namespace {
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
+}
+
+// A plain page (no script, no inline style: the portal's CSP) with an optional form that POSTs
+// `token` back.
+HttpResponse confirm_page(const Portal& portal, uint16_t status, std::string_view title,
+                          std::string_view text, std::string_view token = {}) {
+  std::string b = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>";
+  b += html_escape(title);
+  b += "</title></head><body><main><h1>";
+  b += html_escape(title);
+  b += "</h1><p id=\"message\">";
+  b += html_escape(text);
+  b += "</p>";
+  if (!token.empty()) {
+    b += "<form method=\"post\" action=\"/portal/confirm-email\"><input type=\"hidden\" "
+         "name=\"token\" value=\"";
+    b += html_escape(token);
+    b += "\"><button type=\"submit\" id=\"confirm\">Confirm this address</button></form>";
+  }
+  b += "</main></body></html>\n";
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::move(b);
+  r.headers.push_back({"Cache-Control", "no-store"});
+  portal.add_security_headers(r);
+  return r;
+}
+
+}  // namespace
+
+void RestApi::confirm_email_page(HttpRequest&& request, Responder responder, WallTime now) {
+  const Portal& portal = *portal_;
+  if (!portal.enabled()) return responder.send(not_found("route /portal/confirm-email"));
+  const std::string& m = request.method;
+  std::optional<Query> q;
+  if (m == "GET" || m == "HEAD") {
+    q = parse_query(request.query());
+  } else if (m == "POST") {
+    // The page's form (application/x-www-form-urlencoded): the token is the credential, so a
+    // cross-site form can only confirm an address whose link it already holds.
+    const std::string* ct = request.header("content-type");
+    if (ct == nullptr || !ct->starts_with("application/x-www-form-urlencoded")) {
+      return responder.send(HttpResponse::error(415, "unsupported_media_type",
+                                                "send token=<token> as a form", "token"));
+    }
+    q = parse_query(request.body);
+  } else {
+    HttpResponse bad = method_not_allowed("GET, POST");
+    return responder.send(std::move(bad));
+  }
+  const std::string* token = q ? q->get("token") : nullptr;
+  std::string tenant, email;
+  const PortalCheck check = token != nullptr
+                                ? portal.check_email_confirmation(*token, now, tenant, email)
+                                : PortalCheck::kInvalid;
+  if (check == PortalCheck::kExpired) {
+    return responder.send(confirm_page(
+        portal, 410, "This link has expired",
+        "Set the owner address again where you manage your webhooks to get a new link."));
+  }
+  if (check != PortalCheck::kOk || !valid_tenant(tenant, options_.max_tenant_bytes)) {
+    return responder.send(
+        confirm_page(portal, 400, "This link is not valid",
+                     "Open the link exactly as the e-mail gave it, or ask for a new one."));
+  }
+  if (m != "POST") {
+    return responder.send(
+        confirm_page(portal, 200, "Confirm your address",
+                     "Confirm " + email + " as the owner address for the webhooks of " + tenant +
+                         ": it then gets notices, for instance when an endpoint is disabled.",
+                     *token));
+  }
+  // The link is the platform's word (signed under the portal's key): its confirm route, as the
+  // platform, on the tenant's owner (forwarded in cluster mode).
+  HttpRequest inner;
+  inner.method = "POST";
+  inner.target = "/v1/tenants/" + tenant + "/settings/owner-email/confirm";
+  inner.headers.push_back({"content-type", "application/json"});
+  if (const std::string* host = request.header("host")) inner.headers.push_back({"host", *host});
+  Writer w;
+  w.begin_object().field("owner_email", email).end_object();
+  std::string body = w.take();
+  inner.body.reserve(body.size() + net::kBodyPadding);
+  inner.body.assign(body);
+  inner.peer = request.peer;
+  inner.tls = request.tls;
+  auto outer = share(std::move(responder));
+  Responder translated = Responder::from_function([outer, &portal, email, tenant](HttpResponse r) {
+    if (r.status == 200) {
+      return outer->send(confirm_page(portal, 200, "Address confirmed",
+                                      email + " now gets the webhook notices of " + tenant + "."));
+    }
+    if (r.status == 409) {
+      return outer->send(confirm_page(
+          portal, 409, "The address has changed",
+          "The owner address of " + tenant +
+              " is no longer this one: this link confirms nothing. Use the newest link."));
+    }
+    outer->send(confirm_page(portal, r.status >= 500 ? 503 : r.status, "Not confirmed yet",
+                             "Try the link again in a moment."));
+  });
+  auto segs = split_path(inner.path());
+  Principal platform;  // Kind::kAdmin
+  tenant_call(std::move(inner), *segs, platform, false, std::move(translated));
 }
 
 }  // namespace ringcast::api

@@ -150,6 +150,14 @@ class RestApi final : public HttpHandler {
   std::shared_ptr<Forwarder> forwarder_;  // null unless options_.forward.find_owner is set
   std::unique_ptr<Portal> portal_;
   std::unique_ptr<AuthThrottle> throttle_;
+
+  // A /v1/tenants/{t}/… call by `who` (authorized already): on the owner, or forwarded to it
+  // (cluster mode) unless it was forwarded here.
+  void tenant_call(HttpRequest&& request, std::vector<std::string>& segs, const Principal& who,
+                   bool forwarded, Responder responder);
+  // /portal/confirm-email (SPEC R14, docs/security.md "Owner e-mail"): GET shows what the
+  // signed link confirms and a button; its POST confirms through the platform's confirm route.
+  void confirm_email_page(HttpRequest&& request, Responder responder, WallTime now);
 };
 
 // "Bearer <token>" against `token`, in time independent of where they differ. An empty

@@ -42,6 +42,7 @@ constexpr std::array kRoutes = {
     RouteSpec{"PUT", "/v1/tenants/{t}/subscription", P},
     RouteSpec{"GET", "/v1/tenants/{t}/settings", V},
     RouteSpec{"PUT", "/v1/tenants/{t}/settings", M},
+    RouteSpec{"POST", "/v1/tenants/{t}/settings/owner-email/confirm", P},
     RouteSpec{"GET", "/v1/tenants/{t}/keys", P},
     RouteSpec{"POST", "/v1/tenants/{t}/keys", P},
     RouteSpec{"DELETE", "/v1/tenants/{t}/keys/{id}", P},

@@ -106,9 +106,17 @@ inline const char* job_state_name(JobView::State s) {
   return "failed";
 }
 
-// A tenant's settings (ISSUE 18): PUT/GET /v1/tenants/{t}/settings.
+// A tenant's settings: PUT/GET /v1/tenants/{t}/settings (docs/operations.md "Tenant state").
 struct TenantSettings {
   std::string owner_email;  // empty: none
+  // In (set): the platform sets it (confirmed at once); otherwise the merchant does and a
+  // confirmation link is mailed to it (SPEC R14, docs/security.md "Owner e-mail").
+  bool by_platform = false;
+  // Out: notices go to the address only once it is confirmed; when the last confirmation
+  // e-mail was queued (zero: none); whether this call queued one.
+  bool owner_email_confirmed = false;
+  WallTime confirmation_sent_at;
+  bool confirmation_sent = false;
 };
 
 struct BreakerView {
@@ -241,6 +249,14 @@ class Engine {
   virtual void set_tenant_settings(std::string tenant, TenantSettings settings,
                                    Callback<TenantSettings> done) {
     (void)tenant, (void)settings;
+    done(make_error(Errc::kUnavailable, "tenant settings are not supported here", nullptr,
+                    "not_supported"));
+  }
+  // A confirmation link for `email` was followed (SPEC R14): confirmed if it is still the
+  // tenant's address; kConflict "owner_email_changed" otherwise. Completes once durable.
+  virtual void confirm_owner_email(std::string tenant, std::string email,
+                                   Callback<TenantSettings> done) {
+    (void)tenant, (void)email;
     done(make_error(Errc::kUnavailable, "tenant settings are not supported here", nullptr,
                     "not_supported"));
   }

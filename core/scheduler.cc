@@ -85,7 +85,9 @@ struct Scheduler::TenantState {
   uint64_t hash = 0;
   uint32_t index = 0;
   bool subscription_active = true;
-  std::string owner_email;  // ISSUE 18
+  std::string owner_email;             // SPEC R8.4
+  bool owner_email_confirmed = false;  // SPEC R14: notices go only to a confirmed address
+  WallTime owner_email_asked_at;
   Breaker breaker;
   std::vector<EpState*> endpoints;  // creation order
   int64_t timer_ms = 0;             // key in tenant_timers_ when != 0
@@ -235,6 +237,8 @@ void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m)
   rec.name = t.name;
   rec.subscription_active = t.subscription_active;
   rec.owner_email = t.owner_email;
+  rec.owner_email_confirmed = t.owner_email_confirmed;
+  rec.owner_email_asked_at = t.owner_email_asked_at;
   rec.breaker = t.breaker.snapshot();
   rec.updated_at = now;
   m.tenants.push_back(std::move(rec));
@@ -474,6 +478,8 @@ void Scheduler::restore_tenant(const Tenant& t) {
   TenantState& ts = tenant_of(t.name);
   ts.subscription_active = t.subscription_active;
   ts.owner_email = t.owner_email;
+  ts.owner_email_confirmed = t.owner_email_confirmed;
+  ts.owner_email_asked_at = t.owner_email_asked_at;
   ts.breaker.restore(t.breaker, now_);
   set_tenant_timer(ts, ts.breaker.next_transition());
 }
@@ -662,17 +668,59 @@ void Scheduler::set_subscription(std::string_view tenant, bool active, WallTime 
   if (active) activate_tenant(t, now);
 }
 
-void Scheduler::set_owner_email(std::string_view tenant, std::string email, WallTime now,
-                                Mutations& m) {
+Result<bool> Scheduler::set_owner_email(std::string_view tenant, std::string email,
+                                        bool by_platform, Duration interval, WallTime now,
+                                        Mutations& m) {
   TenantState& t = tenant_of(tenant);
-  if (t.owner_email == email) return;
+  if (email.empty() || by_platform) {
+    const bool confirmed = !email.empty();
+    if (t.owner_email == email && t.owner_email_confirmed == confirmed) return false;
+    t.owner_email = std::move(email);
+    t.owner_email_confirmed = confirmed;
+    persist_tenant(t, now, m);
+    return false;
+  }
+  if (t.owner_email == email && t.owner_email_confirmed) return false;
+  // SPEC R14: the platform's relay mails an address a merchant chose once per interval at most.
+  if (t.owner_email_asked_at != WallTime() && now < t.owner_email_asked_at + interval) {
+    return make_error(Errc::kLimitExceeded,
+                      "a confirmation e-mail was sent lately: set the address again later",
+                      "owner_email", "too_many_confirmations");
+  }
   t.owner_email = std::move(email);
+  t.owner_email_confirmed = false;
+  t.owner_email_asked_at = now;
   persist_tenant(t, now, m);
+  Notification n;
+  n.tenant = t.name;
+  n.kind = "owner_email_confirmation";
+  n.at = now;
+  n.owner_email = t.owner_email;
+  n.message = "a confirmation link was e-mailed to the owner address " + t.owner_email +
+              "; notices go to it once it is confirmed";
+  if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(t.hash % kPartitions));
+  m.notifications.push_back(std::move(n));
+  return true;
 }
 
-std::string Scheduler::owner_email(std::string_view tenant) const {
+Result<void> Scheduler::confirm_owner_email(std::string_view tenant, std::string_view email,
+                                            WallTime now, Mutations& m) {
+  TenantState* t = find_tenant(tenant);
+  if (t == nullptr || t->owner_email != email) {
+    return make_error(Errc::kConflict,
+                      "the tenant's owner address changed since this link was sent", "owner_email",
+                      "owner_email_changed");
+  }
+  if (t->owner_email_confirmed) return ok();
+  t->owner_email_confirmed = true;
+  persist_tenant(*t, now, m);
+  return ok();
+}
+
+Scheduler::OwnerEmail Scheduler::owner_email(std::string_view tenant) const {
   const TenantState* t = find_tenant(tenant);
-  return t == nullptr ? std::string() : t->owner_email;
+  if (t == nullptr) return {};
+  return OwnerEmail{t->owner_email, t->owner_email_confirmed, t->owner_email_asked_at};
 }
 
 BreakerView Scheduler::breaker_view(std::string_view tenant, WallTime now) const {
@@ -1369,8 +1417,9 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
   kill_backlog(ep.cfg.id, ErrorCode::of(K::kEndpointDisabled), m);  // SPEC R8.3
   Notification n = disable_notification(ep.cfg, reason, trigger.id, trigger.attempts, now);
   if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(ep.tenant->hash % kPartitions));
-  // The owner's e-mail (ISSUE 18): the recipient and the facts it reports, as they are now.
-  n.owner_email = ep.tenant->owner_email;
+  // The owner's e-mail (SPEC R8.4): the recipient and the facts it reports, as they are now;
+  // an address the merchant set and has not confirmed gets nothing (SPEC R14).
+  if (ep.tenant->owner_email_confirmed) n.owner_email = ep.tenant->owner_email;
   n.endpoint_url = ep.cfg.url;
   n.trigger = trigger.id;
   n.attempts = trigger.attempts;

@@ -144,9 +144,25 @@ class Scheduler {
 
   void set_subscription(std::string_view tenant, bool active, WallTime now, Mutations& m);
   bool subscription_active(std::string_view tenant) const;
-  // ISSUE 18: the owner's e-mail address (SPEC R8.4), kept in the tenant record.
-  void set_owner_email(std::string_view tenant, std::string email, WallTime now, Mutations& m);
-  std::string owner_email(std::string_view tenant) const;
+  // The owner's e-mail address (SPEC R8.4), kept in the tenant record, and its confirmation
+  // (SPEC R14, docs/security.md "Owner e-mail"). `by_platform`: the admin set it, confirmed at
+  // once. Otherwise a new (or still unconfirmed) address is unconfirmed and a notification
+  // "owner_email_confirmation" to it is queued (the mailer sends its signed link), at most one
+  // per `interval` per tenant: kLimitExceeded "too_many_confirmations" (nothing changes).
+  // Setting the confirmed address again changes nothing; empty clears it. Returns whether a
+  // confirmation was queued.
+  Result<bool> set_owner_email(std::string_view tenant, std::string email, bool by_platform,
+                               Duration interval, WallTime now, Mutations& m);
+  // The address of a confirmation link is confirmed if it is still the tenant's (idempotent);
+  // kConflict "owner_email_changed" otherwise.
+  Result<void> confirm_owner_email(std::string_view tenant, std::string_view email, WallTime now,
+                                   Mutations& m);
+  struct OwnerEmail {
+    std::string address;  // empty: none
+    bool confirmed = false;
+    WallTime asked_at;  // the last confirmation e-mail queued (zero: none)
+  };
+  OwnerEmail owner_email(std::string_view tenant) const;
   BreakerView breaker_view(std::string_view tenant, WallTime now) const;
   void reset_breaker(std::string_view tenant, WallTime now, Mutations& m);  // SPEC R4.8
 

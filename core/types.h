@@ -206,9 +206,14 @@ struct Tenant {
   bool subscription_active = true;
   BreakerSnapshot breaker;
   WallTime updated_at;
-  // ISSUE 18 (SPEC R8.4): who gets the e-mail when one of the tenant's endpoints is disabled;
-  // empty: nobody. Checked by the API (core/input_rules.h valid_email).
+  // SPEC R8.4: who gets the e-mail when one of the tenant's endpoints is disabled; empty:
+  // nobody. Checked by the API (core/input_rules.h valid_email).
   std::string owner_email;
+  // SPEC R14 (docs/security.md "Owner e-mail"): an address the merchant set gets notices only
+  // once it is confirmed (a signed link mailed to it); one the platform set is confirmed at
+  // once. asked_at: when the last confirmation e-mail was queued (one per confirm interval).
+  bool owner_email_confirmed = false;
+  WallTime owner_email_asked_at;
 };
 
 // One event to one endpoint. Compact and trivially copyable: the scheduler keeps millions of

@@ -140,6 +140,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.max_recover_jobs = cfg.limits.recover_jobs_running;
   e.max_queued_recover_jobs = cfg.limits.recover_jobs_queued;
   e.max_endpoints_per_tenant = cfg.limits.max_endpoints_per_tenant;
+  e.owner_email_confirm_interval = cfg.notifications.email.confirm_interval;
   e.test_sends_per_minute = cfg.limits.test_sends_per_minute;
   e.tenant_events_per_second = cfg.limits.tenant_events_per_second;
   net::HttpTransportOptions topts = transport_options(cfg);

@@ -188,6 +188,10 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("notifications.email.portal_url", kString, notifications.email.portal_url),
       RC_KEY("notifications.email.queue_max", kU32, notifications.email.queue_max, 1, 1'000'000),
       RC_KEY("notifications.email.retry_ladder", kDurationList, notifications.email.retry_ladder),
+      RC_KEY("notifications.email.confirm_interval", kDuration,
+             notifications.email.confirm_interval),
+      RC_KEY("notifications.email.confirm_link_ttl", kDuration,
+             notifications.email.confirm_link_ttl),
 
       RC_KEY("portal.secret", kSecret, portal.secret),
       RC_KEY("portal.public_url", kString, portal.public_url),
@@ -244,15 +248,15 @@ const std::vector<KeyDef>& redis_intake_keys() {
       RC_RKEY("cluster", kBool, cluster),
       RC_RKEY("username", kString, username),
       RC_RKEY("password", kSecret, password),
-      RC_RKEY("db", kU32, db, 0, 15),
-      RC_RKEY("streams", kStringList, streams),
-      RC_RKEY("group", kString, group),
-      RC_RKEY("consumer", kString, consumer),
       RC_RKEY("tls", kBool, tls),
       RC_RKEY("tls_ca_file", kString, tls_ca_file),
       RC_RKEY("tls_cert_file", kString, tls_cert_file),
       RC_RKEY("tls_key_file", kString, tls_key_file),
       RC_RKEY("tls_server_name", kString, tls_server_name),
+      RC_RKEY("db", kU32, db, 0, 15),
+      RC_RKEY("streams", kStringList, streams),
+      RC_RKEY("group", kString, group),
+      RC_RKEY("consumer", kString, consumer),
       RC_RKEY("tenant_field", kString, tenant_field),
       RC_RKEY("id_field", kString, id_field),
       RC_RKEY("type_field", kString, type_field),
@@ -700,6 +704,13 @@ void apply_environment(Config& cfg, const Environment& env) {
 }
 
 void resolve(Config& cfg) {
+  // SPEC R14: a merchant's owner_email is confirmed through a link to the portal; without the
+  // portal's public URL the e-mail cannot carry one (docs/security.md "Owner e-mail").
+  if (!cfg.notifications.smtp.host.empty() && cfg.portal.public_url.empty()) {
+    cfg.warnings.push_back(
+        "notifications.smtp is set but portal.public_url is not: an owner_email a merchant "
+        "sets cannot be confirmed (its confirmation e-mail has no link) and gets no notices");
+  }
   auto listen = parse_listen(cfg.server.listen);
   if (!listen)
     fail("", "server.listen",
@@ -868,17 +879,6 @@ bool file_readable(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), R_OK) == 0;
 }
 
-}  // namespace
-
-// --- public helpers ----------------------------------------------------------------------------
-
-std::optional<Duration> parse_duration(std::string_view text) {
-  text = trim(text);
-  if (text.empty()) return std::nullopt;
-  if (text == "0") return Duration(0);
-  __int128 total = 0;
-  size_t i = 0;
-  while (i < text.size()) {
 // A DNS name or an IP literal (what a certificate's SAN can carry), nothing else.
 bool valid_server_name(const std::string& name) {
   if (name.empty() || name.size() > 253 || name.front() == '.' || name.front() == '-') return false;
@@ -934,6 +934,17 @@ void check_redis_tls(const std::string& prefix, bool tls, const std::string& ca,
   }
 }
 
+}  // namespace
+
+// --- public helpers ----------------------------------------------------------------------------
+
+std::optional<Duration> parse_duration(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  if (text == "0") return Duration(0);
+  __int128 total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
     size_t start = i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
     if (i == start || i - start > 15) return std::nullopt;
@@ -1176,6 +1187,9 @@ void Config::validate() const {
     positive("storage.redis.command_timeout", storage.redis.command_timeout);
     if (storage.redis.max_memory_bytes != 0 && storage.redis.max_memory_bytes < (uint64_t{1} << 20))
       fail("", "storage.redis.max_memory_bytes", "must be 0 (the servers' maxmemory) or >= 1MiB");
+    const RedisStorageConfig& r = storage.redis;
+    check_redis_tls("storage.redis", r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file,
+                    r.tls_server_name);
   }
   if (cluster.enabled) {
     if (storage.backend != "redis")
@@ -1187,9 +1201,6 @@ void Config::validate() const {
     if (cluster.safety_margin * 3 >= cluster.lease_ttl)
       fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
     positive("cluster.forward_timeout", cluster.forward_timeout);
-    const RedisStorageConfig& r = storage.redis;
-    check_redis_tls("storage.redis", r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file,
-                    r.tls_server_name);
     if (!cluster.advertise_url.empty()) {
       if (!api::parse_advertise_url(cluster.advertise_url))
         fail("", "cluster.advertise_url",
@@ -1304,6 +1315,10 @@ void Config::validate() const {
     positive("notifications.smtp.timeout", sm.timeout);
     const auto& em = notifications.email;
     if (!one_line(em.portal_url)) fail("", "notifications.email.portal_url", "must be one line");
+    if (em.confirm_interval < Duration::zero())
+      fail("", "notifications.email.confirm_interval", "must not be negative");
+    if (em.confirm_link_ttl <= Duration::zero())
+      fail("", "notifications.email.confirm_link_ttl", "must be positive");
     if (!em.portal_url.empty() && em.portal_url.rfind("https://", 0) != 0 &&
         em.portal_url.rfind("http://", 0) != 0)
       fail("", "notifications.email.portal_url", "must be an http(s):// URL template");
@@ -1354,6 +1369,7 @@ void Config::validate() const {
     if (r.claim_idle < milliseconds(100)) fail("", key + ".claim_idle", "must be at least 100ms");
     if (r.claim_interval < milliseconds(10))
       fail("", key + ".claim_interval", "must be at least 10ms");
+    check_redis_tls(key, r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file, r.tls_server_name);
   }
   // policies
   for (const auto& [name, p] : policies) {
@@ -1369,7 +1385,6 @@ void Config::validate() const {
         fail("", key + ".slow_ladder[" + std::to_string(i) + "]", "must be greater than 0s");
     }
     if (p.ladder.size() + 1 > 255) fail("", key + ".ladder", "at most 254 pauses");
-    check_redis_tls(key, r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file, r.tls_server_name);
     if (p.slow_ladder.size() > 255) fail("", key + ".slow_ladder", "at most 255 pauses");
     if (!p.slow_ladder.empty() && p.base != "xhub")
       fail("", key + ".slow_ladder", "only a policy with base = \"xhub\" has a slow ladder");

@@ -221,6 +221,10 @@ struct NotificationsConfig {
     uint32_t queue_max = 1'000;
     std::vector<Duration> retry_ladder = {seconds(1), seconds(5), seconds(30), minutes(2),
                                           minutes(10)};
+    // An owner_email a merchant sets is confirmed through a signed link mailed to it (SPEC
+    // R14): one such e-mail per tenant per confirm_interval; the link lives confirm_link_ttl.
+    Duration confirm_interval = minutes(10);
+    Duration confirm_link_ttl = hours(72);
   } email;
 };
 
@@ -254,15 +258,15 @@ struct RedisIntakeConfig {
   bool cluster = false;
   std::string username;
   std::string password;  // secret; masked when printed
-  uint32_t db = 0;
-  std::vector<std::string> streams;
-  std::string group = "ringcast";
-  std::string consumer;  // default: intake.node_id, else "<hostname>-<hash of the data dir>"
   bool tls = false;      // TLS to this Redis, the tls_* keys as storage.redis's (SPEC R14)
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_server_name;
+  uint32_t db = 0;
+  std::vector<std::string> streams;
+  std::string group = "ringcast";
+  std::string consumer;  // default: intake.node_id, else "<hostname>-<hash of the data dir>"
   std::string tenant_field = "tenant";
   std::string id_field = "id";
   std::string type_field = "type";

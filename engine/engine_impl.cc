@@ -484,6 +484,13 @@ void EngineImpl::set_tenant_settings(std::string tenant, TenantSettings settings
                  }));
 }
 
+void EngineImpl::confirm_owner_email(std::string tenant, std::string email,
+                                     Callback<TenantSettings> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, email = std::move(email), done](Shard& s) mutable {
+                   s.confirm_owner_email(tenant, email, std::move(done));
+                 }));
+}
+
 #undef RINGCAST_ROUTE
 
 Result<std::optional<DeliveryDetail>> EngineImpl::get_delivery(std::string_view tenant,

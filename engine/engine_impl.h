@@ -55,6 +55,8 @@ class EngineImpl final : public Engine {
   void get_tenant_settings(std::string tenant, Callback<TenantSettings> done) override;
   void set_tenant_settings(std::string tenant, TenantSettings settings,
                            Callback<TenantSettings> done) override;
+  void confirm_owner_email(std::string tenant, std::string email,
+                           Callback<TenantSettings> done) override;
   void reset_breaker(std::string tenant, Callback<BreakerView> done) override;
   void set_subscription(std::string tenant, bool active, Callback<bool> done) override;
 

@@ -187,6 +187,29 @@ bool owner_email_message(const MailerOptions& o, const Notification& n, std::str
   return net::build_mail_message(m, out, why);
 }
 
+bool confirmation_email_message(const MailerOptions& o, const Notification& n,
+                                std::string_view link, std::string& out, std::string* why) {
+  net::MailMessage m;
+  m.from = o.from;
+  m.from_name = one_line(o.from_name);
+  m.to = n.owner_email;
+  m.subject = "[ringcast] Confirm this address for webhook notices";
+  m.message_id = owner_email_message_id(n, o.from);
+  m.date = n.at;
+  std::string& b = m.body;
+  b = "This address was given as the owner's address for the webhooks of ";
+  b += one_line(n.tenant);
+  b += ".\nIt gets notices (for instance when an endpoint is disabled) only once you confirm "
+       "it:\n\n  ";
+  b += one_line(std::string(link));
+  b += "\n\nThe link works for a limited time. If you did not expect this message, ignore it: "
+       "nothing more is sent to this address unless it is confirmed.\n";
+  b += "\n-- \nThis message was sent automatically by ringcast (notification ";
+  b += std::to_string(n.seq);
+  b += ").\n";
+  return net::build_mail_message(m, out, why);
+}
+
 Mailer::Mailer(MailerOptions options) : options_(std::move(options)) {}
 
 Result<std::unique_ptr<Mailer>> Mailer::start(MailerOptions options) {
@@ -221,7 +244,9 @@ Mailer::~Mailer() {
 }
 
 bool Mailer::enqueue(const Notification& n) {
-  if (n.owner_email.empty() || n.kind != "endpoint_disabled") return false;
+  if (n.owner_email.empty() ||
+      (n.kind != "endpoint_disabled" && n.kind != "owner_email_confirmation"))
+    return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) {
@@ -309,9 +334,23 @@ void Mailer::thread_main() {
 void Mailer::attempt(Item& item) {
   std::string message, why;
   net::SmtpResult r;
-  if (!owner_email_message(options_, item.note, message, &why)) {
-    r = net::SmtpError{false, 0, "message", why};
+  bool built = false;
+  if (item.note.kind == "owner_email_confirmation") {
+    Result<std::string> link =
+        options_.confirmation_link
+            ? options_.confirmation_link(item.note)
+            : make_error(Errc::kInvalidArgument, "no confirmation link can be made");
+    if (!link) {
+      r = net::SmtpError{link.error().code == Errc::kUnavailable, 0, "link", link.error().message};
+    } else {
+      built = confirmation_email_message(options_, item.note, *link, message, &why);
+      if (!built) r = net::SmtpError{false, 0, "message", why};
+    }
   } else {
+    built = owner_email_message(options_, item.note, message, &why);
+    if (!built) r = net::SmtpError{false, 0, "message", why};
+  }
+  if (built) {
     net::SmtpEnvelope env;
     env.from = options_.from;
     env.to = {item.note.owner_email};

@@ -37,6 +37,11 @@ struct MailerOptions {
   // (URL-encoded): not a signed portal link (e-mails sit in inboxes for days; the platform's
   // page authenticates the merchant and mints a fresh link). Empty: no link in the e-mail.
   std::string portal_url;
+  // The signed link that confirms n.owner_email for n.tenant (an "owner_email_confirmation"
+  // notification, SPEC R14, docs/security.md "Owner e-mail"), made when the e-mail is sent so
+  // it is never stored; kUnavailable: not yet (retried on the ladder); unset or another error:
+  // the e-mail is given up.
+  std::function<Result<std::string>(const Notification&)> confirmation_link;
   size_t queue_max = 1'000;  // waiting + retrying; when full the oldest waiting one is dropped
   // Pauses between attempts after a transient failure; used up: given up (failed).
   std::vector<Duration> retry_ladder = {seconds(1), seconds(5), seconds(30), minutes(2),
@@ -64,6 +69,11 @@ struct MailerStats {
 // cannot be used (build_mail_message's checks).
 bool owner_email_message(const MailerOptions& o, const Notification& n, std::string& out,
                          std::string* why = nullptr);
+// The e-mail that asks the owner to confirm n.owner_email (kind "owner_email_confirmation"):
+// who asked (the tenant), the link, how long it lives, and that nothing happens without it.
+bool confirmation_email_message(const MailerOptions& o, const Notification& n,
+                                std::string_view link, std::string& out,
+                                std::string* why = nullptr);
 // "ntf_<seq>.ringcast@<domain of from>": the same on every resend of one notification.
 std::string owner_email_message_id(const Notification& n, std::string_view from);
 // The human sentence for a SPEC R6 code as an auto-disable reason.
@@ -78,8 +88,9 @@ class Mailer {
   Mailer(const Mailer&) = delete;
   Mailer& operator=(const Mailer&) = delete;
 
-  // Any thread; never blocks on I/O. Only endpoint_disabled notifications with an owner_email
-  // are taken (true); the rest are ignored (false, not counted). When the queue is full the
+  // Any thread; never blocks on I/O. Only endpoint_disabled and owner_email_confirmation
+  // notifications with an owner_email are taken (true); the rest are ignored (false, not
+  // counted). When the queue is full the
   // oldest waiting e-mail is dropped (counted). After stop(): dropped.
   bool enqueue(const Notification& n);
   // Stops taking e-mails, sends what is due within stop_drain (a session already running ends

@@ -89,6 +89,8 @@ struct EngineOptions {
   // tenant (a fan-out amplifier toward any host otherwise), test sends per endpoint per minute,
   // and one running or queued recover job per tenant (above).
   uint32_t max_endpoints_per_tenant = 100;
+  // One confirmation e-mail per tenant per this long (a merchant-set owner_email, SPEC R14).
+  Duration owner_email_confirm_interval = minutes(10);
   uint32_t test_sends_per_minute = 10;
   // Events per second one tenant may submit on this node, over every intake (HTTP, bulk, bus);
   // burst one second's worth; 0: no limit (engine/tenant_rate.h).

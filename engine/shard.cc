@@ -2004,16 +2004,42 @@ void Shard::reset_breaker(const std::string& tenant, Callback<BreakerView> done)
   });
 }
 
+TenantSettings Shard::tenant_settings(const std::string& tenant) const {
+  const Scheduler::OwnerEmail e = scheduler_->owner_email(tenant);
+  TenantSettings s;
+  s.owner_email = e.address;
+  s.owner_email_confirmed = e.confirmed;
+  s.confirmation_sent_at = e.asked_at;
+  return s;
+}
+
 void Shard::get_tenant_settings(const std::string& tenant, Callback<TenantSettings> done) {
   if (!known_tenants_.count(tenant)) return done(unknown_tenant());
-  done(TenantSettings{scheduler_->owner_email(tenant)});
+  done(tenant_settings(tenant));
 }
 
 void Shard::set_tenant_settings(const std::string& tenant, TenantSettings settings,
                                 Callback<TenantSettings> done) {
+  if (draining_) return done(shutting_down());
   if (!known_tenants_.count(tenant)) return done(unknown_tenant());
-  scheduler_->set_owner_email(tenant, settings.owner_email, loop_->wall_now(), mutations_);
-  after_durable([done = std::move(done), settings = std::move(settings)] { done(settings); });
+  auto sent = scheduler_->set_owner_email(tenant, settings.owner_email, settings.by_platform,
+                                          options_.owner_email_confirm_interval, loop_->wall_now(),
+                                          mutations_);
+  if (!sent) return done(sent.error());
+  after_durable([this, done = std::move(done), tenant, sent = *sent] {
+    TenantSettings now = tenant_settings(tenant);
+    now.confirmation_sent = sent;
+    done(std::move(now));
+  });
+}
+
+void Shard::confirm_owner_email(const std::string& tenant, const std::string& email,
+                                Callback<TenantSettings> done) {
+  if (draining_) return done(shutting_down());
+  if (!known_tenants_.count(tenant)) return done(unknown_tenant());
+  auto r = scheduler_->confirm_owner_email(tenant, email, loop_->wall_now(), mutations_);
+  if (!r.ok()) return done(r.error());
+  after_durable([this, done = std::move(done), tenant] { done(tenant_settings(tenant)); });
 }
 
 void Shard::set_subscription(const std::string& tenant, bool active, Callback<bool> done) {

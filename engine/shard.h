@@ -122,6 +122,9 @@ class Shard final : public IdAllocator {
   void get_tenant_settings(const std::string& tenant, Callback<TenantSettings> done);
   void set_tenant_settings(const std::string& tenant, TenantSettings settings,
                            Callback<TenantSettings> done);
+  void confirm_owner_email(const std::string& tenant, const std::string& email,
+                           Callback<TenantSettings> done);
+  TenantSettings tenant_settings(const std::string& tenant) const;
 
   // ---- cluster mode (EngineOptions::leases): partitions change owners at run time --------
   // Takes p at `epoch`: the store fences p's writes with it, and p's state (endpoints,

@@ -366,22 +366,26 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
 
 // ---- tenant -----------------------------------------------------------------------------------
 void encode_tenant(const Tenant& t, std::string& out) {
-  const bool settings = !t.owner_email.empty();
-  put_u8(out, settings ? kTenantWithSettings : kValueVersion);
+  const bool settings = !t.owner_email.empty() || t.owner_email_asked_at != WallTime();
+  put_u8(out, settings ? kTenantWithConfirmation : kValueVersion);
   put_u8(out, t.subscription_active ? 1 : 0);
   put_u8(out, static_cast<uint8_t>(t.breaker.state));
   put_varint(out, t.breaker.failed_probes);
   put_zigzag(out, t.breaker.opened_at.ns());
   put_zigzag(out, t.breaker.reopen_at.ns());
   put_zigzag(out, t.updated_at.ns());
-  if (settings) put_bytes(out, t.owner_email);
+  if (!settings) return;
+  put_bytes(out, t.owner_email);
+  put_u8(out, t.owner_email_confirmed ? 1 : 0);
+  put_zigzag(out, t.owner_email_asked_at.ns());
 }
 
 Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   if (key.size() < 2) return corrupt("tenant: bad key");
   Reader r(v);
   const uint8_t tag = r.u8();
-  if (!r.ok() || (tag != kValueVersion && tag != kTenantWithSettings))
+  if (!r.ok() ||
+      (tag != kValueVersion && tag != kTenantWithSettings && tag != kTenantWithConfirmation))
     return corrupt("tenant: bad version or empty value");
   Tenant t;
   t.name.assign(key.substr(2));
@@ -391,7 +395,15 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   t.breaker.opened_at = WallTime::from_ns(r.zz());
   t.breaker.reopen_at = WallTime::from_ns(r.zz());
   t.updated_at = WallTime::from_ns(r.zz());
-  if (tag == kTenantWithSettings) t.owner_email = r.bytes();
+  if (tag == kTenantWithSettings) {  // from before confirmation: trusted as it was
+    t.owner_email = r.bytes();
+    t.owner_email_confirmed = !t.owner_email.empty();
+  }
+  if (tag == kTenantWithConfirmation) {
+    t.owner_email = r.bytes();
+    t.owner_email_confirmed = r.u8_max(1) != 0;
+    t.owner_email_asked_at = WallTime::from_ns(r.zz());
+  }
   if (!r.done()) return corrupt("tenant: truncated or trailing bytes");
   return t;
 }

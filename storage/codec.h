@@ -356,8 +356,12 @@ inline constexpr uint8_t kEndpointWithHeaders = 5;
 // Version 6 adds, after version 5's fields, the reconciliation settings (ISSUE 17): on_unknown
 // (u8) and status_url (bytes). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithReconcile = 6;
-// A tenant value with the settings of ISSUE 18 (owner_email) after the version-1 fields.
+// A tenant value with the owner's e-mail (SPEC R8.4) after the version-1 fields: an address
+// written so was set before confirmation existed and reads back confirmed.
 inline constexpr uint8_t kTenantWithSettings = 7;
+// Version 10: version 7's, then whether the address is confirmed (u8) and when the last
+// confirmation e-mail was asked for (zigzag ns; SPEC R14, docs/security.md "Owner e-mail").
+inline constexpr uint8_t kTenantWithConfirmation = 10;
 void encode_endpoint(const Endpoint& e, std::string& out);
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v);
 

@@ -275,5 +275,40 @@ TEST(PortalTokens, ACutoffEndsTheTenantsLinksAndSessionsIssuedBeforeIt) {
   EXPECT_EQ(p.check_session(new_cookie, kT0 + minutes(5), back), PortalCheck::kOk);
 }
 
+// SPEC R14 (docs/security.md "Owner e-mail"): a confirmation token names its tenant and
+// address, expires on the server's clock, cannot be altered, and is neither a link nor a
+// session (nor are they one); its URL is the portal's public URL.
+TEST(PortalTokens, AnAddressConfirmationTokenIsItsOwnKind) {
+  PortalOptions o = options();
+  o.public_url = "https://hooks.example.com/";
+  Portal p(o);
+  const std::string tok = p.mint_email_confirmation("acme", "a|b@shop.example", kT0 + hours(72));
+  std::string tenant, email;
+  ASSERT_EQ(p.check_email_confirmation(tok, kT0, tenant, email), PortalCheck::kOk);
+  EXPECT_EQ(tenant, "acme");
+  EXPECT_EQ(email, "a|b@shop.example");
+  EXPECT_EQ(p.check_email_confirmation(tok, kT0 + hours(72), tenant, email), PortalCheck::kExpired);
+  EXPECT_EQ(p.confirmation_url(tok), "https://hooks.example.com/portal/confirm-email?token=" + tok);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    std::string t = tok;
+    t[i] = t[i] == 'A' ? 'B' : 'A';
+    if (t == tok) continue;
+    EXPECT_NE(p.check_email_confirmation(t, kT0, tenant, email), PortalCheck::kOk) << i;
+  }
+  PortalSession s;
+  std::string cookie;
+  EXPECT_EQ(p.open_link(tok, kT0, s, cookie), PortalCheck::kInvalid);
+  EXPECT_EQ(p.check_session(tok, kT0, s), PortalCheck::kInvalid);
+  const std::string link = p.mint_link("acme", PortalScope::kManage, kT0 + minutes(10));
+  EXPECT_EQ(p.check_email_confirmation(link, kT0, tenant, email), PortalCheck::kInvalid);
+  ASSERT_EQ(p.open_link(link, kT0, s, cookie), PortalCheck::kOk);
+  EXPECT_EQ(p.check_email_confirmation(cookie, kT0, tenant, email), PortalCheck::kInvalid);
+  PortalOptions other = options();
+  other.secret = "another-token";
+  EXPECT_EQ(Portal(other).check_email_confirmation(tok, kT0, tenant, email), PortalCheck::kInvalid);
+  // Without a public URL a mail cannot carry a link.
+  EXPECT_EQ(Portal(options()).confirmation_url(tok), "");
+}
+
 }  // namespace
 }  // namespace ringcast::api

@@ -1839,5 +1839,99 @@ TEST_F(BreakerSchedulerTest, DropPartitionForgetsItsBreakersOnly) {
   EXPECT_EQ(s->stats().tenants, 2u);
 }
 
+// SPEC R14 (docs/security.md "Owner e-mail"): an address the merchant sets is unconfirmed and
+// gets a confirmation e-mail (one per interval per tenant); notices name it only once its link
+// was followed; the platform's is confirmed at once; the record keeps all of it.
+TEST_F(SchedulerTest, AMerchantsOwnerAddressGetsNoticesOnlyOnceConfirmed) {
+  s->set_id_allocator(&ids);
+  Endpoint e = add_ep("acme", "smengo");
+  m.clear();
+  auto set = s->set_owner_email("acme", "a@shop.example", false, minutes(10), now, m);
+  ASSERT_TRUE(set.ok());
+  EXPECT_TRUE(*set);
+  ASSERT_EQ(m.notifications.size(), 1u);
+  EXPECT_EQ(m.notifications[0].kind, "owner_email_confirmation");
+  EXPECT_EQ(m.notifications[0].owner_email, "a@shop.example");
+  EXPECT_EQ(m.notifications[0].tenant, "acme");
+  EXPECT_NE(m.notifications[0].seq, 0u);
+  ASSERT_EQ(m.tenants.size(), 1u);
+  EXPECT_FALSE(m.tenants[0].owner_email_confirmed);
+  EXPECT_EQ(m.tenants[0].owner_email_asked_at, now);
+  EXPECT_FALSE(s->owner_email("acme").confirmed);
+
+  // Another address within the interval: refused, nothing changes, nothing is mailed.
+  m.clear();
+  now = now + minutes(1);
+  auto again = s->set_owner_email("acme", "b@elsewhere.example", false, minutes(10), now, m);
+  ASSERT_FALSE(again.ok());
+  EXPECT_STREQ(again.error().reason, "too_many_confirmations");
+  EXPECT_TRUE(m.notifications.empty());
+  EXPECT_TRUE(m.tenants.empty());
+  EXPECT_EQ(s->owner_email("acme").address, "a@shop.example");
+
+  // Disabled while unconfirmed: the notice names no owner address (no e-mail).
+  auto disable = [&] {
+    m.clear();
+    submit("acme");
+    std::vector<SendCommand> out = poll();
+    EXPECT_EQ(out.size(), 1u);
+    if (!out.empty()) reply(out[0], http(410));
+    for (const Notification& n : m.notifications) {
+      if (n.kind == "endpoint_disabled") return n;
+    }
+    ADD_FAILURE() << "no endpoint_disabled notification";
+    return Notification{};
+  };
+  EXPECT_EQ(disable().owner_email, "");
+
+  // A link for another address confirms nothing; the right one does, twice alike.
+  m.clear();
+  auto wrong = s->confirm_owner_email("acme", "b@elsewhere.example", now, m);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_STREQ(wrong.error().reason, "owner_email_changed");
+  EXPECT_FALSE(s->confirm_owner_email("zeta", "a@shop.example", now, m).ok());
+  ASSERT_TRUE(s->confirm_owner_email("acme", "a@shop.example", now, m).ok());
+  ASSERT_EQ(m.tenants.size(), 1u);
+  EXPECT_TRUE(m.tenants[0].owner_email_confirmed);
+  ASSERT_TRUE(s->confirm_owner_email("acme", "a@shop.example", now, m).ok());
+  EXPECT_EQ(m.tenants.size(), 1u);  // already confirmed: nothing written
+  // Setting the confirmed address again changes nothing and mails nothing.
+  m.clear();
+  auto same = s->set_owner_email("acme", "a@shop.example", false, minutes(10), now, m);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(*same);
+  EXPECT_TRUE(m.notifications.empty());
+
+  ASSERT_TRUE(s->endpoint_action(e.id, EndpointAction::kEnable, now, m).ok());
+  EXPECT_EQ(disable().owner_email, "a@shop.example");
+
+  // A restart keeps the state (the tenant record).
+  m.clear();
+  now = now + minutes(10);
+  auto later = s->set_owner_email("acme", "b@elsewhere.example", false, minutes(10), now, m);
+  ASSERT_TRUE(later.ok());
+  EXPECT_TRUE(*later);
+  ASSERT_EQ(m.tenants.size(), 1u);
+  const Tenant rec = m.tenants[0];
+  make();
+  s->restore_tenant(rec);
+  EXPECT_EQ(s->owner_email("acme").address, "b@elsewhere.example");
+  EXPECT_FALSE(s->owner_email("acme").confirmed);
+  EXPECT_EQ(s->owner_email("acme").asked_at, now);
+  m.clear();
+  EXPECT_FALSE(s->set_owner_email("acme", "c@other.example", false, minutes(10), now, m).ok());
+
+  // The platform's address is confirmed at once and mails nothing; clearing needs no wait.
+  m.clear();
+  auto platform = s->set_owner_email("acme", "ops@shop.example", true, minutes(10), now, m);
+  ASSERT_TRUE(platform.ok());
+  EXPECT_FALSE(*platform);
+  EXPECT_TRUE(m.notifications.empty());
+  EXPECT_TRUE(s->owner_email("acme").confirmed);
+  ASSERT_TRUE(s->set_owner_email("acme", "", false, minutes(10), now, m).ok());
+  EXPECT_EQ(s->owner_email("acme").address, "");
+  EXPECT_FALSE(s->owner_email("acme").confirmed);
+}
+
 }  // namespace
 }  // namespace ringcast

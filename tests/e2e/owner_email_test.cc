@@ -179,5 +179,108 @@ TEST(E2eOwnerEmail, AnEmailTheRelayDeferredBeforeACrashIsSentAfterTheRestart) {
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }
 
+// SPEC R14 (docs/security.md "Owner e-mail"): an address a merchant sets (its read-write key)
+// gets one confirmation e-mail with a signed link, a second address within the interval is
+// refused, and no notice goes to it until the link's page is confirmed; then the next
+// auto-disable e-mails it. An address the platform sets needs no confirmation.
+TEST(E2eOwnerEmail, AnAddressAMerchantSetsGetsNoticesOnlyOnceItsLinkConfirmedIt) {
+  RINGCAST_REQUIRE_SMTP_SINK();
+  MailRelay relay;
+  DaemonOptions o = relay.daemon_options();
+  o.env = {"RINGCAST_PORTAL_PUBLIC_URL=https://hooks.example.test",
+           "RINGCAST_NOTIFICATIONS_EMAIL_CONFIRM_INTERVAL=10m"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-mail-confirm");
+  SinkProcess receiver = SinkProcess::start({"--quiet", "--fault", "/gone=status=410"}, dir.path());
+  const std::string t = "mail-confirm";
+  const std::string base = "/v1/tenants/" + t;
+  auto gone_endpoint = [&] {
+    Reply r = create_endpoint(
+        d, t, "{\"url\":" + quote(receiver.base_url() + "/gone") + ",\"policy\":\"quick\"}");
+    EXPECT_EQ(r.status, 201) << r.describe();
+    return r.json()["id"].str();
+  };
+  const std::string first = gone_endpoint();
+  ASSERT_FALSE(first.empty());
+  Reply key = d.call("POST", base + "/keys", R"({"name":"merchant"})");
+  ASSERT_EQ(key.status, 201) << key.describe();
+  const std::string merchant = "Bearer " + key.json()["key"].str();
+
+  Reply set = d.call_with_auth("PUT", base + "/settings",
+                               std::string("{\"owner_email\":\"") + kOwner + "\"}", merchant);
+  ASSERT_EQ(set.status, 200) << set.describe();
+  EXPECT_EQ(set.json()["owner_email"].str(), kOwner);
+  EXPECT_FALSE(set.json()["owner_email_confirmed"].boolean()) << set.body;
+  EXPECT_TRUE(set.json()["confirmation_sent"].boolean()) << set.body;
+  EXPECT_TRUE(set.json()["confirmation_sent_at"].is_string()) << set.body;
+
+  auto got = relay.sink->wait_messages(1, scaled(15s));
+  ASSERT_EQ(got.size(), 1u) << relay.sink->output() << "\n" << d.output();
+  EXPECT_EQ(got[0].rcpt_to, std::vector<std::string>{kOwner});
+  EXPECT_EQ(got[0].header("Subject"), "[ringcast] Confirm this address for webhook notices");
+  const std::string body = got[0].body();
+  const std::string prefix = "https://hooks.example.test/portal/confirm-email?token=";
+  const size_t at = body.find(prefix);
+  ASSERT_NE(at, std::string::npos) << body;
+  const size_t end = body.find_first_of(" \r\n", at);
+  const std::string token = body.substr(at + prefix.size(), end - at - prefix.size());
+  ASSERT_FALSE(token.empty());
+  EXPECT_NE(body.find(t), std::string::npos) << body;
+
+  // Another address at once: refused; nothing more is mailed.
+  Reply other =
+      d.call_with_auth("PUT", base + "/settings", R"({"owner_email":"x@else.example"})", merchant);
+  EXPECT_EQ(other.status, 429) << other.describe();
+  EXPECT_EQ(other.json()["error"]["code"].str(), "too_many_confirmations") << other.body;
+  EXPECT_EQ(d.call("GET", base + "/settings").json()["owner_email"].str(), kOwner);
+
+  // Disabled while unconfirmed: a notice, but no e-mail.
+  ASSERT_EQ(submit_event(d, t, "g-1", "a.b", "{}").status, 202);
+  ASSERT_TRUE(wait_until([&] { return notification_for(d, t, first).is_object(); }, scaled(15s)));
+  EXPECT_FALSE(wait_until([&] { return relay.sink->messages().size() > 1; }, scaled(1500ms)))
+      << relay.sink->messages().back().data;
+
+  // The link's page: a tampered token is refused; the right one shows a form; only its POST
+  // confirms.
+  std::string bad = token;
+  bad[bad.size() / 2] = bad[bad.size() / 2] == 'A' ? 'B' : 'A';
+  Reply refused = http_request(d.port(), "GET", "/portal/confirm-email?token=" + bad, "", {});
+  EXPECT_EQ(refused.status, 400) << refused.describe();
+  Reply page = http_request(d.port(), "GET", "/portal/confirm-email?token=" + token, "", {});
+  ASSERT_EQ(page.status, 200) << page.describe();
+  EXPECT_NE(page.headers.find("text/html"), std::string::npos) << page.headers;
+  EXPECT_NE(page.headers.find("Content-Security-Policy"), std::string::npos) << page.headers;
+  EXPECT_NE(page.body.find("value=\"" + token + "\""), std::string::npos) << page.body;
+  EXPECT_FALSE(d.call("GET", base + "/settings").json()["owner_email_confirmed"].boolean());
+  Reply confirmed = http_request(d.port(), "POST", "/portal/confirm-email", "token=" + token,
+                                 {"Content-Type: application/x-www-form-urlencoded"});
+  ASSERT_EQ(confirmed.status, 200) << confirmed.describe() << "\n" << d.output();
+  EXPECT_NE(confirmed.body.find("Address confirmed"), std::string::npos) << confirmed.body;
+  Reply now = d.call_with_auth("GET", base + "/settings", "", merchant);
+  EXPECT_TRUE(now.json()["owner_email_confirmed"].boolean()) << now.body;
+
+  // The next auto-disable e-mails the owner.
+  const std::string second = gone_endpoint();
+  ASSERT_FALSE(second.empty());
+  ASSERT_EQ(submit_event(d, t, "g-2", "a.b", "{}").status, 202);
+  got = relay.sink->wait_messages(2, scaled(15s));
+  ASSERT_EQ(got.size(), 2u) << relay.sink->output();
+  EXPECT_EQ(got[1].header("Subject"), "[ringcast] Webhook endpoint disabled: 127.0.0.1");
+  EXPECT_NE(got[1].body().find("Endpoint:    " + second), std::string::npos) << got[1].body();
+
+  // The platform's address is confirmed at once and mailed nothing; the old link is void now.
+  Reply ops = d.call("PUT", base + "/settings", R"({"owner_email":"ops@shop.example"})");
+  ASSERT_EQ(ops.status, 200) << ops.describe();
+  EXPECT_TRUE(ops.json()["owner_email_confirmed"].boolean()) << ops.body;
+  EXPECT_FALSE(ops.json()["confirmation_sent"].boolean()) << ops.body;
+  Reply stale = http_request(d.port(), "POST", "/portal/confirm-email", "token=" + token,
+                             {"Content-Type: application/x-www-form-urlencoded"});
+  EXPECT_EQ(stale.status, 409) << stale.describe();
+  EXPECT_FALSE(wait_until([&] { return relay.sink->messages().size() > 2; }, scaled(1s)));
+  auto st = d.terminate();
+  EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
+}
+
 }  // namespace
 }  // namespace ringcast::e2e

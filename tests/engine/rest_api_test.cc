@@ -1099,15 +1099,19 @@ TEST_F(RestApiEngineTest, SubscriptionRoute) {
                "unknown_field", "x");
 }
 
-// ISSUE 18: the owner's e-mail address is a tenant setting, kept in the tenant record.
+// SPEC R8.4: the owner's e-mail address is a tenant setting, kept in the tenant record; one
+// the platform sets is confirmed at once (SPEC R14, docs/security.md "Owner e-mail").
 TEST_F(RestApiEngineTest, SettingsKeepTheOwnerEmailAcrossARestart) {
   create("/a");
   ClientResponse r = call("GET", "/v1/tenants/acme/settings");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null})");
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null,"owner_email_confirmed":false,)"
+                    R"("confirmation_sent_at":null})");
   r = call("PUT", "/v1/tenants/acme/settings", R"({"owner_email":"ops@acme.example"})");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":"ops@acme.example"})");
+  EXPECT_EQ(r.body,
+            R"({"tenant":"acme","owner_email":"ops@acme.example","owner_email_confirmed":true,)"
+            R"("confirmation_sent_at":null,"confirmation_sent":false})");
   for (const char* bad :
        {R"({"owner_email":"no-at-sign"})", R"({"owner_email":"a@b\r\nBcc: x@y"})",
         R"({"owner_email":"a b@c.example"})", R"({"owner_email":"a@-c.example"})"}) {
@@ -1130,10 +1134,13 @@ TEST_F(RestApiEngineTest, SettingsKeepTheOwnerEmailAcrossARestart) {
   ASSERT_NO_FATAL_FAILURE(start({}));
   r = call("GET", "/v1/tenants/acme/settings");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":"ops@acme.example"})");
+  EXPECT_EQ(r.body,
+            R"({"tenant":"acme","owner_email":"ops@acme.example","owner_email_confirmed":true,)"
+            R"("confirmation_sent_at":null})");
   r = call("PUT", "/v1/tenants/acme/settings", R"({"owner_email":null})");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null})");
+  EXPECT_EQ(r.body, R"({"tenant":"acme","owner_email":null,"owner_email_confirmed":false,)"
+                    R"("confirmation_sent_at":null,"confirmation_sent":false})");
 }
 
 // --- cluster mode (ISSUE 16) ------------------------------------------------------------------

@@ -359,7 +359,7 @@ TEST(StorageCodec, OldEndpointRecordDecodesWithoutHeaders) {
 }
 
 TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
-  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0, ""};
+  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0, "", false, {}};
   std::string v;
   encode_tenant(t, v);
   EXPECT_EQ(static_cast<uint8_t>(v[0]), kValueVersion);  // no settings: the version-1 bytes
@@ -369,15 +369,43 @@ TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
   EXPECT_EQ(fields(*tb), fields(t));
   expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
   fuzz(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
-  // ISSUE 18: the owner's e-mail address rides after the version-1 fields.
+  // The owner's e-mail address, whether it is confirmed and when a confirmation was asked for
+  // (SPEC R8.4, R14) ride after the version-1 fields.
   t.owner_email = "owner@acme.example";
+  t.owner_email_confirmed = false;
+  t.owner_email_asked_at = kT0 + seconds(5);
   v.clear();
   encode_tenant(t, v);
-  EXPECT_EQ(static_cast<uint8_t>(v[0]), kTenantWithSettings);
+  EXPECT_EQ(static_cast<uint8_t>(v[0]), kTenantWithConfirmation);
   tb = decode_tenant(tk, v);
   ASSERT_TRUE(tb.ok());
   EXPECT_EQ(fields(*tb), fields(t));
   expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
+  fuzz(v, [&](std::string_view x) { return as_void(decode_tenant(tk, x)); });
+  t.owner_email_confirmed = true;
+  v.clear();
+  encode_tenant(t, v);
+  tb = decode_tenant(tk, v);
+  ASSERT_TRUE(tb.ok());
+  EXPECT_TRUE(tb->owner_email_confirmed);
+  // A version-7 value (from before confirmation): its address reads back confirmed, as it
+  // was trusted then.
+  {
+    // The version-7 layout: version-1 fields, then the address; rebuilt from the same record.
+    Tenant plain = t;
+    plain.owner_email.clear();
+    plain.owner_email_asked_at = WallTime();
+    std::string base;
+    encode_tenant(plain, base);  // version 1
+    base[0] = static_cast<char>(kTenantWithSettings);
+    base.push_back(static_cast<char>(t.owner_email.size()));
+    base += t.owner_email;
+    auto t7 = decode_tenant(tk, base);
+    ASSERT_TRUE(t7.ok()) << t7.error().message;
+    EXPECT_EQ(t7->owner_email, t.owner_email);
+    EXPECT_TRUE(t7->owner_email_confirmed);
+    EXPECT_EQ(t7->owner_email_asked_at, WallTime());
+  }
 
   EventKeyRecord k{make_id(9, 1234), 0xdeadbeefcafef00dULL, 3};
   v.clear();

@@ -109,8 +109,8 @@ TEST(StoreRecovery, PartitionsAreSeparateAndNextSequenceCoversEveryKind) {
   m.endpoints.push_back(make_endpoint(t1, 1));
   m.endpoints.push_back(make_endpoint(t2, 700));  // the newest id of p2 is an endpoint
   m.notifications.push_back({make_id(p1, 90), t1, 0, "k", {}, kT0, ""});  // newest of p1
-  m.tenants.push_back({t1, true, {}, kT0, ""});
-  m.tenants.push_back({t2, true, {}, kT0, ""});
+  m.tenants.push_back({t1, true, {}, kT0, "", false, {}});
+  m.tenants.push_back({t2, true, {}, kT0, "", false, {}});
   write_durable(*s, m);
 
   CollectingVisitor v1, v2;

@@ -140,7 +140,7 @@ class RedisFenceTest : public ::testing::TestWithParam<Where> {
     m.events.push_back(ev);
     m.deliveries.push_back(put_new(d, tenant));
     m.attempts.push_back(make_attempt(d.id, 1));
-    m.tenants.push_back(Tenant{tenant, true, {}, kT0, ""});
+    m.tenants.push_back(Tenant{tenant, true, {}, kT0, "", false, {}});
     m.notifications.push_back(Notification{make_id(partition_of(tenant), seq + 3), tenant, ep.id,
                                            "endpoint_disabled",
                                            ErrorCode::of(ErrorCode::Kind::kGone), kT0, "410"});

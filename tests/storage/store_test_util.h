@@ -34,7 +34,8 @@ inline auto fields(const Event& e) {
 }
 inline auto fields(const Tenant& t) {
   return std::tie(t.name, t.subscription_active, t.breaker.state, t.breaker.failed_probes,
-                  t.breaker.opened_at, t.breaker.reopen_at, t.updated_at, t.owner_email);
+                  t.breaker.opened_at, t.breaker.reopen_at, t.updated_at, t.owner_email,
+                  t.owner_email_confirmed, t.owner_email_asked_at);
 }
 inline auto fields(const Notification& n) {
   return std::tie(n.seq, n.tenant, n.endpoint, n.kind, n.reason, n.at, n.message);

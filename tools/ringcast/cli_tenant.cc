@@ -92,6 +92,9 @@ void run_settings(GlobalOptions& g, const TenantArgs& a) {
   Table t({"FIELD", "VALUE"});
   t.add({"tenant", jstr(r.root, "tenant")});
   t.add({"owner e-mail", jtext(r.root, "owner_email")});
+  // SPEC R14: notices go to a merchant-set address only once its mailed link confirmed it.
+  t.add({"confirmed", jtext(r.root, "owner_email_confirmed")});
+  t.add({"confirmation sent at", jtext(r.root, "confirmation_sent_at")});
   std::fputs(t.str().c_str(), stdout);
 }
 

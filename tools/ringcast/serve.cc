@@ -10,8 +10,10 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "api/portal.h"
 #include "cluster/status_json.h"
 #include "core/ip_address.h"
 #include "engine/build.h"
@@ -77,9 +79,9 @@ intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIn
   o.cluster = r.cluster;
   o.username = r.username;
   o.password = r.password;
+  o.tls = engine::redis_tls_options(r);  // SPEC R14
   o.db = static_cast<int>(r.db);
   o.streams = r.streams;
-  o.tls = engine::redis_tls_options(r);  // SPEC R14
   o.group = r.group;
   o.consumer =
       r.consumer.empty() ? intake::default_consumer_name(cfg.storage.data_dir) : r.consumer;
@@ -166,6 +168,13 @@ int run_serve(const Config& cfg) {
   // ISSUE 18: the owner's e-mail on auto-disable, through notifications.smtp. Like the notifier:
   // its own thread, declared before the engine, its own outbox in the store.
   std::unique_ptr<engine::Mailer> mailer;
+  // The portal's signer for owner-address confirmation links (SPEC R14): its key is known once
+  // the store is open (below); until then a confirmation e-mail waits on the mailer's ladder.
+  struct ConfirmSigner {
+    std::mutex mu;
+    std::unique_ptr<api::Portal> portal;
+  };
+  auto signer = std::make_shared<ConfirmSigner>();
   if (!cfg.notifications.smtp.host.empty()) {
     engine::MailerOptions mopts;
     try {
@@ -175,6 +184,20 @@ int run_serve(const Config& cfg) {
       return 1;
     }
     mopts.on_finished = outbox_marker(true);
+    mopts.confirmation_link = [signer, ttl = cfg.notifications.email.confirm_link_ttl](
+                                  const Notification& n) -> Result<std::string> {
+      std::lock_guard<std::mutex> lock(signer->mu);
+      if (!signer->portal) {
+        return make_error(Errc::kUnavailable, "the portal's key is not loaded yet");
+      }
+      if (signer->portal->options().public_url.empty()) {
+        return make_error(Errc::kInvalidArgument,
+                          "portal.public_url is not set: a confirmation link cannot be made");
+      }
+      // The expiry counts from the notification, so a resend after a restart says the same.
+      return signer->portal->confirmation_url(
+          signer->portal->mint_email_confirmation(n.tenant, n.owner_email, n.at + ttl));
+    };
     auto m = engine::Mailer::start(std::move(mopts));
     if (!m.ok()) {
       std::fprintf(stderr, "ringcast: the owner e-mail sender did not start: %s\n",
@@ -186,7 +209,7 @@ int run_serve(const Config& cfg) {
   if (notifier || mailer) {
     eopts.on_notification = [n = notifier.get(), m = mailer.get()](const Notification& note) {
       if (n) n->enqueue(note);
-      if (m) m->enqueue(note);  // only endpoint_disabled with an owner_email
+      if (m) m->enqueue(note);  // endpoint_disabled and owner_email_confirmation, addressed
     };
   }
   // Retention (SPEC R10.1) runs on its own thread, not on this one: a long pass must not delay
@@ -261,6 +284,7 @@ int run_serve(const Config& cfg) {
     if (ro.leases && ro.leases->node_id.empty())
       ro.leases->node_id = intake::default_consumer_name(cfg.storage.data_dir);
     where = "Redis " + cfg.storage.redis.servers.front();
+    if (cfg.storage.redis.tls) where += " over TLS";  // SPEC R14
     if (ro.leases) where += " as cluster node " + ro.leases->node_id;
     opened = engine::Embedded::open_redis(std::move(ro), std::move(eopts), &why);
   } else {
@@ -284,7 +308,6 @@ int run_serve(const Config& cfg) {
   open_store.store(core->rocks(), std::memory_order_release);
   open_redis.store(core->redis(), std::memory_order_release);
   if (storage::RocksStore* rocks = core->rocks()) {
-    if (cfg.storage.redis.tls) where += " over TLS";  // SPEC R14
     if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
       std::fprintf(stderr,
                    "ringcast: %" PRIu64
@@ -340,6 +363,10 @@ int run_serve(const Config& cfg) {
       return 1;
     }
     api_opts.portal.secret = std::move(*secret);
+  }
+  {
+    std::lock_guard<std::mutex> lock(signer->mu);
+    signer->portal = std::make_unique<api::Portal>(api_opts.portal);
   }
   if (!cfg.intake.redis.empty()) {
     api_opts.intake_status = [&intake_views] {
