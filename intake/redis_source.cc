@@ -196,7 +196,31 @@ struct RedisSource::Impl {
     co.default_timeout = opt.command_timeout;
     auto was_down = std::make_shared<bool>(false);
     co.on_event = [this, was_down](const redis::ConnectionEvent& e) {
-      if (e.state == redis::ConnState::kBackoff) *was_down = true;
+      if (e.state == redis::ConnState::kBackoff) {
+        *was_down = true;
+        std::string why = e.error.reason_or_code();
+        why += ": ";
+        why += e.error.message;
+        if (!e.detail.empty()) why += " (" + e.detail + ")";
+        bool changed = false;
+        {
+          std::lock_guard<std::mutex> lock(c.error_mu);
+          changed = c.last_error != why;
+          c.last_error = why;
+        }
+        if (changed) {
+          std::fprintf(stderr, "ringcast: intake %s: Redis connection down: %s\n", opt.name.c_str(),
+                       why.c_str());
+        }
+      }
+      if (e.state == redis::ConnState::kReady) {
+        std::lock_guard<std::mutex> lock(c.error_mu);
+        if (!c.last_error.empty()) {
+          c.last_error.clear();
+          std::fprintf(stderr, "ringcast: intake %s: Redis connection up again\n",
+                       opt.name.c_str());
+        }
+      }
       if (e.state == redis::ConnState::kReady && *was_down) {
         *was_down = false;
         c.reconnects.fetch_add(1);
@@ -895,6 +919,9 @@ std::string render_status_json(const std::vector<const RedisSource*>& sources) {
     num("retried", static_cast<int64_t>(c.retried.load()));
     num("claimed", static_cast<int64_t>(c.claimed.load()));
     num("reconnects", static_cast<int64_t>(c.reconnects.load()));
+    const std::string down = c.connection_error();
+    out += ",\"connection_error\":";
+    out += down.empty() ? std::string("null") : json_string(down);
     out += "}";
   }
   out += "]}";

@@ -83,6 +83,15 @@ struct SourceCounters {
   std::atomic<int64_t> pending{-1};  // XINFO GROUPS "pending" (the whole group)
   std::atomic<int64_t> unacked{0};   // read here, not yet acked
   std::atomic<uint8_t> state{static_cast<uint8_t>(SourceState::kStarting)};
+  // Why its Redis connection is down ("redis_tls_cert: …"), empty while it is up: a source
+  // that cannot connect says why in /v1/intake and once in the log (SPEC R14: a TLS or ACL
+  // refusal is not a silent retry loop).
+  mutable std::mutex error_mu;
+  std::string last_error;  // guarded by error_mu
+  std::string connection_error() const {
+    std::lock_guard<std::mutex> lock(error_mu);
+    return last_error;
+  }
 };
 
 class RedisSource {
@@ -117,7 +126,7 @@ class RedisSource {
 // Prometheus text for these sources (labels: source only, never tenants).
 std::string render_metrics(const std::vector<const RedisSource*>& sources);
 // {"sources":[{"name","state","streams","group","consumer","lag","pending","unacked",
-// "read","accepted","duplicate","dead_lettered","retried","reconnects"}]}
+// "read","accepted","duplicate","dead_lettered","retried","reconnects","connection_error"}]}
 std::string render_status_json(const std::vector<const RedisSource*>& sources);
 
 // A consumer name that stays the same across restarts of this node: "<hostname>-<8 hex of a

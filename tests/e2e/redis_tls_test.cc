@@ -168,11 +168,33 @@ TEST(E2eRedisTls, StoreLeasesAndStreamsIntakeRunOnTheTlsPortAndAWrongCaDoesNotCo
   EXPECT_EQ(clients_on_port(*redis, redis->port()), 1) << redis->cmd({"CLIENT", "LIST"}).str;
   EXPECT_EQ(d.terminate().code, 0) << d.output();
 
-  // Another CA in storage.redis.tls_ca_file: the server's certificate does not verify, the
-  // daemon does not run without its store, and says why.
+  // A Streams source whose tls_ca_file is another CA: the daemon runs (its store connects),
+  // and the source says why it cannot, in GET /v1/intake and once in the log.
   const TestCa other = TestCa::create("not the redis CA");
   const std::string other_ca = dir.file("other-ca.pem");
   test::write_file(other_ca, other.ca_pem);
+  DaemonOptions io;
+  io.env = tls_env(redis->tls_address(), server.ca, client);
+  io.extra_toml = intake_toml(redis->tls_address(), other_ca, client);
+  Daemon bad_intake(io);
+  ASSERT_NO_THROW(bad_intake.start());
+  std::string intake;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        intake = bad_intake.call("GET", "/v1/intake").body;
+        return intake.find("\"connection_error\":\"redis_tls_cert") != std::string::npos;
+      },
+      scaled(15s)))
+      << intake;
+  const std::string logged = bad_intake.output();
+  const std::string line = "intake bus: Redis connection down: redis_tls_cert";
+  const size_t first = logged.find(line);
+  EXPECT_NE(first, std::string::npos) << logged;
+  EXPECT_EQ(logged.find(line, first + 1), std::string::npos) << "logged once:\n" << logged;
+  EXPECT_EQ(bad_intake.terminate().code, 0) << bad_intake.output();
+
+  // Another CA in storage.redis.tls_ca_file: the server's certificate does not verify, the
+  // daemon does not run without its store, and says why.
   DaemonOptions wo;
   wo.env = tls_env(redis->tls_address(), other_ca, client);
   Daemon wrong(wo);

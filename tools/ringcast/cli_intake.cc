@@ -34,6 +34,12 @@ void run_status(GlobalOptions& g) {
            std::to_string(jint(s, "dead_lettered")), std::to_string(jint(s, "reconnects"))});
   }
   t.print("no intake sources are configured");
+  // A source that cannot reach its Redis says why (a TLS or ACL refusal, SPEC R14).
+  for (auto s : items) {
+    const std::string down = jstr(s, "connection_error");
+    if (!down.empty())
+      std::printf("%s: Redis connection down: %s\n", jstr(s, "name").c_str(), down.c_str());
+  }
 }
 
 }  // namespace
