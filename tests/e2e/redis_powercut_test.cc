@@ -14,7 +14,9 @@
 //    primary applied since its last fsync. The kill is timed 800 ms into a wall-clock second
 //    (Redis fsyncs when its clock's second changes), and the test measures how long before the
 //    kill the oldest lost event was acknowledged: within Redis' bound of 2 s.
-// RINGCAST_REDIS_POWERCUTS sets the number of cuts of each test (default 2).
+// RINGCAST_REDIS_POWERCUTS sets the number of cuts of each test (default 2);
+// RINGCAST_REDIS_AOF_REWRITE_MB (default: Redis' own 64 MB) lowers auto-aof-rewrite-min-size, so
+// that cuts fall around AOF rewrites too (a new INCR file, the manifest renamed).
 // Invariant: every wait is bounded; the servers go before their filesystems.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -69,6 +71,13 @@ const int kPowerCuts = [] {
   const int n = v != nullptr ? std::atoi(v) : 2;
   ::unsetenv("RINGCAST_REDIS_POWERCUTS");
   return std::max(1, n);
+}();
+
+const int kRewriteMb = [] {
+  const char* v = std::getenv("RINGCAST_REDIS_AOF_REWRITE_MB");
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  ::unsetenv("RINGCAST_REDIS_AOF_REWRITE_MB");
+  return std::max(0, n);
 }();
 
 // Concatenation piece by piece (`"literal" + std::string` trips GCC 12's false -Wrestrict at -O3).
@@ -306,6 +315,19 @@ class E2eRedisPowerCut : public ::testing::Test {
     }
     return -1;
   }
+  // AOF rewrites the servers finished, from their logs (every start included).
+  size_t aof_rewrites() const {
+    size_t n = 0;
+    for (const Machine& m : machines_) {
+      const std::string log = test::read_file(m.log_path);
+      for (size_t at = log.find("Background AOF rewrite finished successfully");
+           at != std::string::npos;
+           at = log.find("Background AOF rewrite finished successfully", at + 1))
+        ++n;
+    }
+    return n;
+  }
+
   std::string logs() const {
     std::string out;
     for (size_t i = 0; i < machines_.size(); ++i) {
@@ -338,6 +360,10 @@ class E2eRedisPowerCut : public ::testing::Test {
       // Later lines win over the fixture's (appendfsync always, logfile in the dir).
       o.extra_config = {cat("appendfsync ", appendfsync), cat("logfile ", m.log_path),
                         "repl-diskless-sync yes", "repl-diskless-sync-delay 0"};
+      if (kRewriteMb > 0) {
+        o.extra_config.push_back(cat("auto-aof-rewrite-min-size ", kRewriteMb, "mb"));
+        o.extra_config.push_back("auto-aof-rewrite-percentage 10");
+      }
       try {
         m.redis = RedisServer::start(m.fs->mount_point(), o);
       } catch (const std::exception& e) {
@@ -887,9 +913,10 @@ TEST_F(E2eRedisPowerCut, AppendfsyncEverysecLosesAtMostTheLastTwoSecondsAcknowle
   }
   std::printf(
       "[ redis-cut ] appendfsync=everysec wait_replicas=0 cuts=%d acknowledged=%zu lost=%zu "
-      "(window %.0f ms at most, bound %.0f ms); of the %zu kept, delivered=%zu; refusals: %s\n",
+      "(window %.0f ms at most, bound %.0f ms); of the %zu kept, delivered=%zu; refusals: %s; "
+      "AOF rewrites %zu\n",
       kPowerCuts, o.acknowledged, o.lost.size(), worst, kEverysecBoundMs, o.stored, o.delivered,
-      producer_->refusals().c_str());
+      producer_->refusals().c_str(), aof_rewrites());
   // The kill comes ~0.7 s after the last fsync under load: a cut that loses nothing did not
   // model a power cut at all.
   EXPECT_GT(o.lost.size(), 0u) << "no acknowledged event was lost: the cuts dropped nothing\n"
