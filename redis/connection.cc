@@ -48,34 +48,6 @@ bool is_ip_literal(const std::string& host) {
 
 }  // namespace
 
-Result<std::unique_ptr<net::TlsClientContext>> make_tls_context(const TlsOptions& tls) {
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return make_error(Errc::kInvalidArgument,
-                      "redis: a TLS client certificate needs both tls_cert_file and tls_key_file",
-                      tls.cert_file.empty() ? "tls_cert_file" : "tls_key_file");
-  }
-  net::TlsClientOptions o;
-  if (!tls.ca_file.empty()) {
-    o.ca_file.clear();  // a private CA for Redis: trust it alone, not the public web PKI
-    o.extra_ca_file = tls.ca_file;
-  }
-  o.cert_file = tls.cert_file;
-  o.key_file = tls.key_file;
-  o.session_cache_max = 256;  // one session per node (ClusterOptions::max_nodes is 64)
-  auto r = net::TlsClientContext::create(o);
-  if (r.ok()) return r;
-  Error e = r.error();
-  const std::string_view f = e.field != nullptr ? e.field : "";
-  if (f == "extra_ca_file" || f == "ca_file") {
-    e.field = "tls_ca_file";
-  } else if (f == "cert_file") {
-    e.field = "tls_cert_file";
-  } else if (f == "key_file") {
-    e.field = "tls_key_file";
-  }
-  return e;
-}
-
 ProcessTotals process_totals() {
   ProcessTotals t;
   t.commands_sent = g_commands_sent.load(std::memory_order_relaxed);

@@ -65,11 +65,6 @@ struct ConnectionEvent {
   std::string detail;
 };
 
-// The client context for `tls` (trust anchors and client certificate loaded once).
-// kInvalidArgument / kIo with `field` naming the tls_* option at fault (tls_ca_file,
-// tls_cert_file, tls_key_file).
-Result<std::unique_ptr<net::TlsClientContext>> make_tls_context(const TlsOptions& tls);
-
 struct ConnectionOptions {
   std::string host = "127.0.0.1";  // numeric IPv4 or IPv6
   uint16_t port = 6379;

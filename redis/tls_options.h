@@ -4,7 +4,14 @@
 // verified (redis/connection.h); nothing here turns verification off.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "core/result.h"
+
+namespace ringcast::net {
+class TlsClientContext;
+}  // namespace ringcast::net
 
 namespace ringcast::redis {
 
@@ -22,5 +29,10 @@ struct TlsOptions {
   // every node's certificate must carry it.
   std::string server_name;
 };
+
+// The client context for `tls` (trust anchors and client certificate loaded once).
+// kInvalidArgument / kIo with `field` naming the tls_* option at fault (tls_ca_file,
+// tls_cert_file, tls_key_file).
+Result<std::unique_ptr<net::TlsClientContext>> make_tls_context(const TlsOptions& tls);
 
 }  // namespace ringcast::redis
