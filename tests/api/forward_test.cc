@@ -25,6 +25,7 @@
 #include "api/rest_api.h"
 #include "tests/api/fake_engine.h"
 #include "tests/net/http_test_client.h"
+#include "tests/support/posing_listener.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -487,64 +488,6 @@ TEST_F(ForwardApiTest, AForwardedCallIsNeverForwardedAgain) {
   EXPECT_EQ(a_->lookups.load(), 1);
 }
 
-// A listener that poses as the owner (its address is what the lookup says, as if planted in
-// Redis): it records the one request it gets and answers 200.
-class PosingOwner {
- public:
-  PosingOwner() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 4) != 0)
-      throw std::runtime_error("bind");
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string got;
-      char buf[4096];
-      for (;;) {
-        const size_t head_end = got.find("\r\n\r\n");
-        if (head_end != std::string::npos) {
-          const size_t cl = got.find("Content-Length: ");
-          const size_t n = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
-          if (got.size() >= head_end + 4 + n) break;
-        }
-        const ssize_t r = ::recv(c, buf, sizeof buf, 0);
-        if (r <= 0) break;
-        got.append(buf, static_cast<size_t>(r));
-      }
-      const std::string answer =
-          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
-          "Connection: close\r\n\r\n{}";
-      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
-      ::close(c);
-      std::lock_guard lk(mu_);
-      request_ = std::move(got);
-    });
-  }
-  ~PosingOwner() {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    if (thread_.joinable()) thread_.join();
-  }
-  std::string request() {
-    if (thread_.joinable()) thread_.join();
-    std::lock_guard lk(mu_);
-    return request_;
-  }
-  uint16_t port = 0;
-
- private:
-  int fd_ = -1;
-  std::thread thread_;
-  std::mutex mu_;
-  std::string request_;
-};
-
 // Sends raw request bytes to `port` and returns the whole answer.
 std::string send_raw(uint16_t port, const std::string& bytes) {
   auto r = http_exchange({IpAddress::v4(127, 0, 0, 1), port}, bytes,
@@ -561,7 +504,7 @@ TEST_F(ForwardApiTest, AListenerPosingAsTheOwnerGetsNoReusableCredential) {
   const size_t at = made.body.find(key) + key.size();
   const std::string ep =
       "/v1/tenants/acme/endpoints/" + made.body.substr(at, made.body.find('"', at) - at);
-  PosingOwner poser;
+  test::PosingListener poser;
   a_->set_owner(ForwardTarget{"node-b", "http://127.0.0.1:" + std::to_string(poser.port)});
   ClientResponse r = a_->call("PATCH", ep, R"({"event_types":["a"]})");
   EXPECT_EQ(r.status, 200) << r.body;

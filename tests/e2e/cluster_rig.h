@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/types.h"
@@ -40,8 +41,10 @@ inline Json cluster_view(const Daemon& d) {
 }
 
 struct Rig {
-  explicit Rig(int node_count)
-      : redis_dir("e2e-cluster-redis"),
+  // `extra_env` ("RINGCAST_X=v") replaces the node setting of the same key, or is added.
+  explicit Rig(int node_count, std::vector<std::string> extra_env = {})
+      : extra_env_(std::move(extra_env)),
+        redis_dir("e2e-cluster-redis"),
         dir("e2e-cluster"),
         // A small delay: attempts are on the wire when a node is killed, paused or stopped.
         sink(test::SinkProcess::start({"--verify", "standard", "--secret", kSecret, "--ids-file",
@@ -77,6 +80,16 @@ struct Rig {
              "RINGCAST_CLUSTER_SAFETY_MARGIN=250ms",
              "RINGCAST_CLUSTER_HEARTBEAT_INTERVAL=200ms",
              "RINGCAST_CLUSTER_MEMBER_TTL=700ms"};
+    for (const std::string& e : extra_env_) {
+      const std::string key = e.substr(0, e.find('=') + 1);
+      auto same = std::find_if(o.env.begin(), o.env.end(),
+                               [&](const std::string& x) { return x.starts_with(key); });
+      if (same != o.env.end()) {
+        *same = e;
+      } else {
+        o.env.push_back(e);
+      }
+    }
     ids.push_back(id);
     nodes.push_back(std::make_unique<Daemon>(o));
     nodes.back()->start();
@@ -152,6 +165,7 @@ struct Rig {
     throw std::runtime_error("no node is up");
   }
 
+  std::vector<std::string> extra_env_;
   test::TempDir redis_dir;
   test::TempDir dir;
   test::SinkProcess sink;

@@ -172,9 +172,6 @@ int open_connection(uint16_t port, const char* source) {
 Reply http_request_from(const char* source, uint16_t port, const std::string& method,
                         const std::string& target, const std::string& body,
                         const std::vector<std::string>& headers, Millis timeout) {
-  Reply out;
-  int fd = connect_port(port, timeout, source);
-  if (fd < 0) return out;
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   for (const auto& h : headers) req += h + "\r\n";
   if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
@@ -182,6 +179,13 @@ Reply http_request_from(const char* source, uint16_t port, const std::string& me
   }
   req += "\r\n";
   req += body;
+  return raw_request(port, req, timeout, source);
+}
+
+Reply raw_request(uint16_t port, const std::string& req, Millis timeout, const char* source) {
+  Reply out;
+  int fd = connect_port(port, timeout, source);
+  if (fd < 0) return out;
   size_t off = 0;
   while (off < req.size()) {
     ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);

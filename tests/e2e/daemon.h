@@ -98,6 +98,10 @@ Reply http_request(uint16_t port, const std::string& method, const std::string& 
 Reply http_request_from(const char* source, uint16_t port, const std::string& method,
                         const std::string& target, const std::string& body,
                         const std::vector<std::string>& headers, Millis timeout = 10s);
+// Request bytes as they are (a captured request, say) on a fresh loopback connection; the
+// answer is read as http_request() reads it.
+Reply raw_request(uint16_t port, const std::string& bytes, Millis timeout = 10s,
+                  const char* source = nullptr);
 // A connected socket to `port` (from `source` when given), or -1; the caller closes it.
 int open_connection(uint16_t port, const char* source = nullptr);
 
