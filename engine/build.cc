@@ -239,6 +239,9 @@ api::RestApiOptions api_options(const Config& cfg) {
   a.max_type_bytes = cfg.limits.max_type_bytes;
   a.max_event_types = cfg.limits.max_event_types;
   a.max_list_limit = cfg.limits.max_list_limit;
+  a.stats_max_rows = cfg.limits.stats_max_rows;
+  a.stats_max_time =
+      std::chrono::duration_cast<std::chrono::milliseconds>(cfg.limits.stats_max_time);
   a.portal.secret = cfg.portal.secret;  // empty: serve takes the store's (node_secret)
   a.portal.public_url = cfg.portal.public_url;
   a.portal.link_ttl = cfg.portal.link_ttl;

@@ -217,6 +217,8 @@ const std::vector<KeyDef>& config_keys() {
              1'000'000),
       RC_KEY("limits.test_sends_per_minute", kU32, limits.test_sends_per_minute, 1, 1'000'000),
       RC_KEY("limits.tenant_events_per_second", kDouble, limits.tenant_events_per_second, 0, 1e9),
+      RC_KEY("limits.stats_max_rows", kU32, limits.stats_max_rows, 1, 10'000'000),
+      RC_KEY("limits.stats_max_time", kDuration, limits.stats_max_time),
 
       RC_KEY("intake.node_id", kString, intake.node_id),
   };
@@ -1169,6 +1171,7 @@ void Config::validate() const {
   }
   positive("server.shutdown_grace", server.shutdown_grace);
   positive("server.idle_timeout", server.idle_timeout);
+  positive("limits.stats_max_time", limits.stats_max_time);
   // storage
   if (storage.data_dir.empty()) fail("", "storage.data_dir", "must not be empty");
   positive("storage.sync_interval", storage.sync_interval);

@@ -247,6 +247,10 @@ struct LimitsConfig {
   uint32_t max_endpoints_per_tenant = 100;
   uint32_t test_sends_per_minute = 10;  // per endpoint
   double tenant_events_per_second = 0;  // per tenant per node, every intake; 0: no limit
+  // The attempts chart's scan (GET .../stats/attempts): deliveries read, with attempts or not,
+  // and time, before it answers "truncated" (SPEC R14: it shares the read pool).
+  uint32_t stats_max_rows = 20'000;
+  Duration stats_max_time = std::chrono::milliseconds(500);
 };
 
 // One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same

@@ -426,6 +426,56 @@ TEST(E2eTrust, EndpointsPerTenantAndTestSendsPerMinuteAreBounded) {
   EXPECT_EQ(d.call("POST", "/v1/tenants/acme/endpoints/" + ids[1] + "/test").status, 202);
 }
 
+// SPEC R14 quotas: the attempts chart's scan is bounded by the deliveries it reads, every one
+// counted whether it has attempts or not (a tenant whose deliveries are all held still reaches
+// the bound), so one tenant's chart cannot hold the read pool every tenant's log reads share.
+TEST(E2eTrust, TheAttemptsChartsScanIsBoundedByTheDeliveriesItReads) {
+  DaemonOptions o;
+  o.env = {"RINGCAST_LIMITS_STATS_MAX_ROWS=5"};
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  test::TempDir dir("e2e-trust-chart");
+  test::SinkProcess sink = test::SinkProcess::start({"--quiet"}, dir.path());
+  // "held": 8 deliveries, none attempted (an inactive subscription holds them, SPEC R6).
+  const std::string held_ep = endpoint_with_policy(d, "held", sink.base_url() + "/h", "quick");
+  ASSERT_FALSE(held_ep.empty());
+  ASSERT_EQ(d.call("PUT", "/v1/tenants/held/subscription", R"({"active":false})").status, 200);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(submit_event(d, "held", "h-" + std::to_string(i), "a.b", "{}").status, 202);
+  }
+  // "few": 3 deliveries, each delivered once.
+  const std::string few_ep = endpoint_with_policy(d, "few", sink.base_url() + "/f", "quick");
+  ASSERT_FALSE(few_ep.empty());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(submit_event(d, "few", "f-" + std::to_string(i), "a.b", "{}").status, 202);
+  }
+  ASSERT_TRUE(wait_until([&] { return list_deliveries(d, "held", held_ep).size() == 8; }, 10s));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const Json l = list_deliveries(d, "few", few_ep);
+        if (l.size() != 3) return false;
+        for (const Json& x : l.items())
+          if (x["status"].str() != "delivered") return false;
+        return true;
+      },
+      10s));
+
+  Reply held = d.call("GET", "/v1/tenants/held/stats/attempts");
+  ASSERT_EQ(held.status, 200) << held.describe();
+  EXPECT_TRUE(held.json()["truncated"].boolean()) << held.body;
+  int64_t attempts = 0;
+  for (const Json& b : held.json()["buckets"].items())
+    attempts += b["delivered"].i64() + b["failed"].i64() + b["unknown"].i64();
+  EXPECT_EQ(attempts, 0);
+
+  Reply few = d.call("GET", "/v1/tenants/few/stats/attempts");
+  ASSERT_EQ(few.status, 200) << few.describe();
+  EXPECT_FALSE(few.json()["truncated"].boolean()) << few.body;
+  int64_t delivered = 0;
+  for (const Json& b : few.json()["buckets"].items()) delivered += b["delivered"].i64();
+  EXPECT_EQ(delivered, 3) << few.body;
+}
+
 // SPEC R14: limits.tenant_events_per_second bounds one tenant's intake on a node, over the
 // single and the bulk route; another tenant is not held; a refused event was not taken in.
 TEST(E2eTrust, ATenantsIntakeRateIsBoundedPerNode) {
