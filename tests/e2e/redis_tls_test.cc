@@ -25,18 +25,6 @@ using test::TestCa;
 
 constexpr const char* kTenant = "tls-tenant";
 
-// The client connections CLIENT LIST shows on `port` (the oracle asks on the plain port, and is
-// itself one of that port's).
-int clients_on_port(const RedisServer& r, uint16_t port) {
-  const std::string list = r.cmd({"CLIENT", "LIST"}).str;
-  std::string needle = "laddr=127.0.0.1:";
-  needle += std::to_string(port);
-  needle += ' ';
-  int n = 0;
-  for (size_t at = list.find(needle); at != std::string::npos; at = list.find(needle, at + 1)) n++;
-  return n;
-}
-
 struct ClientCert {
   std::string cert, key;
 };
@@ -164,8 +152,8 @@ TEST(E2eRedisTls, StoreLeasesAndStreamsIntakeRunOnTheTlsPortAndAWrongCaDoesNotCo
 
   // Every connection of the daemon (store, leases, inbox, the source's two) is on the TLS
   // port; on the plain port there is only the oracle's own.
-  EXPECT_GE(clients_on_port(*redis, redis->tls_port()), 5) << redis->cmd({"CLIENT", "LIST"}).str;
-  EXPECT_EQ(clients_on_port(*redis, redis->port()), 1) << redis->cmd({"CLIENT", "LIST"}).str;
+  EXPECT_GE(redis->clients_on_port(redis->tls_port()), 5) << redis->cmd({"CLIENT", "LIST"}).str;
+  EXPECT_EQ(redis->clients_on_port(redis->port()), 1) << redis->cmd({"CLIENT", "LIST"}).str;
   EXPECT_EQ(d.terminate().code, 0) << d.output();
 
   // A Streams source whose tls_ca_file is another CA: the daemon runs (its store connects),

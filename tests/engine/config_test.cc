@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "engine/build.h"
+#include "tests/engine/config_test_util.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -17,19 +18,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // The message of the ConfigError that `fn` throws ("" when it does not throw).
-template <class F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Config load(std::string_view text, const Environment& env = {}) {
-  return load_config_from_string(text, env, "test.toml");
-}
+using testing_config::error_of;
+using testing_config::load;
 
 TEST(Duration, ParsesUnitsAndCompounds) {
   EXPECT_EQ(parse_duration("100ms"), milliseconds(100));

@@ -10,6 +10,7 @@
 
 #include "engine/build.h"
 #include "engine/config.h"
+#include "tests/engine/config_test_util.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -18,19 +19,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <class F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Config load(std::string_view text, const Environment& env = {}) {
-  return load_config_from_string(text, env, "test.toml");
-}
+using testing_config::error_of;
+using testing_config::load;
 
 std::string toml_quote(const std::string& s) {
   std::string out = "\"";

@@ -217,20 +217,9 @@ TEST_F(ConnectionTest, CommandsQueuedWhileDownGoOutAfterReconnect) {
   start_server();
   auto c = connect();
   ASSERT_TRUE(call(*c, {"PING"}).ok());
-  server_->stop();
-  // Wait until the connection has noticed (EOF) and is backing off.
-  ASSERT_TRUE(run_until(*loop_, [&] { return c->state() != ConnState::kReady; }));
-  std::optional<Result<Reply>> got;
-  CommandOptions o;
-  o.timeout = seconds(8);
-  c->command(
-      {"SET", "queued", "yes"}, [&](Result<Reply> r) { got.emplace(std::move(r)); }, o);
-  run_for(*loop_, milliseconds(100));
-  EXPECT_FALSE(got.has_value());
-  server_->restart();
-  ASSERT_TRUE(run_until(*loop_, [&] { return got.has_value(); }));
-  ASSERT_TRUE(got->ok()) << show(*got);
-  EXPECT_EQ(server_->cmd({"GET", "queued"}).str, "yes");
+  testing::expect_queued_while_down_goes_out(*c, *server_, [&] {
+    return server_->cmd({"GET", "queued"}).str;
+  });
 }
 
 TEST_F(ConnectionTest, WrongPasswordIsReportedAndNothingRuns) {

@@ -18,6 +18,7 @@
 
 #include "net/loop.h"
 #include "redis/client.h"
+#include "redis/connection.h"
 
 namespace ringcast::redis::testing {
 
@@ -59,6 +60,25 @@ inline std::string show(const Result<Reply>& r) {
     return std::string("error ") + r.error().reason_or_code() + ": " + r.error().message;
   }
   return r->debug_string();
+}
+
+// Stops `server`; a command sent while `c` is down waits, and goes out on the connection made
+// once `server` is back (restart()). `read_back()` is what the server then holds for "queued".
+template <class Server, class ReadBack>
+void expect_queued_while_down_goes_out(Connection& c, Server& server, ReadBack read_back) {
+  server.stop();
+  ASSERT_TRUE(run_until(c.loop(), [&] { return c.state() != ConnState::kReady; }));
+  std::optional<Result<Reply>> got;
+  CommandOptions wait;
+  wait.timeout = std::chrono::seconds(8);
+  c.command(
+      {"SET", "queued", "yes"}, [&](Result<Reply> r) { got.emplace(std::move(r)); }, wait);
+  run_for(c.loop(), std::chrono::milliseconds(100));
+  EXPECT_FALSE(got.has_value());
+  server.restart();
+  ASSERT_TRUE(run_until(c.loop(), [&] { return got.has_value(); }));
+  ASSERT_TRUE(got->ok()) << show(*got);
+  EXPECT_EQ(read_back(), "yes");
 }
 
 // A TCP proxy 127.0.0.1:port() -> upstream, one connection at a time, on its own thread.

@@ -34,18 +34,6 @@ using testing::run_for;
 using testing::run_until;
 using testing::show;
 
-// The client connections seen by the server (CLIENT LIST on the plain port, which is the
-// oracle's): how many of them came in on `port`.
-int clients_on_port(const RedisServer& s, uint16_t port) {
-  const std::string list = s.cmd({"CLIENT", "LIST"}).str;
-  std::string needle = "laddr=127.0.0.1:";
-  needle += std::to_string(port);
-  needle += ' ';
-  int n = 0;
-  for (size_t at = list.find(needle); at != std::string::npos; at = list.find(needle, at + 1)) n++;
-  return n;
-}
-
 class RedisTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -133,7 +121,7 @@ TEST_F(RedisTlsTest, CommandsAndPipelinesFlowOverTlsVerifiedByTheIpSan) {
   ASSERT_TRUE(bad.ok());
   EXPECT_TRUE(bad->is_error()) << "a server error stays a reply over TLS";
   EXPECT_EQ(c->stats().tls_handshakes, 1u);
-  EXPECT_EQ(clients_on_port(*server_, server_->tls_port()), 1) << "it came in on the TLS port";
+  EXPECT_EQ(server_->clients_on_port(server_->tls_port()), 1) << "it came in on the TLS port";
   EXPECT_EQ(server_->cmd({"GET", "greeting"}).str, "hello over tls");
 
   // Pipelining and FIFO: a thousand commands queued in one turn leave in one send, replies in
@@ -251,36 +239,31 @@ TEST_F(RedisTlsTest, MutualTlsRefusesAClientWithoutACertificateAndAcceptsOneWith
   CommandOptions quick;
   quick.timeout = milliseconds(800);
 
-  // No client certificate: the server refuses it (TLS 1.3: after the client's Finished, as an
-  // alert) and it never becomes ready; nothing ran.
-  ConnectionOptions none = tls_options();
-  Events ev;
-  ev.attach(none);
-  auto c = connect(none);
-  auto r = call(*c, {"SET", "no-cert", "1"}, quick);
-  ASSERT_FALSE(r.ok()) << show(r);
-  EXPECT_STREQ(r.error().reason, kTimeoutUnsent);
-  EXPECT_NE(std::string(r.error().message).find("redis_tls_handshake"), std::string::npos)
-      << r.error().message;
-  EXPECT_EQ(ev.ready, 0);
-  EXPECT_GE(ev.down, 1);
-  EXPECT_EQ(ev.last_reason, kTlsHandshake) << ev.last_message << " / " << ev.last_detail;
-  EXPECT_NE(ev.last_detail.find("CERTIFICATE_REQUIRED"), std::string::npos) << ev.last_detail;
-  EXPECT_EQ(server_->cmd({"EXISTS", "no-cert"}).integer, 0);
-
-  // A certificate of another CA: refused too.
+  // Refused at the handshake, the server's alert (`alert`) in the detail: the connection
+  // never becomes ready and nothing ran (`key` was not set).
+  const auto expect_refused = [&](ConnectionOptions o, const std::string& key, const char* alert) {
+    Events ev;
+    ev.attach(o);
+    auto c = connect(o);
+    auto r = call(*c, {"SET", key, "1"}, quick);
+    ASSERT_FALSE(r.ok()) << show(r);
+    EXPECT_STREQ(r.error().reason, kTimeoutUnsent);
+    EXPECT_NE(std::string(r.error().message).find("redis_tls_handshake"), std::string::npos)
+        << r.error().message;
+    EXPECT_EQ(ev.ready, 0);
+    EXPECT_GE(ev.down, 1);
+    EXPECT_EQ(ev.last_reason, kTlsHandshake) << ev.last_message << " / " << ev.last_detail;
+    EXPECT_NE(ev.last_detail.find(alert), std::string::npos) << ev.last_detail;
+    EXPECT_EQ(server_->cmd({"EXISTS", key}).integer, 0);
+  };
+  // No client certificate (TLS 1.3: the server refuses it after the client's Finished, as an
+  // alert).
+  expect_refused(tls_options(), "no-cert", "CERTIFICATE_REQUIRED");
+  // A certificate of another CA.
   ConnectionOptions foreign = tls_options();
   foreign.tls.cert_file = other_files_.cert;
   foreign.tls.key_file = other_files_.key;
-  Events fev;
-  fev.attach(foreign);
-  auto f = connect(foreign);
-  auto fr = call(*f, {"SET", "foreign-cert", "1"}, quick);
-  ASSERT_FALSE(fr.ok()) << show(fr);
-  EXPECT_EQ(fev.ready, 0);
-  EXPECT_EQ(fev.last_reason, kTlsHandshake) << fev.last_message << " / " << fev.last_detail;
-  EXPECT_NE(fev.last_detail.find("UNKNOWN_CA"), std::string::npos) << fev.last_detail;
-  EXPECT_EQ(server_->cmd({"EXISTS", "foreign-cert"}).integer, 0);
+  expect_refused(foreign, "foreign-cert", "UNKNOWN_CA");
 
   // A certificate of the server's CA: in.
   ConnectionOptions mine = tls_options();
@@ -314,7 +297,7 @@ TEST_F(RedisTlsTest, AuthAsAnAclUserOverTlsAndAWrongPasswordIsRefused) {
   EXPECT_EQ(who->str(), "ringcast");
   EXPECT_EQ(server_->cmds({{"SELECT", "2"}, {"GET", "acl-key"}})[1].str, "v");
   const std::string list = server_->cmd({"CLIENT", "LIST"}).str;
-  EXPECT_EQ(clients_on_port(*server_, server_->tls_port()), 1);
+  EXPECT_EQ(server_->clients_on_port(server_->tls_port()), 1);
   EXPECT_NE(list.find("user=ringcast"), std::string::npos) << list;
 
   ConnectionOptions wrong = tls_options();
@@ -358,19 +341,9 @@ TEST_F(RedisTlsTest, ReconnectsAfterARestartOverTls) {
   EXPECT_EQ(server_->cmds({{"SELECT", "3"}, {"GET", "after"}})[1].str, "2");
 
   // Commands queued while it is down go out over the next TLS connection.
-  server_->stop();
-  ASSERT_TRUE(run_until(*loop_, [&] { return c->state() != ConnState::kReady; }));
-  std::optional<Result<Reply>> got;
-  CommandOptions wait;
-  wait.timeout = seconds(8);
-  c->command(
-      {"SET", "queued", "yes"}, [&](Result<Reply> r) { got.emplace(std::move(r)); }, wait);
-  run_for(*loop_, milliseconds(100));
-  EXPECT_FALSE(got.has_value());
-  server_->restart();
-  ASSERT_TRUE(run_until(*loop_, [&] { return got.has_value(); }));
-  ASSERT_TRUE(got->ok()) << show(*got);
-  EXPECT_EQ(server_->cmds({{"SELECT", "3"}, {"GET", "queued"}})[1].str, "yes");
+  testing::expect_queued_while_down_goes_out(*c, *server_, [&] {
+    return server_->cmds({{"SELECT", "3"}, {"GET", "queued"}})[1].str;
+  });
 }
 
 TEST_F(RedisTlsTest, BadTlsFilesAreRefusedAtCreateNamingTheOption) {
@@ -457,7 +430,7 @@ TEST_F(RedisTlsTest, AClusterOverTlsRoutesToTlsPortsAndFollowsMoved) {
     ASSERT_NE(conn, nullptr) << tls_addresses[i];
     EXPECT_TRUE(conn->ready());
     EXPECT_GE(conn->stats().tls_handshakes, 1u);
-    EXPECT_GE(clients_on_port(cluster->node(i), cluster->node(i).tls_port()), 1);
+    EXPECT_GE(cluster->node(i).clients_on_port(cluster->node(i).tls_port()), 1);
   }
 
   // Move a key's slot 0 -> 2 behind the client's back: MOVED names node 2's TLS port.

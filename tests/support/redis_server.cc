@@ -262,6 +262,16 @@ long long RedisServer::calls(const std::string& command) const {
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + key.size()));
 }
 
+int RedisServer::clients_on_port(uint16_t port) const {
+  const std::string list = cmd({"CLIENT", "LIST"}).str;
+  std::string needle = "laddr=127.0.0.1:";
+  needle += std::to_string(port);
+  needle += ' ';
+  int n = 0;
+  for (size_t at = list.find(needle); at != std::string::npos; at = list.find(needle, at + 1)) n++;
+  return n;
+}
+
 SyncReply RedisServer::cmd(const std::vector<std::string>& args,
                            std::chrono::milliseconds timeout) const {
   Ctx ctx;

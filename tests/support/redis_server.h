@@ -93,6 +93,9 @@ class RedisServer {
   std::vector<SyncReply> cmds(const std::vector<std::vector<std::string>>& commands,
                               std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
   std::string log() const;
+  // The client connections CLIENT LIST (asked on the plain port: the oracle is itself one of
+  // that port's) shows on `port` of this server.
+  int clients_on_port(uint16_t port) const;
   // `calls=` of one command (lower case, e.g. "zadd") in INFO commandstats: what ran since the
   // start or the last CONFIG RESETSTAT, commands run by scripts included; 0 when it never ran.
   long long calls(const std::string& command) const;
