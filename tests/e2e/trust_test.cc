@@ -462,17 +462,19 @@ TEST(E2eTrust, TheAttemptsChartsScanIsBoundedByTheDeliveriesItReads) {
 
   Reply held = d.call("GET", "/v1/tenants/held/stats/attempts");
   ASSERT_EQ(held.status, 200) << held.describe();
-  EXPECT_TRUE(held.json()["truncated"].boolean()) << held.body;
+  const Json held_chart = held.json();  // the loops below read into it: it must outlive them
+  EXPECT_TRUE(held_chart["truncated"].boolean()) << held.body;
   int64_t attempts = 0;
-  for (const Json& b : held.json()["buckets"].items())
+  for (const Json& b : held_chart["buckets"].items())
     attempts += b["delivered"].i64() + b["failed"].i64() + b["unknown"].i64();
   EXPECT_EQ(attempts, 0);
 
   Reply few = d.call("GET", "/v1/tenants/few/stats/attempts");
   ASSERT_EQ(few.status, 200) << few.describe();
-  EXPECT_FALSE(few.json()["truncated"].boolean()) << few.body;
+  const Json few_chart = few.json();
+  EXPECT_FALSE(few_chart["truncated"].boolean()) << few.body;
   int64_t delivered = 0;
-  for (const Json& b : few.json()["buckets"].items()) delivered += b["delivered"].i64();
+  for (const Json& b : few_chart["buckets"].items()) delivered += b["delivered"].i64();
   EXPECT_EQ(delivered, 3) << few.body;
 }
 
