@@ -1,6 +1,7 @@
 #include "api/rest_api.h"
 
 #include "core/endpoint_headers.h"
+#include "core/event_input.h"
 #include "core/input_rules.h"
 
 #include <openssl/mem.h>
@@ -228,6 +229,16 @@ struct Bad {
   std::string message;
   std::string field;
 };
+
+// The [limits] every intake applies to an event's names (core/event_input.h).
+EventLimits event_limits(const RestApiOptions& opt) {
+  EventLimits l;
+  l.max_tenant_bytes = opt.max_tenant_bytes;
+  l.max_id_bytes = opt.max_id_bytes;
+  l.max_type_bytes = opt.max_type_bytes;
+  l.max_payload_bytes = opt.max_body_bytes;
+  return l;
+}
 
 Bad json_error(simdjson::error_code e, std::string_view field = {}) {
   if (e == simdjson::INCORRECT_TYPE || e == simdjson::NUMBER_OUT_OF_RANGE) {
@@ -884,23 +895,8 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
   if (!have_id) return Bad{"missing_field", "id is required", "id"};
   if (!have_type) return Bad{"missing_field", "type is required", "type"};
   if (!have_payload) return Bad{"missing_field", "payload is required", "payload"};
-  if (!valid_tenant(ev.tenant, opt.max_tenant_bytes)) {
-    return Bad{"invalid_value",
-               "tenant must be 1-" + std::to_string(opt.max_tenant_bytes) +
-                   " characters of A-Z a-z 0-9 - _ . : @ ~ +",
-               "tenant"};
-  }
-  if (ev.id.empty() || ev.id.size() > opt.max_id_bytes || !printable_text(ev.id)) {
-    return Bad{
-        "invalid_value",
-        "id must be 1-" + std::to_string(opt.max_id_bytes) + " bytes without control characters",
-        "id"};
-  }
-  if (ev.type.empty() || ev.type.size() > opt.max_type_bytes || !valid_type(ev.type)) {
-    return Bad{"invalid_value",
-               "type must be 1-" + std::to_string(opt.max_type_bytes) +
-                   " printable characters without spaces",
-               "type"};
+  if (auto e = check_event_names(ev.tenant, ev.id, ev.type, event_limits(opt))) {
+    return Bad{e->code, std::move(e->message), e->field};
   }
   return std::nullopt;
 }
@@ -1784,11 +1780,8 @@ void confirm_owner_email(Call& c, const std::string& tenant) {
 void tenant_routes(Call& c) {
   const auto& segs = c.segs;  // v1 tenants T ...
   const std::string& tenant = segs[2];
-  if (!valid_tenant(tenant, c.opt.max_tenant_bytes)) {
-    return c.answer(bad_request("invalid_value",
-                                "tenant must be 1-" + std::to_string(c.opt.max_tenant_bytes) +
-                                    " characters of A-Z a-z 0-9 - _ . : @ ~ +",
-                                "tenant"));
+  if (auto e = check_tenant_name(tenant, c.opt.max_tenant_bytes)) {
+    return c.answer(bad_request(e->code, e->message, e->field));
   }
   if (segs.size() < 4) return c.answer(not_found("route"));
   const std::string& what = segs[3];

@@ -54,22 +54,11 @@ std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* paylo
   if (!id) return missing(names_.id);
   if (!type) return missing(names_.type);
   if (!payload) return missing(names_.payload);
-  if (!valid_tenant(*tenant, limits_.max_tenant_bytes)) {
-    return EntryError{"invalid_value", "tenant must be 1-" +
-                                           std::to_string(limits_.max_tenant_bytes) +
-                                           " characters of A-Z a-z 0-9 - _ . : @ ~ +"};
+  if (auto e = check_event_names(*tenant, *id, *type, limits_)) {
+    return EntryError{e->code, std::move(e->message)};
   }
-  if (id->empty() || id->size() > limits_.max_id_bytes || !printable_text(*id)) {
-    return EntryError{"invalid_value", "id must be 1-" + std::to_string(limits_.max_id_bytes) +
-                                           " bytes without control characters"};
-  }
-  if (type->empty() || type->size() > limits_.max_type_bytes || !valid_type(*type)) {
-    return EntryError{"invalid_value", "type must be 1-" + std::to_string(limits_.max_type_bytes) +
-                                           " printable characters without spaces"};
-  }
-  if (payload->size() > limits_.max_payload_bytes) {
-    return EntryError{"too_large", "the payload is larger than " +
-                                       std::to_string(limits_.max_payload_bytes) + " bytes"};
+  if (auto e = check_event_payload_size(payload->size(), limits_)) {
+    return EntryError{e->code, std::move(e->message)};
   }
   // One whole JSON value (the HTTP intake's payload is one value inside its body).
   // In place when the string has simdjson's padding past its end (a Redis bulk string of this

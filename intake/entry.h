@@ -1,11 +1,11 @@
 // One Redis Stream entry mapped to an engine EventInput, checked by the same rules as the HTTP
-// intake's (api/rest_api.cc read_event): required fields, tenant / id / type form and
-// length, and a payload that is one valid JSON value (SPEC R1). Invariant: map() either fills
-// `out` with a well-formed event or returns the reason (a stable code for the dead-letter
+// intake's (core/event_input.h): required fields, tenant / id / type form and length, and a
+// payload that is one valid JSON value (SPEC R1). Invariant: map() either fills `out` with a
+// well-formed event or returns the reason (a stable code for the dead-letter
 // stream's `error_code`, and a message), never both; it allocates only for the event's bytes.
 #pragma once
 
-#include "core/input_rules.h"
+#include "core/event_input.h"
 
 #include <cstddef>
 #include <memory>
@@ -32,15 +32,11 @@ struct FieldNames {
 };
 
 // The HTTP intake's limits (`[limits]`), so both intakes accept the same events.
-struct EntryLimits {
-  size_t max_tenant_bytes = 128;
-  size_t max_id_bytes = 256;
-  size_t max_type_bytes = 256;
-  size_t max_payload_bytes = 1u << 20;
-};
+using EntryLimits = EventLimits;
 
 struct EntryError {
-  const char* code = "";  // missing_field, invalid_value, invalid_json, too_large
+  // missing_field, invalid_value, invalid_event_id, invalid_json, too_large
+  const char* code = "";
   std::string message;
 };
 

@@ -46,6 +46,14 @@ TEST(EntryMapper, AppliesTheHttpIntakeRules) {
       {"type space",
        {{"tenant", "acme"}, {"id", "e1"}, {"type", "a b"}, {"payload", "{}"}},
        "invalid_value"},
+      // An id that could not travel in a webhook header: refused here as the HTTP routes and
+      // the shard refuse it (core/event_input.h), not dead-lettered later by the shard.
+      {"id space",
+       {{"tenant", "acme"}, {"id", "has space"}, {"type", "t"}, {"payload", "{}"}},
+       "invalid_event_id"},
+      {"id outside ascii",
+       {{"tenant", "acme"}, {"id", "caf\xc3\xa9"}, {"type", "t"}, {"payload", "{}"}},
+       "invalid_event_id"},
   };
   EntryMapper m(FieldNames{}, EntryLimits{});
   for (const auto& c : cases) {
