@@ -1,16 +1,9 @@
 #include "api/forward.h"
 
-#include <arpa/inet.h>
-#include <llhttp.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -43,115 +36,6 @@ HttpResponse unavailable(std::string_view code, const std::string& message) {
   r.headers.push_back({"Retry-After", "1"});
   return r;
 }
-
-int remaining_ms(SteadyTime deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  if (left.count() <= 0) return 0;
-  return left.count() > 3'600'000 ? 3'600'000 : static_cast<int>(left.count()) + 1;
-}
-
-// Waits for `events` on `fd` until `deadline`: 1 ready, 0 deadline passed, -1 error (errno).
-int wait_fd(int fd, short events, SteadyTime deadline) {
-  for (;;) {
-    const int ms = remaining_ms(deadline);
-    if (ms == 0) return 0;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, ms);
-    if (n > 0) return 1;
-    if (n == 0) continue;  // rounding: remaining_ms() decides
-    if (errno != EINTR) return -1;
-  }
-}
-
-Error timeout_error() {
-  return make_error(Errc::kUnavailable, "no answer before the deadline", nullptr, "timeout");
-}
-
-Error sys_error(const char* reason, int err) {
-  Error e = make_error(Errc::kUnavailable, "socket error", nullptr, reason);
-  e.sys_errno = err;
-  return e;
-}
-
-// Collects one whole response (status, headers, body up to a cap) from llhttp.
-struct Collector {
-  ExchangeReply reply;
-  std::string field;
-  std::string value;
-  bool in_value = false;
-  bool done = false;
-  bool too_large = false;
-  size_t max_bytes = 0;
-  size_t bytes = 0;
-
-  static Collector* self(llhttp_t* p) { return static_cast<Collector*>(p->data); }
-  void flush_header() {
-    if (!field.empty()) reply.headers.push_back({lower(field), value});
-    field.clear();
-    value.clear();
-    in_value = false;
-  }
-  bool add(size_t n) {
-    bytes += n;
-    if (bytes > max_bytes) too_large = true;
-    return !too_large;
-  }
-  static const llhttp_settings_t& settings() {
-    static const llhttp_settings_t s = [] {
-      llhttp_settings_t st;
-      llhttp_settings_init(&st);
-      st.on_header_field = [](llhttp_t* p, const char* at, size_t n) {
-        Collector* c = self(p);
-        if (c->in_value) c->flush_header();
-        c->field.append(at, n);
-        return c->add(n) ? 0 : -1;
-      };
-      st.on_header_value = [](llhttp_t* p, const char* at, size_t n) {
-        Collector* c = self(p);
-        c->in_value = true;
-        c->value.append(at, n);
-        return c->add(n) ? 0 : -1;
-      };
-      st.on_headers_complete = [](llhttp_t* p) {
-        Collector* c = self(p);
-        c->flush_header();
-        c->reply.status = static_cast<int>(p->status_code);
-        return 0;
-      };
-      st.on_body = [](llhttp_t* p, const char* at, size_t n) {
-        Collector* c = self(p);
-        c->reply.body.append(at, n);
-        return c->add(n) ? 0 : -1;
-      };
-      st.on_message_complete = [](llhttp_t* p) -> int {
-        Collector* c = self(p);
-        if (c->reply.status >= 100 && c->reply.status < 200) {  // an interim answer: skip it
-          c->reply = ExchangeReply();
-          return 0;
-        }
-        c->done = true;
-        return HPE_PAUSED;
-      };
-      return st;
-    }();
-    return s;
-  }
-};
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -255,157 +139,12 @@ std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
   return out;
 }
 
-const std::string* ExchangeReply::header(std::string_view lower_name) const {
-  for (const auto& h : headers)
-    if (h.name == lower_name) return &h.value;
-  return nullptr;
-}
-
 Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view request,
                                     SteadyTime deadline, size_t max_response_bytes, SSL_CTX* tls) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (to.ip.is_v4()) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    a->sin_family = AF_INET;
-    a->sin_port = htons(to.port);
-    std::memcpy(&a->sin_addr, to.ip.bytes.data(), 4);
-    len = sizeof(sockaddr_in);
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(to.port);
-    std::memcpy(&a->sin6_addr, to.ip.bytes.data(), 16);
-    len = sizeof(sockaddr_in6);
-  }
-  Fd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return sys_error("connect_failed", errno);
-  int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
-    if (errno != EINPROGRESS) return sys_error("connect_failed", errno);
-    const int w = wait_fd(fd.get(), POLLOUT, deadline);
-    if (w == 0) return timeout_error();
-    if (w < 0) return sys_error("connect_failed", errno);
-    int err = 0;
-    socklen_t el = sizeof err;
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
-    if (err != 0) return sys_error("connect_failed", err);
-  }
   // TLS (an https:// advertise URL): verified against the cluster's CA and the owner's IP.
-  struct SslFree {
-    void operator()(SSL* s) const { SSL_free(s); }
-  };
-  std::unique_ptr<SSL, SslFree> ssl;
-  // Waits for what an SSL call wants; 1 go on, 0 deadline, -1 error.
-  auto wait_for = [&](int ret) -> int {
-    const int err = SSL_get_error(ssl.get(), ret);
-    ERR_clear_error();
-    if (err == SSL_ERROR_WANT_READ) return wait_fd(fd.get(), POLLIN, deadline);
-    if (err == SSL_ERROR_WANT_WRITE) return wait_fd(fd.get(), POLLOUT, deadline);
-    return -1;
-  };
-  if (to.tls) {
-    if (tls == nullptr) {
-      return make_error(Errc::kUnavailable, "no TLS context for an https owner", nullptr,
-                        "tls_failed");
-    }
-    ssl.reset(SSL_new(tls));
-    if (!ssl || SSL_set_fd(ssl.get(), fd.get()) != 1)
-      return make_error(Errc::kUnavailable, "TLS setup failed", nullptr, "tls_failed");
-    SSL_set_connect_state(ssl.get());
-    const std::string ip = to_string(to.ip);
-    if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), ip.c_str()))
-      return make_error(Errc::kUnavailable, "TLS setup failed", nullptr, "tls_failed");
-    for (;;) {
-      const int r = SSL_do_handshake(ssl.get());
-      if (r == 1) break;
-      const int w = wait_for(r);
-      if (w == 0) return timeout_error();
-      if (w < 0) {
-        return make_error(Errc::kUnavailable, "the TLS handshake with the owner failed", nullptr,
-                          "tls_failed");
-      }
-    }
-  }
-  size_t off = 0;
-  while (ssl && off < request.size()) {
-    const int n =
-        SSL_write(ssl.get(), request.data() + off, static_cast<int>(request.size() - off));
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    const int w = wait_for(n);
-    if (w == 0) return timeout_error();
-    if (w < 0) return sys_error("io_failed", EPIPE);
-  }
-  while (!ssl && off < request.size()) {
-    const ssize_t n = ::send(fd.get(), request.data() + off, request.size() - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      const int w = wait_fd(fd.get(), POLLOUT, deadline);
-      if (w == 0) return timeout_error();
-      if (w < 0) return sys_error("io_failed", errno);
-      continue;
-    }
-    return sys_error("io_failed", n < 0 ? errno : EPIPE);
-  }
-  Collector c;
-  c.max_bytes = max_response_bytes;
-  llhttp_t parser;
-  llhttp_init(&parser, HTTP_RESPONSE, &Collector::settings());
-  parser.data = &c;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = 0;
-    if (ssl) {
-      const int r = SSL_read(ssl.get(), buf, sizeof buf);
-      if (r > 0) {
-        n = r;
-      } else if (SSL_get_error(ssl.get(), r) == SSL_ERROR_ZERO_RETURN) {
-        n = 0;  // close_notify: the end of the answer, like EOF
-      } else {
-        const int w = wait_for(r);
-        if (w == 0) return timeout_error();
-        if (w < 0) {
-          // A peer that closes without close_notify ends the answer like EOF (Connection:
-          // close); a truncated answer is caught by the parser below.
-          n = 0;
-        } else {
-          continue;
-        }
-      }
-    } else {
-      n = ::recv(fd.get(), buf, sizeof buf, 0);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) return sys_error("io_failed", errno);
-        const int w = wait_fd(fd.get(), POLLIN, deadline);
-        if (w == 0) return timeout_error();
-        if (w < 0) return sys_error("io_failed", errno);
-        continue;
-      }
-    }
-    const llhttp_errno_t e =
-        n == 0 ? llhttp_finish(&parser) : llhttp_execute(&parser, buf, static_cast<size_t>(n));
-    if (c.done) return std::move(c.reply);
-    if (c.too_large) {
-      return make_error(Errc::kLimitExceeded, "the answer is larger than the forward limit",
-                        nullptr, "too_large");
-    }
-    if (e != HPE_OK) {
-      return make_error(Errc::kInvalidArgument, "malformed HTTP answer", nullptr, "bad_response");
-    }
-    if (n == 0) {
-      return make_error(Errc::kInvalidArgument, "the connection closed before a whole answer",
-                        nullptr, "bad_response");
-    }
-  }
+  const net::BlockingTls verify{tls, {}};
+  return net::blocking_exchange(to_string(to.ip), to.port, to.tls ? &verify : nullptr, request,
+                                deadline, max_response_bytes);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@
 #include "core/result.h"
 #include "core/time.h"
 #include "core/types.h"
+#include "net/blocking_http.h"
 
 namespace ringcast::api {
 
@@ -103,16 +104,11 @@ bool is_not_owner(const HttpResponse& r);
 std::string forward_request_bytes(const HttpRequest& req, std::string_view host,
                                   std::string_view origin, const SignedHeaders& signed_headers);
 
-// One HTTP/1.1 exchange on a fresh connection, blocking until the whole answer is read or
-// `deadline` passes. Errors: kUnavailable with reason "timeout" or "connect_failed" /
-// "io_failed" (sys_errno set), kInvalidArgument "bad_response", kLimitExceeded "too_large".
-struct ExchangeReply {
-  int status = 0;
-  std::vector<HttpHeader> headers;  // names lower-case
-  std::string body;
-  const std::string* header(std::string_view lower_name) const;
-};
-using SteadyTime = std::chrono::steady_clock::time_point;
+// One HTTP/1.1 exchange on a fresh connection (net/blocking_http.h), blocking until the whole
+// answer is read or `deadline` passes. Errors (reason): "timeout", "connect_failed" / "io_failed"
+// (sys_errno set), "closed", "bad_response", "too_large", "tls_failed" / "tls_untrusted".
+using ExchangeReply = net::BlockingReply;
+using SteadyTime = net::SteadyTime;
 // `tls`: the client context for an https:// address (to.tls), verifying the peer.
 Result<ExchangeReply> http_exchange(const ApiAddress& to, std::string_view request,
                                     SteadyTime deadline, size_t max_response_bytes,

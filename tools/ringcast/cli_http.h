@@ -1,5 +1,5 @@
-// The CLI's HTTP/1.1 client: blocking sockets, one keep-alive connection, llhttp for responses,
-// Bearer auth; over TLS (BoringSSL) for an https:// server, the API listener's
+// The CLI's HTTP/1.1 client: one keep-alive connection of net/blocking_http.h, Bearer auth;
+// over TLS (BoringSSL) for an https:// server, the API listener's
 // server.tls_cert (SPEC R14, docs/security.md "Listener").
 // Invariants: every wait is bounded by the timeout; a stale keep-alive connection is retried
 // once on a fresh one only when the server provably read nothing of the request; a TLS server
@@ -7,15 +7,14 @@
 // a server that did not prove its name.
 #pragma once
 
-#include <openssl/base.h>
-#include <sys/types.h>
-
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "net/blocking_http.h"
 
 namespace ringcast::cli {
 
@@ -66,26 +65,16 @@ class HttpClient {
   const ServerAddress& server() const { return server_; }
 
  private:
-  bool connect_socket(std::string* error);
-  bool tls_handshake(Clock::time_point deadline, std::string* error);
-  void close_socket();
-  // The connection's bytes, through TLS when the server is https://: > 0 bytes, 0 EOF, -1 an
-  // error (errno; EAGAIN: wait for `*want`).
-  ssize_t send_some(const char* data, size_t n, short* want);
-  ssize_t recv_some(char* buf, size_t n, short* want);
-  // One attempt on the current connection. `stale`: the peer closed or reset it before any
-  // answer byte (a keep-alive connection it had already given up).
-  HttpOutcome exchange(const std::string& request, bool* stale);
+  bool make_tls_context(std::string* error);  // once, at the first https connect
+  bool connect(std::string* error);
 
   ServerAddress server_;
   std::string token_;
   std::chrono::milliseconds timeout_;
   TlsTrust trust_;
-  int fd_ = -1;
-  bool reused_ = false;
-  SSL_CTX* ctx_ = nullptr;  // made at the first TLS connect
-  std::string pinned_der_;  // the pinned leaf, DER
-  SSL* ssl_ = nullptr;      // the current connection's, over fd_
+  net::BlockingHttpConnection conn_;
+  net::BlockingTls tls_;  // its ctx made by make_tls_context(), owned
+  bool reused_ = false;   // conn_ has carried a request already
 };
 
 }  // namespace ringcast::cli
