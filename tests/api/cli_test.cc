@@ -14,6 +14,7 @@
 #include "tests/api/fake_engine.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::api {
@@ -38,7 +39,7 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::access(ringcast_binary().c_str(), X_OK) != 0) {
-      GTEST_SKIP() << "build the ringcast binary first: " << ringcast_binary();
+      RINGCAST_SKIP_MISSING() << "build the ringcast binary first: " << ringcast_binary();
     }
     RestApiOptions o;
     o.api_token = kToken;

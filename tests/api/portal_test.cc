@@ -2,6 +2,7 @@
 // another tenant or turned from one kind into the other; the session cookie's attributes, the
 // CSRF token, and the security headers on every portal answer (ISSUE 18).
 #include "api/portal.h"
+#include "tests/support/require.h"
 
 #include <gtest/gtest.h>
 
@@ -198,7 +199,7 @@ TEST(PortalRoutes, EveryAnswerCarriesTheSecurityHeaders) {
 TEST(PortalRoutes, TheAssetsAreServedFromTheBinary) {
   Portal p(options());
   const PortalAsset* index = find_portal_asset("index.html");
-  if (index == nullptr) GTEST_SKIP() << "no assets in api/portal/assets in this tree";
+  if (index == nullptr) RINGCAST_SKIP_MISSING() << "no assets in api/portal/assets in this tree";
   net::HttpResponse r = p.handle(request("GET", "/portal/"), kT0);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "text/html; charset=utf-8");

@@ -14,6 +14,7 @@
 #include "cluster/lease.h"
 #include "tests/cluster/cluster_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::cluster {
@@ -37,7 +38,7 @@ class OwnerLookupTest : public ::testing::Test {
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (server_ == nullptr) GTEST_SKIP() << "redis-server is not installed";
+    if (server_ == nullptr) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   }
   LeaseOptions options(const std::string& id, const std::string& ns) {
     LeaseOptions o = test_options(id, ns);

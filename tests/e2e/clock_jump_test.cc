@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "tests/e2e/daemon.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -143,8 +144,8 @@ class E2eClockJump : public ::testing::Test {
     lib_ = find_libfaketime();
     if (lib_.empty()) {
       if (on_ci()) FAIL() << "libfaketime.so.1 not found (tools/install-deps.sh test: faketime)";
-      GTEST_SKIP() << "libfaketime.so.1 not found: install the Debian package faketime "
-                      "(tools/install-deps.sh test)";
+      RINGCAST_SKIP_MISSING() << "libfaketime.so.1 not found: install the Debian package faketime "
+                                 "(tools/install-deps.sh test)";
     }
     clock_ = std::make_unique<FakeWallClock>(lib_, dir_.path());
   }

@@ -15,6 +15,7 @@
 
 #include "tests/e2e/cluster_rig.h"
 #include "tests/e2e/daemon.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -58,7 +59,7 @@ double forwards(const Daemon& d, const std::string& outcome) {
 }
 
 TEST(E2eClusterForward, EveryTenantCallWorksOnEveryNode) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);
   ASSERT_TRUE(wait_until([&] { return rig.converged(); }, scaled(20s), 50ms))
       << rig.nodes[0]->output();
@@ -162,7 +163,7 @@ TEST(E2eClusterForward, EveryTenantCallWorksOnEveryNode) {
 }
 
 TEST(E2eClusterForward, AKilledOwnerAnswers503ThenWorksOnceOwnedAgain) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);
   ASSERT_TRUE(wait_until([&] { return rig.converged(); }, scaled(20s), 50ms))
       << rig.nodes[0]->output();

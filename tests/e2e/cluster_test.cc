@@ -23,6 +23,7 @@
 #include "tests/e2e/cluster_rig.h"
 #include "tests/e2e/daemon.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -351,7 +352,7 @@ std::vector<std::string> converged_tenants(Rig& rig) {
 }
 
 TEST(E2eCluster, NodeKillRestartPauseAndTermLoseNothingAcknowledged) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);
   const std::vector<std::string> tenants = converged_tenants(rig);
   ASSERT_FALSE(tenants.empty());
@@ -550,7 +551,7 @@ TEST(E2eCluster, Soak) {
 // helper thread, which killed it again when the thread ended — tests/support/process.h — and the
 // store failed for good on "ERR WAIT cannot be used with replica instances", fixed since.)
 TEST(E2eCluster, RedisPrimaryKillUnderLoadLosesNothingAcknowledged) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);
   const std::vector<std::string> tenants = converged_tenants(rig);
   ASSERT_FALSE(tenants.empty());
@@ -594,7 +595,7 @@ TEST(E2eCluster, RedisPrimaryKillUnderLoadLosesNothingAcknowledged) {
 // node's partitions have no owner at all, the others keep accepting its tenants' events, which
 // the new owners deliver. Every acknowledged event is delivered under its webhook id.
 TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);
   const std::vector<std::string> tenants = converged_tenants(rig);
   ASSERT_FALSE(tenants.empty());

@@ -14,6 +14,7 @@
 #include "tests/e2e/cluster_rig.h"
 #include "tests/e2e/daemon.h"
 #include "tests/support/posing_listener.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -31,7 +32,7 @@ struct Stopped {
 
 TEST(E2eClusterTrust,
      AListenerPosingAsTheOwnerGetsNoReusableCredentialAndItsCaptureIsRefusedAgain) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   // Leases and membership outlast the few seconds the owner is stopped: it stays the owner and
   // a live member, so its address is still the one a forwarding node looks up.
   Rig rig(2, {"RINGCAST_CLUSTER_LEASE_TTL=10s", "RINGCAST_CLUSTER_MEMBER_TTL=8s"});

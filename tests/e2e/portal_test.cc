@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tests/e2e/daemon.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -160,12 +161,12 @@ TEST(E2ePortal, BrowserWalkthrough) {
   const std::string how =
       " (bash tools/install-deps.sh test installs chromium, nodejs and npm; then "
       "tests/portal/setup.sh <build>/portal-node — tools/test.sh does both, so CI runs this test)";
-  if (node.empty()) GTEST_SKIP() << "node is not installed" << how;
+  if (node.empty()) RINGCAST_SKIP_MISSING() << "node is not installed" << how;
   if (::access(chromium_path().c_str(), X_OK) != 0) {
-    GTEST_SKIP() << chromium_path() << " is not installed" << how;
+    RINGCAST_SKIP_MISSING() << chromium_path() << " is not installed" << how;
   }
   if (!fs::exists(node_dir + "/node_modules/playwright-core/package.json")) {
-    GTEST_SKIP() << "playwright-core is not installed in " << node_dir << how;
+    RINGCAST_SKIP_MISSING() << "playwright-core is not installed in " << node_dir << how;
   }
 
   // The embedding platform's page (served by the walkthrough) is on another site: localhost.

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "tests/support/powercut/powercut_fs.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 
@@ -20,9 +20,8 @@ inline void mount_powercut_or_skip(const std::string& path, const test::PowerCut
   std::string error;
   out = test::PowerCutFs::mount(path, o, &error);
   if (out) return;
-  const char* ci = std::getenv("CI");
-  if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount: " << error;
-  GTEST_SKIP() << "cannot mount the power-cut filesystem (root and /dev/fuse): " << error;
+  RINGCAST_SKIP_MISSING() << "cannot mount the power-cut filesystem (root and /dev/fuse): "
+                          << error;
 }
 
 }  // namespace ringcast::e2e

@@ -7,6 +7,7 @@
 
 #include "tests/e2e/daemon.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -23,7 +24,7 @@ DaemonOptions on_redis(const std::string& address, const std::string& password) 
 }
 
 TEST(E2eRedisAcl, TheDaemonRunsAsItsRedisAclUserAndAWrongPasswordDoesNotComeUp) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   test::TempDir redis_dir("e2e-redis-acl");
   test::RedisServerOptions ro;
   ro.requirepass = "admin-pw-0123456789";

@@ -20,6 +20,7 @@
 #include "tests/e2e/daemon.h"
 #include "tests/e2e/powercut_mount.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -52,7 +53,7 @@ class E2eRedisDiskFull : public ::testing::TestWithParam<Case> {};
 
 TEST_P(E2eRedisDiskFull, IntakeAnswers503WhileRedisCannotWriteItsAofAndResumesByItself) {
   RINGCAST_E2E_SINGLE_NODE_ONLY("one redis-server of its own on a FUSE filesystem");
-  if (!RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   TempDir mnt("e2e-rdf-mnt"), logs("e2e-rdf-log"), sink_dir("e2e-rdf-sink");
   PowerCutFs::Options fo;
   fo.journaled_namespace = true;  // Redis 7 never fsyncs the directory of appendonlydir

@@ -8,12 +8,13 @@
 
 #include "tests/e2e/daemon.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
 
 TEST(E2eRedisMemory, IntakeAnswers503StoreFullOverTheHighWaterMarkAndResumesBelowIt) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   test::TempDir redis_dir("e2e-redis-memory");
   test::RedisServerOptions ro;
   ro.extra_config = {"maxmemory 16mb", "maxmemory-policy noeviction"};
@@ -73,7 +74,7 @@ TEST(E2eRedisMemory, IntakeAnswers503StoreFullOverTheHighWaterMarkAndResumesBelo
 // core/inbox.h): two nodes on one small redis-server; over the mark, an event node a would
 // queue for node b's partition is refused 503 store_full too, and queued again once freed.
 TEST(E2eRedisMemory, QueuedIntakeOnANonOwnerIsHeldBackToo) {
-  if (!test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   test::TempDir redis_dir("e2e-redis-memory-inbox");
   test::RedisServerOptions ro;
   ro.extra_config = {"maxmemory 16mb", "maxmemory-policy noeviction"};

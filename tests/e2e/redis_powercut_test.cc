@@ -43,6 +43,7 @@
 #include "tests/e2e/daemon.h"
 #include "tests/e2e/powercut_mount.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::e2e {
 namespace {
@@ -274,7 +275,7 @@ class E2eRedisPowerCut : public ::testing::Test {
  protected:
   void SetUp() override {
     RINGCAST_E2E_SINGLE_NODE_ONLY("starts a Redis Cluster of its own on power-cut filesystems");
-    if (!RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+    if (!RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
     // A Redis Cluster and two nodes under sanitizers is too slow for CI's budget; the Release
     // run covers it (like ringcast_e2e_cluster, CONTRIBUTING.md).
     if (kSanitized) GTEST_SKIP() << "Release builds only";

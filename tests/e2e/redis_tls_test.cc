@@ -13,6 +13,7 @@
 #include "tests/e2e/daemon.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/test_ca.h"
 
 namespace ringcast::e2e {
@@ -68,7 +69,7 @@ std::string intake_toml(const std::string& address, const std::string& ca,
 
 TEST(E2eRedisTls, StoreLeasesAndStreamsIntakeRunOnTheTlsPortAndAWrongCaDoesNotComeUp) {
   RINGCAST_E2E_SINGLE_NODE_ONLY("starts its own Redis with TLS");
-  if (!RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   TempDir dir("e2e-redis-tls");
   TempDir redis_dir("e2e-redis-tls-server");
   const TestCa ca = TestCa::create("e2e redis CA");

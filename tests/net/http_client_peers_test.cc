@@ -14,6 +14,7 @@
 #include "core/classify.h"
 #include "net/http_client.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -67,7 +68,7 @@ HttpTransportOptions loopback_options() {
 class TransportNginxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kNginx, X_OK) != 0) GTEST_SKIP() << "no " << kNginx;
+    if (::access(kNginx, X_OK) != 0) RINGCAST_SKIP_MISSING() << "no " << kNginx;
   }
   // Starts nginx with one plain and one TLS server answering every POST from its config.
   bool start(const test::LeafCert& leaf) {
@@ -174,7 +175,7 @@ TEST_F(TransportNginxTest, TlsWithTheTestCa) {
 class TransportSinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(sink_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << sink_path();
+    if (::access(sink_path().c_str(), X_OK) != 0) RINGCAST_SKIP_MISSING() << "no " << sink_path();
   }
   static std::string sink_path() {
     return std::string(RINGCAST_BINARY_DIR) + "/tools/ringcast-sink";

@@ -30,6 +30,7 @@
 
 #include "tests/support/nginx.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_ca.h"
 
@@ -997,7 +998,7 @@ TEST_F(TlsSinkTest, FaultsWorkOverTls) {
 // ---- nginx -----------------------------------------------------------------------------------
 
 TEST(NginxTest, StartsServesKeepAliveAndStops) {
-  if (!Nginx::available()) GTEST_SKIP() << "nginx-light is not installed";
+  if (!Nginx::available()) RINGCAST_SKIP_MISSING() << "nginx-light is not installed";
   TempDir dir("ringcast-nginx-test");
   NginxOptions o;
   o.extra_server = "location /fail { return 503 \"down\"; }";
@@ -1020,7 +1021,7 @@ TEST(NginxTest, StartsServesKeepAliveAndStops) {
 }
 
 TEST_F(TlsSinkTest, NginxWithTestCaCertificate) {
-  if (!Nginx::available()) GTEST_SKIP() << "nginx-light is not installed";
+  if (!Nginx::available()) RINGCAST_SKIP_MISSING() << "nginx-light is not installed";
   NginxOptions o;
   o.tls = true;
   o.cert_file = files_.cert;

@@ -25,13 +25,10 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/require.h"
+
 namespace ringcast::test {
 namespace {
-
-bool under_ci() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
-}
 
 // Why this machine cannot mount FUSE filesystems; empty if it can.
 std::string fuse_unavailable() {
@@ -99,8 +96,7 @@ class PowerCut : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = fuse_unavailable(); !why.empty()) {
-      if (under_ci()) FAIL() << "CI=true and FUSE is unavailable: " << why;
-      GTEST_SKIP() << why;
+      RINGCAST_SKIP_MISSING() << "FUSE is unavailable: " << why;
     }
     dir_ = make_temp_dir();
     ASSERT_FALSE(dir_.empty()) << std::strerror(errno);

@@ -21,6 +21,7 @@
 #include "storage/redis_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 
 namespace ringcast::storage::test {
 namespace {
@@ -52,7 +53,7 @@ class RedisFenceTest : public ::testing::TestWithParam<Where> {
   }
   void SetUp() override {
     if (!ringcast::test::RedisServer::available())
-      GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
+      RINGCAST_SKIP_MISSING() << "redis-server is not installed (bash tools/install-deps.sh)";
     if (!dir_) {
       dir_ = new ringcast::test::TempDir("ringcast-redis-fence");
       for (const char* d : {"standalone", "cluster"})

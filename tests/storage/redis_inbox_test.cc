@@ -17,6 +17,7 @@
 #include "storage/redis_inbox.h"
 #include "storage/redis_store.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::storage::test {
@@ -45,7 +46,7 @@ class RedisInboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!ringcast::test::RedisServer::available())
-      GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
+      RINGCAST_SKIP_MISSING() << "redis-server is not installed (bash tools/install-deps.sh)";
     server_ = ringcast::test::RedisServer::start(dir_.path());
     p_ = partition_of(tenant_);
     tag_ = "{rc:" + std::to_string(p_) + "}:";

@@ -16,6 +16,7 @@
 #include "storage/redis_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::storage::test {
@@ -51,7 +52,7 @@ class RedisRecoverAsyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!ringcast::test::RedisServer::available())
-      GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
+      RINGCAST_SKIP_MISSING() << "redis-server is not installed (bash tools/install-deps.sh)";
     server_ = ringcast::test::RedisServer::start(dir_.path());
     RedisStoreOptions o;
     o.servers = {server_->address()};

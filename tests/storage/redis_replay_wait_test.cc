@@ -14,13 +14,15 @@
 #include "storage/redis_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::storage::test {
 namespace {
 
 TEST(RedisStoreWait, ABurstWhoseWaitsRunShortConvergesWithoutALoop) {
-  if (!ringcast::test::RedisServer::available()) GTEST_SKIP() << "redis-server is not installed";
+  if (!ringcast::test::RedisServer::available())
+    RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   ringcast::test::TempDir dir("ringcast-redis-replay-wait");
   ASSERT_EQ(::mkdir(dir.file("primary").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(dir.file("replica").c_str(), 0755), 0);

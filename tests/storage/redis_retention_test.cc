@@ -20,6 +20,7 @@
 #include "storage/redis_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::storage::test {
@@ -57,7 +58,7 @@ class RedisRetentionTest : public ::testing::Test {
   }
   void SetUp() override {
     if (!RedisServer::available())
-      GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
+      RINGCAST_SKIP_MISSING() << "redis-server is not installed (bash tools/install-deps.sh)";
     if (!dir_) {
       dir_ = new TempDir("ringcast-redis-retention");
       server_ = RedisServer::start(dir_->path()).release();
@@ -387,7 +388,7 @@ class RedisMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!RedisServer::available())
-      GTEST_SKIP() << "redis-server is not installed (bash tools/install-deps.sh)";
+      RINGCAST_SKIP_MISSING() << "redis-server is not installed (bash tools/install-deps.sh)";
   }
   std::unique_ptr<RedisServer> start(std::vector<std::string> config) {
     RedisServerOptions o;

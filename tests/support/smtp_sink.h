@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
 
 namespace ringcast::test {
@@ -43,9 +44,10 @@ struct SinkMessage {
 };
 
 // Skips the test when python3-aiosmtpd is missing (tools/install-deps.sh test installs it).
-#define RINGCAST_REQUIRE_SMTP_SINK()                                                          \
-  do {                                                                                        \
-    if (!::ringcast::test::SmtpSink::available()) GTEST_SKIP() << "python3-aiosmtpd missing"; \
+#define RINGCAST_REQUIRE_SMTP_SINK()                         \
+  do {                                                       \
+    if (!::ringcast::test::SmtpSink::available())            \
+      RINGCAST_SKIP_MISSING() << "python3-aiosmtpd missing"; \
   } while (0)
 
 class SmtpSink {
