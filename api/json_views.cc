@@ -151,7 +151,7 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
   }
   w.field("endpoint", id_text(d.endpoint));
   w.field("status", delivery_status_name(d.status));
-  // ISSUE 17: still retrying, but the latest attempt's outcome is UNKNOWN (R12.1).
+  // Still retrying, but the latest attempt's outcome is UNKNOWN (R12.1, R12.10).
   w.key("outcome_pending");
   if (!is_terminal(d.status) && d.last_unknown()) {
     w.value("unknown");
@@ -174,7 +174,7 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
 
 void write_attempt(JsonWriter& w, const Attempt& a) {
   w.begin_object();
-  if (is_check_record(a.number)) {  // ISSUE 17: a reconciliation status check
+  if (is_check_record(a.number)) {  // a reconciliation status check (R12.11)
     w.field("kind", "status_check");
     w.field("after_attempt", static_cast<unsigned>((a.number - kCheckBase) / 32));
     // confirmed (2xx: the receiver has it), not_received (404: resent), pending (asked again)
@@ -189,7 +189,7 @@ void write_attempt(JsonWriter& w, const Attempt& a) {
     w.end_object();
     return;
   }
-  if (is_history_record(a.number)) {  // ISSUE 17: an operator's record, not an attempt
+  if (is_history_record(a.number)) {  // an operator's record, not an attempt (R12.10)
     const bool resolution = a.code.kind == ErrorCode::Kind::kResolvedByOperator;
     w.field("kind", resolution ? "resolution" : "resend");
     w.field("number", static_cast<unsigned>(a.number - kHistoryRecordBase + 1));
@@ -246,7 +246,7 @@ void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
 void write_event(JsonWriter& w, const Event& e) {
   w.begin_object();
   w.field("id", e.id);
-  w.field("message_id", e.message_id);  // the webhook id receivers see (ISSUE 14 part 4)
+  w.field("message_id", e.message_id);  // the webhook id receivers see (R11.3)
   w.field("tenant", e.tenant);
   w.field("type", e.type);
   w.field("seq", id_text(e.seq));
@@ -292,7 +292,7 @@ void write_notification_fields(JsonWriter& w, const Notification& n) {
   code_field(w, "reason", n.reason);
   time_field(w, "at", n.at);
   w.field("message", n.message);
-  // What disabled the endpoint (ISSUE 18): its URL then, the delivery, its attempts and last
+  // What disabled the endpoint (SPEC R8.4): its URL then, the delivery, its attempts and last
   // HTTP status; null in a notification stored before these were kept.
   w.key("endpoint_url");
   if (n.endpoint_url.empty()) {

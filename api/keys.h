@@ -1,4 +1,4 @@
-// Tenant-scoped API keys (ISSUE 18). A key is "rck_<id>_<secret>": 16 hex digits that name it
+// Tenant-scoped API keys (SPEC R14.1). A key is "rck_<id>_<secret>": 16 hex digits that name it
 // (public: the prefix shown in lists) and 64 hex digits of secret. The store keeps the SHA-256 of
 // the secret, never the key (core/store.h put_api_key). Invariants: a key is checked against the
 // hash in constant time; the registry answers check() from memory (the HTTP loop never waits on

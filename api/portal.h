@@ -1,5 +1,6 @@
-// The merchant portal's server side (ISSUE 18): signed portal links, sessions, and the assets
-// compiled into the binary (api/portal/assets, embedded at build time: no CDN, no runtime build).
+// The merchant portal's server side (docs/operations.md "The portal"): signed portal links,
+// sessions, and the assets compiled into the binary (api/portal/assets, embedded at build time: no
+// CDN, no runtime build).
 //
 // A platform mints a link for one tenant (POST /v1/tenants/{t}/portal-links → an URL ending in
 // "/portal/#link=<token>"). The fragment never reaches a server or a Referer; the page POSTs it

@@ -575,8 +575,8 @@ Bad header_bad(const std::vector<EndpointHeader>& hs, const HeaderProblem& p) {
   return Bad{p.reason, std::move(msg), std::move(field)};
 }
 
-// "headers": {"Name": "value", ...}, kept in the order given (ISSUE 17 part 4); checked and
-// trimmed by core/endpoint_headers.h. null: no headers.
+// "headers": {"Name": "value", ...}, kept in the order given (operations.md "Endpoints"); checked
+// and trimmed by core/endpoint_headers.h. null: no headers.
 std::optional<Bad> read_headers(od::value& v, std::vector<EndpointHeader>& out) {
   out.clear();
   if (is_null(v)) return std::nullopt;
@@ -776,7 +776,7 @@ void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
                          endpoint_answer(share(std::move(c.responder)), 200, true));
 }
 
-void recover_endpoint(Call& c, const std::string& tenant, EndpointId id);  // ISSUE 17
+void recover_endpoint(Call& c, const std::string& tenant, EndpointId id);  // replay, below
 
 void endpoint_routes(Call& c, const std::string& tenant) {
   const auto& segs = c.segs;  // v1 tenants T endpoints [id [action [rotate]]]
@@ -1206,7 +1206,7 @@ HttpResponse changed_delivery(Engine& engine, const std::string& tenant, Deliver
   return ok_json(status, w);
 }
 
-// POST .../deliveries/{id}/resolve {"outcome": "delivered" | "failed", "note"?} (ISSUE 17): an
+// POST .../deliveries/{id}/resolve {"outcome": "delivered" | "failed", "note"?} (R12.10): an
 // operator's verdict on a delivery that ended `unknown`. The engine reads the delivery from the
 // store (so this runs on a read thread) and the owning shard records the verdict.
 void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_text_in) {
@@ -1250,7 +1250,7 @@ void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_te
   });
 }
 
-// -- replay (ISSUE 17 part 3) --
+// -- replay (docs/operations.md "Delivery log") --
 
 // RFC 3339 ("2026-01-02T03:04:05Z", fractions of a second and a ±hh:mm offset allowed).
 std::optional<WallTime> parse_rfc3339(std::string_view s) {
@@ -1429,7 +1429,7 @@ void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
                             job_answer(share(std::move(c.responder)), 202));
 }
 
-// -- ISSUE 18: keys, portal links, the attempts chart --
+// -- SPEC R14: keys, portal links, the attempts chart --
 
 WallTime wall_now() {
   return net::SystemClock().wall_now();
@@ -1927,7 +1927,7 @@ HttpResponse unauthorized(std::string_view code, std::string_view message) {
   return r;
 }
 
-// ISSUE 18: the principal of a /v1 request, or the 401 / 403 that refuses it.
+// SPEC R14.1: the principal of a /v1 request, or the 401 / 403 that refuses it.
 std::variant<Principal, HttpResponse> authenticate(const HttpRequest& req,
                                                    const RestApiOptions& opt, const Portal* portal,
                                                    WallTime now) {

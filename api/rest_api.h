@@ -1,8 +1,8 @@
-// The REST adapter (issue 5 "HTTP API"): routes HTTP requests onto ringcast::Engine and turns
-// its answers into JSON. Invariants: every /v1 route requires `Authorization: Bearer <token>`
+// The REST adapter (docs/operations.md "HTTP API"): routes HTTP requests onto ringcast::Engine and
+// turns its answers into JSON. Invariants: every /v1 route requires `Authorization: Bearer <token>`
 // (compared in constant time; no token configured → every /v1 request is refused); an event's
-// `payload` reaches the engine as the exact bytes of the request; every error answer is
-// {"error": {"code", "message", "field"?}} with a 4xx/5xx status.
+// `payload` reaches the engine as the exact bytes of the request; every error answer is {"error":
+// {"code", "message", "field"?}} with a 4xx/5xx status.
 //
 // Routes (ids are decimal strings; see docs in rest_api.cc for bodies):
 //   GET  /healthz  /readyz  /metrics                         (no auth)
@@ -20,14 +20,14 @@
 //   PUT  /v1/tenants/{t}/subscription {"active": bool}
 //   GET  /v1/tenants/{t}/notifications        (SPEC R8.4)
 //   GET  /v1/intake                           the bus intake sources (when configured)
-//   GET  /v1/cluster                          cluster mode: this node's view (ISSUE 16);
+//   GET  /v1/cluster                          cluster mode: this node's view (docs/cluster.md);
 //                                             404 not_cluster on a single node
-//   GET|PUT /v1/tenants/{t}/settings          {"owner_email"} (ISSUE 18)
+//   GET|PUT /v1/tenants/{t}/settings          {"owner_email"} (SPEC R8.4)
 //   GET|POST /v1/tenants/{t}/keys, DELETE /v1/tenants/{t}/keys/{id}   tenant keys (admin only)
-//   POST /v1/tenants/{t}/portal-links         {"scope","ttl_seconds"} → a portal URL (ISSUE 18)
+//   POST /v1/tenants/{t}/portal-links         {"scope","ttl_seconds"} → a portal URL (R14.3)
 //   GET  /v1/tenants/{t}/stats/attempts       the last 24 h of attempts by outcome, per hour
 //   /portal/…                                 the merchant portal (api/portal.h)
-// Authentication (ISSUE 18): `Authorization: Bearer <admin token>` reaches everything;
+// Authentication (SPEC R14.1): `Authorization: Bearer <admin token>` reaches everything;
 // `Bearer rck_…` (a tenant key) or the portal's session cookie (+ X-CSRF-Token on every
 // method but GET/HEAD) reach their tenant's routes only: another tenant's are 404
 // unknown_tenant (no existence leak), admin routes 403 admin_only, writes with a read-only key
@@ -78,20 +78,20 @@ struct RestApiOptions {
   // on the HTTP loop; 0 runs them inline on the loop thread (embedding, sans-I/O tests).
   uint32_t read_threads = 2;
   uint32_t max_queued_reads = 64;  // waiting for a read thread; beyond: 503 + Retry-After: 1
-  // GET /v1/intake: the message-bus intake sources' state as JSON (ISSUE 15); unset: 404.
+  // GET /v1/intake: the message-bus intake sources' state as JSON (operations.md §6); unset: 404.
   // Called on the HTTP loop thread; it must not block.
   std::function<std::string()> intake_status;
-  // GET /v1/cluster: this node's cluster view as JSON (cluster/status_json.h, ISSUE 16);
+  // GET /v1/cluster: this node's cluster view as JSON (cluster/status_json.h, operations.md §7);
   // unset (single-node mode): 404 not_cluster. Called on the HTTP loop thread; it must not
   // block.
   std::function<std::string()> cluster_status;
-  // ISSUE 18: tenant-scoped API keys (null: only the admin token authenticates). Not owned;
+  // SPEC R14.1: tenant-scoped API keys (null: only the admin token authenticates). Not owned;
   // must outlive the RestApi. The admin token manages them (/v1/tenants/{t}/keys).
   KeyRegistry* keys = nullptr;
   // The merchant portal (/portal/…, portal links, sessions). Its secret is independent of the
   // admin token (SPEC R14); empty: the portal is off.
   PortalOptions portal;
-  // ISSUE 18: the 24-hour attempts chart reads at most this many of the tenant's deliveries
+  // The portal's 24-hour attempts chart reads at most this many of the tenant's deliveries
   // (newest first); beyond, its answer says "truncated": true.
   uint32_t stats_max_deliveries = 2000;
   // And it reads at most this many deliveries in all (with attempts or not) and stops after
@@ -99,9 +99,9 @@ struct RestApiOptions {
   // thread every tenant's log reads share.
   uint32_t stats_max_rows = 20'000;
   std::chrono::milliseconds stats_max_time{500};
-  // Cluster mode (ISSUE 16, api/forward.h): a tenant call this node's engine answers
-  // not_owner (every tenant route but event intake) is forwarded to the partition's owner and
-  // its answer relayed. Off while forward.find_owner is unset.
+  // Cluster mode (api/forward.h, docs/cluster.md "How a non-owner reaches the owner"): a tenant
+  // call this node's engine answers not_owner (every tenant route but event intake) is forwarded to
+  // the partition's owner and its answer relayed. Off while forward.find_owner is unset.
   ForwardOptions forward;
   // GET /metrics without the admin token (server.metrics_public); false: the admin token, or
   // the figures on a listener of their own (server.metrics_listen, metrics_response()).

@@ -1,7 +1,7 @@
-// Timer wheel micro benchmarks (ISSUE 2 item 9): schedule, cancel and expire at 1 M and 10 M
-// pending timers, wheel bytes per pending timer, memory of 10 M pending deliveries (Delivery
-// + TimerEntry in one contiguous slab), with same-run peers: std::priority_queue (no cancel),
-// an indexed binary min-heap (libuv / libevent style, supports cancel) and std::multimap.
+// Timer wheel micro benchmarks: schedule, cancel and expire at 1 M and 10 M pending timers, wheel
+// bytes per pending timer, memory of 10 M pending deliveries (Delivery + TimerEntry in one
+// contiguous slab), with same-run peers: std::priority_queue (no cancel), an indexed binary
+// min-heap (libuv / libevent style, supports cancel) and std::multimap.
 //
 // Workload: expiries uniform over (now, now + 30 days], a fixed seed. Every phase is timed by
 // hand (UseManualTime, thread CPU time) so set-up is excluded; each reports ns per timer for

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end benchmark of the bus intake (issue 15), in one run, on loopback: events taken in
-# from a Redis Stream (`[[intake.redis]]`) against the HTTP bulk route, by the same daemon, to
-# the same tenant, whose only endpoint is paused (SPEC R9.1: no delivery is created, so only
-# intake runs). TRIALS interleaved pairs (bus, bulk, bus, bulk, ...) of INTAKE_N 1 KiB events:
+# End-to-end benchmark of the bus intake (docs/benchmarks.md), in one run, on loopback: events taken
+# in from a Redis Stream (`[[intake.redis]]`) against the HTTP bulk route, by the same daemon, to
+# the same tenant, whose only endpoint is paused (SPEC R9.1: no delivery is created, so only intake
+# runs). TRIALS interleaved pairs (bus, bulk, bus, bulk, ...) of INTAKE_N 1 KiB events:
 #   bus:  the daemon is stopped (SIGSTOP) while INTAKE_N entries are preloaded into the stream
 #         with `redis-cli --pipe`; the timed window runs from SIGCONT until the source counted
 #         INTAKE_N more entries acked (each durable, then XACKed) → events/s wall, events per

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What cluster mode costs per delivery (issue 16 "Benchmark"), in one run, on loopback:
+# What cluster mode costs per delivery (docs/benchmarks.md), in one run, on loopback:
 # interleaved trials of the same ringcast binary, the same sink and the same load in
 #   A  cluster mode: storage.backend = "redis" on a Redis Cluster of 3 primaries + 3 replicas
 #      (tools/redis-cluster.sh: AOF on, appendfsync REDIS_FSYNC), storage.redis.wait_replicas

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end benchmark of the ringcast daemon (issue 5 "Benchmark"), in one run, on loopback:
+# End-to-end benchmark of the ringcast daemon (docs/benchmarks.md), in one run, on loopback:
 #   1. intake: N events of 1 KiB sent with `ringcast send` (bulk NDJSON) to a tenant whose only
 #      endpoint is paused (R9.1: no delivery is created) → events/s and events per daemon CPU-s;
 #   2. delivery: ringcast delivering N pre-ingested 1 KiB events (signed, attempts persisted

@@ -1,6 +1,6 @@
 // What persisting costs a delivery: the engine delivering the same backlog on its RocksDB store
-// and on an in-memory store, against wrk sending the same request, in one run (ISSUE 5
-// "Benchmark": the ratio against wrk per CPU-second).
+// and on an in-memory store, against wrk sending the same request, in one run (docs/benchmarks.md
+// "What persisting costs": the ratio against wrk per CPU-second).
 //
 //   bench_e2e_engine_store [--trials=5] [--n=30000] [--conns=32] [--seconds=2]
 //                          [--sink=PATH] [--wrk=PATH] [--only=rocks|memory|wrk]

@@ -1,5 +1,5 @@
-// The transport's speed against wrk (ISSUE 3 "Benchmark"), plus micro benchmarks of the
-// per-request work (signing, request head, response parsing).
+// The transport's speed against wrk (docs/benchmarks.md "The transport alone"), plus micro
+// benchmarks of the per-request work (signing, request head, response parsing).
 //
 //   bench_net_transport                       Google Benchmark micro benchmarks
 //   bench_net_transport --ab [--trials=5] [--seconds=3] [--conns=64] [--mode=plain|tls|both]

@@ -1,4 +1,4 @@
-// RocksStore benchmarks (ISSUE 4). In one run:
+// RocksStore benchmarks. In one run:
 //  - persisted attempt records/s through the store with `interval` sync vs RocksDB's raw
 //    WriteBatch of the same record and batch size (the peer), interleaved pairwise so that
 //    machine load hits both alike; reported as store/raw ratio (target >= 0.7);

@@ -1,7 +1,7 @@
-// The fencing primitive of cluster mode (ISSUE 16): every write a partition owner makes runs
-// as a Lua script that first checks that the partition's lease ({ns:p}:own) holds exactly the
-// writer's node and epoch, and otherwise answers an error reply starting with "FENCED" without
-// writing anything. The lease and the data share the partition's hash tag (cluster/keys.h),
+// The fencing primitive of cluster mode (docs/cluster.md "Fencing"): every write a partition owner
+// makes runs as a Lua script that first checks that the partition's lease ({ns:p}:own) holds
+// exactly the writer's node and epoch, and otherwise answers an error reply starting with "FENCED"
+// without writing anything. The lease and the data share the partition's hash tag (cluster/keys.h),
 // so the check and the write are one atomic step in one slot.
 // Calling convention of a fenced script: KEYS[1] = the lease key, ARGV[1] = node id,
 // ARGV[2] = epoch (decimal); the body's own keys start at KEYS[2] and its arguments at ARGV[3].

@@ -1,6 +1,6 @@
-// The Redis keys of cluster mode (ISSUE 16, research/scale-out.md design A). Every key of one
-// partition carries the hash tag "{<ns>:<p>}", so they share one slot and one Lua script can
-// check the lease and write the data atomically (the fence). `ns` ("rc" by default) lets
+// The Redis keys of cluster mode (docs/cluster.md "Keys", research/scale-out.md design A). Every
+// key of one partition carries the hash tag "{<ns>:<p>}", so they share one slot and one Lua script
+// can check the lease and write the data atomically (the fence). `ns` ("rc" by default) lets
 // several ringcast clusters, or tests, share one Redis.
 #pragma once
 

@@ -1,9 +1,9 @@
-// Partition ownership by fenced leases (ISSUE 16, research/scale-out.md design A): a
-// LeaseManager runs one node's side of it on its own thread (its own net::Loop and Redis
-// client, Redis Cluster or one server). Rendezvous hashing (core/rendezvous.h) over the live
-// members (cluster/membership.h) says which partitions this node should own; for each of those
-// it takes the lease {ns:p}:own = {node, epoch} with PEXPIRE lease_ttl, renews it every
-// lease_ttl / 3, and hands it over when another live member should have it.
+// Partition ownership by fenced leases (docs/cluster.md "Leases", research/scale-out.md design A):
+// a LeaseManager runs one node's side of it on its own thread (its own net::Loop and Redis client,
+// Redis Cluster or one server). Rendezvous hashing (core/rendezvous.h) over the live members
+// (cluster/membership.h) says which partitions this node should own; for each of those it takes the
+// lease {ns:p}:own = {node, epoch} with PEXPIRE lease_ttl, renews it every lease_ttl / 3, and hands
+// it over when another live member should have it.
 // Invariants:
 //   - epochs: every take of a lease (by anyone, also by the node that held it before) INCRs
 //     the non-expiring {ns:p}:epoch, so an epoch is never handed out twice and a later owner

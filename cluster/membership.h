@@ -1,11 +1,11 @@
-// Heartbeat membership of a ringcast cluster (ISSUE 16, research/scale-out.md design A): every
-// node writes its id into the ZSET {ns}:members with score = its wall clock in ms, every
-// heartbeat_interval, and counts as live every member whose last beat is younger than
-// member_ttl; members silent for forget_after are pruned. One script per beat does all three
-// (ZADD, ZREM of the silent, ZRANGEBYSCORE) and returns the live list. The same script
-// publishes the node's API address (advertise_url) in the hash {ns}:addr, prunes the addresses
-// of pruned members, and returns the live members' addresses (for forwarding API calls to a
-// partition's owner, api/forward.h).
+// Heartbeat membership of a ringcast cluster (docs/cluster.md, research/scale-out.md design A):
+// every node writes its id into the ZSET {ns}:members with score = its wall clock in ms, every
+// heartbeat_interval, and counts as live every member whose last beat is younger than member_ttl;
+// members silent for forget_after are pruned. One script per beat does all three (ZADD, ZREM of the
+// silent, ZRANGEBYSCORE) and returns the live list. The same script publishes the node's API
+// address (advertise_url) in the hash {ns}:addr, prunes the addresses of pruned members, and
+// returns the live members' addresses (for forwarding API calls to a partition's owner,
+// api/forward.h).
 // Invariants:
 //   - runs on one net::Loop thread (the caller's); nothing blocks; every command has a deadline;
 //   - the live list is sorted, without duplicates, and always contains this node while it runs

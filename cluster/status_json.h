@@ -1,4 +1,5 @@
-// GET /v1/cluster (ISSUE 16): one node's view of cluster mode as JSON, for the REST route and
+// GET /v1/cluster (docs/operations.md §7): one node's view of cluster mode as JSON, for the REST
+// route and
 // `ringcast cluster status`. Shape (every key always present, in this order):
 //   {"node_id": str, "synced": bool,
 //    "members": [{"node_id": str, "assigned": n}, ...],   live members, sorted; assigned = how

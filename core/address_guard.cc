@@ -6,7 +6,7 @@
 namespace ringcast {
 namespace {
 
-// ISSUE 2 item 3: the IANA special-purpose ranges (IPv4 and IPv6 registries) plus the
+// SPEC R6 private_address: the IANA special-purpose ranges (IPv4 and IPv6 registries) plus the
 // deprecated site-local fec0::/10. 255.255.255.255 sits inside 240/4 but is listed for clarity.
 constexpr const char* kDenyV4[] = {
     "0.0.0.0/8",      "10.0.0.0/8",     "100.64.0.0/10", "127.0.0.0/8",

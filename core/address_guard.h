@@ -1,7 +1,7 @@
-// Address guard (ISSUE 2 item 3, SPEC R6 `private_address`): decides whether a resolved
-// address may be connected to. Invariant: no special-purpose address (IANA registries) is
-// allowed unless an explicit allow-list CIDR covers it, also when it hides inside an IPv6
-// transition form (v4-mapped, SIIT, NAT64, 6to4, Teredo).
+// Address guard (SPEC R6 `private_address`): decides whether a resolved address may be connected
+// to. Invariant: no special-purpose address (IANA registries) is allowed unless an explicit
+// allow-list CIDR covers it, also when it hides inside an IPv6 transition form (v4-mapped, SIIT,
+// NAT64, 6to4, Teredo).
 #pragma once
 
 #include <optional>
@@ -35,7 +35,7 @@ class AddressGuard {
   // address (e.g. Teredo inside 2001::/23) is denied whatever it embeds.
   bool allowed(const IpAddress& ip) const;
 
-  // True for every deny range of ISSUE 2 item 3 (not looking inside transition forms).
+  // True for every deny range (address_guard.cc; not looking inside transition forms).
   static bool is_special_purpose(const IpAddress& ip);
 
   const std::vector<Cidr>& allow_list() const { return allow_; }

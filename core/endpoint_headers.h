@@ -1,5 +1,5 @@
-// An endpoint's extra request headers and its Idempotency-Key option (ISSUE 17 part 4): what
-// may be configured, and how it is rendered onto every attempt. Pure.
+// An endpoint's extra request headers and its Idempotency-Key option (docs/operations.md
+// "Endpoints"): what may be configured, and how it is rendered onto every attempt. Pure.
 // Invariant: a header set that passed normalize_endpoint_headers() renders into well-formed
 // HTTP/1.1 header lines (RFC 9110 token names, no CR/LF/NUL/control bytes in values), never
 // repeats or overrides a header ringcast itself sends (framing, signatures, the webhook id),

@@ -46,7 +46,7 @@ Notification disable_notification(const Endpoint& e, ErrorCode reason, DeliveryI
 
 const char* endpoint_action_name(EndpointAction a);
 
-// ISSUE 17 reconciliation: the status URL for one webhook id — every "{webhook_id}" in the
+// Reconciliation (SPEC R12.11): the status URL for one webhook id — every "{webhook_id}" in the
 // template replaced by it (webhook ids are [0-9A-Za-z_]: nothing to escape).
 inline constexpr std::string_view kWebhookIdPlaceholder = "{webhook_id}";
 std::string status_check_url(std::string_view tmpl, std::string_view webhook_id);

@@ -29,7 +29,7 @@ struct EndpointSpec {
   uint32_t max_in_flight = 0;
   std::vector<EndpointHeader> headers;  // checked by core/endpoint_headers.h
   bool idempotency_key = false;
-  OnUnknown on_unknown = OnUnknown::kRetry;  // ISSUE 17 reconciliation
+  OnUnknown on_unknown = OnUnknown::kRetry;  // reconciliation (R12.11)
   std::string status_url;                    // "{webhook_id}" template; needed by kReconcile
 };
 
@@ -65,7 +65,7 @@ struct SubmitResult {
   bool queued = false;
 };
 
-// An operator's verdict on a delivery that ended `unknown` (ISSUE 17, SPEC R12.10).
+// An operator's verdict on a delivery that ended `unknown` (SPEC R12.10).
 enum class Resolution : uint8_t { kDelivered, kFailed };
 inline constexpr size_t kResolutionNoteBytes = 512;  // kept like a response prefix (R10.3)
 
@@ -197,7 +197,7 @@ class Engine {
     return out;
   }
 
-  // ISSUE 17: resolves a delivery that ended `unknown` as delivered or failed; the verdict and
+  // R12.10: resolves a delivery that ended `unknown` as delivered or failed; the verdict and
   // `note` (≤ kResolutionNoteBytes) become a record in its history (an Attempt numbered from
   // kHistoryRecordBase, code resolved_by_operator). Reads the delivery from the store on the
   // calling thread (like get_delivery), then completes on the owning shard once durable.
@@ -210,8 +210,8 @@ class Engine {
                     "not_supported"));
   }
 
-  // ISSUE 17 part 3 (replay). Each reads from the store on the calling thread (like
-  // resolve_delivery), then completes on the owning shard once durable.
+  // Replay (docs/operations.md "Delivery log"). Each reads from the store on the calling thread
+  // (like resolve_delivery), then completes on the owning shard once durable.
   // Resend: a delivery that ended (delivered, failed, dead or unknown) goes out again — the
   // same delivery, the same event (webhook id), attempts numbered on, a fresh budget; its
   // history gets a `resent` record with `note`. kNotFound "unknown_delivery"; kConflict
@@ -239,7 +239,7 @@ class Engine {
     done(make_error(Errc::kUnavailable, "this engine cannot recover endpoints", nullptr,
                     "not_supported"));
   }
-  // The tenant's settings (ISSUE 18); kNotFound "unknown_tenant" (a tenant that never had an
+  // The tenant's settings (SPEC R8.4); kNotFound "unknown_tenant" (a tenant that never had an
   // endpoint). Completes once durable.
   virtual void get_tenant_settings(std::string tenant, Callback<TenantSettings> done) {
     (void)tenant;

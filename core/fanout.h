@@ -1,4 +1,4 @@
-// Fan-out matching (ISSUE 5 "Fan-out"): which endpoints of a tenant receive an event type.
+// Fan-out matching (SPEC R1 "Endpoint"): which endpoints of a tenant receive an event type.
 // A filter entry is an exact type, "*" (everything) or a prefix wildcard "payment.*"; an empty
 // filter takes everything. Invariant: matching is pure and allocation-free.
 #pragma once

@@ -1,9 +1,9 @@
-// Cluster mode's intake on a node that does not own the tenant's partition (ISSUE 16: "intake
-// for any tenant works on every node; its partition's script does the work"). Such a node puts
-// the event into the partition's inbox in the shared store, atomically with an idempotency
-// check against the partition's accepted events (R12.5) and its other queued ones, and answers
-// once that is durable; the partition's owner drains the inbox into its normal intake (fan-out,
-// deliveries, the idempotency key), and only then removes the entries.
+// Cluster mode's intake on a node that does not own the tenant's partition (docs/cluster.md
+// "Intake on every node": its partition's script does the work). Such a node puts the event into
+// the partition's inbox in the shared store, atomically with an idempotency check against the
+// partition's accepted events (R12.5) and its other queued ones, and answers once that is durable;
+// the partition's owner drains the inbox into its normal intake (fan-out, deliveries, the
+// idempotency key), and only then removes the entries.
 //
 // Invariants:
 //   - an event answered kQueued or kAlreadyQueued is durable in the inbox (with the store's

@@ -13,7 +13,7 @@ bool valid_tenant(std::string_view t, size_t max);
 bool printable_text(std::string_view s);
 // Printable ASCII without spaces (event types; the length is the caller's).
 bool valid_type(std::string_view t);
-// An e-mail address for an SMTP envelope and a To: header (ISSUE 18): local@domain, at most
+// An e-mail address for an SMTP envelope and a To: header (SPEC R8.4): local@domain, at most
 // 254 bytes, a local part of 1-64 printable ASCII characters without spaces or any of
 // "(),:;<>@[\]", a domain of dot-separated labels of A-Z a-z 0-9 and inner hyphens. Nothing
 // that could end a header line or an SMTP command gets through.

@@ -1,5 +1,5 @@
 // Which cluster member owns a partition: highest-random-weight (rendezvous) hashing over the
-// live member ids (ISSUE 16, research/scale-out.md design A). Pure: no syscalls, no clock.
+// live member ids (research/scale-out.md design A). Pure: no syscalls, no clock.
 // Invariants: for a non-empty member set every partition has exactly one owner, and every
 // node computes the same one from the same set (the order of `members` does not matter);
 // adding a member moves only the partitions it wins (each to it), removing one moves only

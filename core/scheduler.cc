@@ -45,7 +45,7 @@ void list_unlink(TimerEntry* e) {
 }
 }  // namespace
 
-// A pending delivery and its timer link: the unit of scheduler memory (ISSUE 2: millions).
+// A pending delivery and its timer link: the unit of scheduler memory (there are millions).
 // Standard layout with the entry first, so a TimerEntry* from the wheel is the Slot*.
 struct Scheduler::Slot {
   TimerEntry te;
@@ -584,7 +584,7 @@ Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
   return ok();
 }
 
-// ---- cluster mode (ISSUE 16) ------------------------------------------------------------------
+// ---- cluster mode (docs/cluster.md) -----------------------------------------------------------
 
 uint64_t Scheduler::drop_partition(Partition p) {
   PartitionSet ps;
@@ -891,7 +891,7 @@ Result<DeliveryId> Scheduler::add_test_delivery(EndpointId id, const Event& ev, 
   return d.id;
 }
 
-// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+// ---- replay (docs/operations.md "Delivery log") -------------------------------------------------
 
 Result<Delivery> Scheduler::reopen_delivery(const Delivery& ended, WallTime now, Mutations& m) {
   if (!is_terminal(ended.status)) {
@@ -1048,7 +1048,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       postpone_subscription(&ep, s, now, m);
       continue;
     }
-    // ISSUE 17: a delivery whose latest outcome was UNKNOWN, on a reconciling endpoint, asks
+    // R12.11: a delivery whose latest outcome was UNKNOWN, on a reconciling endpoint, asks
     // the status URL instead of resending; paced and bounded like a send, never a probe.
     const bool check = wants_check(ep, s->d);
     bool probe = false;
@@ -1123,7 +1123,7 @@ bool Scheduler::wants_check(const EpState& ep, const Delivery& d) {
 // the deadline's.
 constexpr Duration kCheckSlack = milliseconds(10);
 
-// ISSUE 17: a status check goes out like a send (it holds an in-flight place) but leases
+// R12.11: a status check goes out like a send (it holds an in-flight place) but leases
 // nothing in the store: it is a read, and the delivery stays pending there meanwhile.
 void Scheduler::lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out) {
   Delivery& d = s->d;
@@ -1159,7 +1159,7 @@ void Scheduler::on_check_result(const SendCommand& cmd, Slot* s, const Transport
   const bool confirmed = st >= 200 && st < 300 && st != 202;
   const bool not_received = st == 404;
 
-  Attempt a;  // every ask is in the history (ISSUE 17)
+  Attempt a;  // every ask is in the history (R12.11)
   a.delivery = d.id;
   a.number = check_record_number(cmd.attempt, index);
   a.ladder = Ladder::kNone;
@@ -1232,7 +1232,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   inflight_[cmd.slot] = nullptr;
   inflight_free_.push_back(cmd.slot);
   if (is_orphan(s)) {
-    // Its partition was dropped while it was out (ISSUE 16): its endpoint and tenant are gone,
+    // Its partition was dropped while it was out (cluster mode): its endpoint and tenant are gone,
     // the next owner retries it from the store. Forgotten here, nothing written.
     --orphans_;
     ++counters_.stale_results;
@@ -1310,12 +1310,12 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   Decision dec = decide(d, c, *ep->policy, now, rng_);
   if (c.outcome == Outcome::kUnknown && dec.kind == Decision::Kind::kRetry) {
     if (ep->cfg.on_unknown == OnUnknown::kReview) {
-      // ISSUE 17: never resent after an UNKNOWN: straight to review.
+      // on_unknown = review: never resent after an UNKNOWN: straight to review (R12.10).
       ++counters_.review_ended;
       dec.kind = Decision::Kind::kUnknown;
       dec.code = c.code.is_none() ? ErrorCode::http(c.http_status) : c.code;
     } else if (wants_check(*ep, d)) {
-      // ISSUE 17: ask before resending. The next attempt keeps the ladder's place; it waits for
+      // R12.11: ask before resending. The next attempt keeps the ladder's place; it waits for
       // the first check instead of the ladder's pause.
       reconciling_[d.id] = Reconcile{now, 0};
       const auto& sched = opts_.reconcile_schedule;
@@ -1326,10 +1326,10 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   activate(*ep, now);
 }
 
-// ISSUE 14 part 1, SPEC R2.3: the transport held the send for ringcast's own reasons (pacing,
-// connection limits) and never sent it. The lease is released as if it had not been taken: the
-// attempt is not spent, nothing is recorded, the breaker and auto-disable see nothing, and the
-// delivery waits until the transport said a new try may go.
+// SPEC R2.3: the transport held the send for ringcast's own reasons (pacing, connection limits) and
+// never sent it. The lease is released as if it had not been taken: the attempt is not spent,
+// nothing is recorded, the breaker and auto-disable see nothing, and the delivery waits until the
+// transport said a new try may go.
 void Scheduler::release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r,
                                WallTime now, Mutations& m) {
   Delivery& d = s->d;

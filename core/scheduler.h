@@ -1,10 +1,10 @@
-// The shard scheduler (ISSUE 2 item 10, SPEC R2–R9, R12): pending deliveries in a timer
-// wheel, per-endpoint FIFO ready queues, tenant breakers, endpoint states, the fairness cap
-// and in-flight limits; it turns attempt results into the next state and the store
-// mutations. Pure: no I/O, time and randomness are passed in. Invariants: a delivery is in
-// exactly one place (wheel, one ready queue, in flight, or gone); every send is preceded by
-// its kInFlight lease in the same Mutations; no attempt beyond a ladder's budget or ceiling;
-// while a tenant's breaker is not closed only its one probe is sent (R4.3, R4.6).
+// The shard scheduler (SPEC R2–R9, R12): pending deliveries in a timer wheel, per-endpoint FIFO
+// ready queues, tenant breakers, endpoint states, the fairness cap and in-flight limits; it turns
+// attempt results into the next state and the store mutations. Pure: no I/O, time and randomness
+// are passed in. Invariants: a delivery is in exactly one place (wheel, one ready queue, in flight,
+// or gone); every send is preceded by its kInFlight lease in the same Mutations; no attempt beyond
+// a ladder's budget or ceiling; while a tenant's breaker is not closed only its one probe is sent
+// (R4.3, R4.6).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct SchedulerOptions {
   Duration subscription_postpone = hours(1);  // R6 subscription_inactive
   BreakerConfig breaker;                      // R4 thresholds and pauses
   uint32_t slab_chunk_slots = 4096;           // slots allocated at once
-  // Reconciliation (ISSUE 17, seed 003): after an UNKNOWN outcome on an endpoint with
+  // Reconciliation (SPEC R12.11, seed 003): after an UNKNOWN outcome on an endpoint with
   // on_unknown = reconcile, the status URL is asked after reconcile_schedule[0], then after each
   // next pause (the last one repeats) — often in the first minute, rarer later — until it
   // answers, and the delivery ends `unknown` (needs review) once reconcile_deadline has passed
@@ -62,7 +62,7 @@ struct SendCommand {
   uint16_t attempt = 0;  // 1-based over all ladders (R5.4)
   bool probe = false;    // the tenant breaker's half-open probe (R4.3)
   uint32_t slot = 0;     // handle for O(1) lookup in on_result(); echo it back unchanged
-  // A reconciliation status check (ISSUE 17): GET the endpoint's status_url for this delivery's
+  // A reconciliation status check (R12.11): GET the endpoint's status_url for this delivery's
   // webhook id, signed, empty body. Not an attempt: nothing is leased in the store for it (a
   // crash mid-check loses nothing) and `attempt` is the delivery's count so far.
   bool check = false;
@@ -93,10 +93,10 @@ struct SchedulerStats {
   uint32_t endpoints = 0, tenants = 0, breakers_open = 0, breakers_half_open = 0;
   // Counters since construction.
   uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
-  uint64_t deferred = 0;  // sends given back unsent (no attempt spent, ISSUE 14 part 1)
+  uint64_t deferred = 0;  // sends given back unsent (no attempt spent, R2.3)
   uint64_t delivered = 0, retries = 0, failed = 0, dead = 0;
   uint64_t unknown = 0;  // ended kUnknown, needs review (R12.10)
-  // Reconciliation (ISSUE 17): status checks sent, and their answers — the receiver has it
+  // Reconciliation (R12.11): status checks sent, and their answers — the receiver has it
   // (2xx), has not got it (404: resent), still processing or no answer (asked again) —; the
   // deliveries whose deadline passed; deliveries ended at once under on_unknown = review.
   uint64_t checks = 0, checks_confirmed = 0, checks_not_received = 0, checks_pending = 0;
@@ -119,7 +119,8 @@ class Scheduler {
 
   // ---- recovery (before the first poll(); any order) -------------------------------------
   // kInvalidArgument (field "policy", reason "unknown_policy") when the endpoint's policy is
-  // not in the registry: there is no silent fall-back to another ladder (ISSUE 14 part 3).
+  // not in the registry: there is no silent fall-back to another ladder (operations.md
+  // "Validation").
   Result<void> restore_endpoint(const Endpoint& e);
   void restore_tenant(const Tenant& t);
   // A non-terminal delivery. It becomes due at max(next_attempt_at, now). A delivery whose
@@ -180,7 +181,7 @@ class Scheduler {
   Result<DeliveryId> add_test_delivery(EndpointId id, const Event& ev, WallTime now,
                                        IdAllocator& ids, Mutations& m);
 
-  // ---- replay (ISSUE 17 part 3) ----------------------------------------------------------------
+  // ---- replay (docs/operations.md "Delivery log") ----------------------------------------------
   // Resend: `ended` (the store's record of a delivery that ended) goes out again — same id,
   // event and webhook id; `attempts` keeps counting (the receiver sees attempt N+1) while the
   // ladders start afresh: fast/slow counters 0, no slow-ladder start, no breaker hold time, the
@@ -211,7 +212,7 @@ class Scheduler {
   // until r.not_before. A Retry-After (429, 5xx) holds the endpoint's queue until then (R7).
   void on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
                  WallTime now, Mutations& m);
-  // ---- cluster mode (ISSUE 16) ----------------------------------------------------------------
+  // ---- cluster mode (docs/cluster.md) ---------------------------------------------------------
   // Forgets everything of partition p — its tenants (breakers, timers), endpoints (ready lists,
   // rate timers) and queued/scheduled deliveries — without writing anything (the next owner
   // reloads them from the store). Deliveries of p in flight are not touched: the caller waits
@@ -329,7 +330,7 @@ class Scheduler {
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
   // (ms, endpoint): the next rate-limit token, or the end of a Retry-After hold
   std::set<std::pair<int64_t, EndpointId>> rate_timers_;
-  // Deliveries being reconciled (ISSUE 17): since when (the UNKNOWN outcome, or the first check
+  // Deliveries being reconciled (R12.11): since when (the UNKNOWN outcome, or the first check
   // after a restart) and how many checks were asked. In memory only.
   struct Reconcile {
     WallTime since;

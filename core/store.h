@@ -18,7 +18,7 @@ struct DeliveryPut {
   Delivery delivery;
   uint64_t tenant_hash = 0;  // for the per-tenant index; needed when is_new
   bool is_new = false;       // first write: also index it (tenant and endpoint time order)
-  // An operator's change of a delivery that had ended (ISSUE 17: a resolution, or a resend that
+  // An operator's change of a delivery that had ended (R12.10: a resolution, or a resend that
   // reopens it: then the delivery is not terminal and goes back to the live set — out of the
   // ended records and their retention index), not an outcome of the engine's: not counted. The
   // batch also holds the delivery's latest attempt again, so a store that keeps that attempt inside
@@ -84,7 +84,7 @@ struct DeliveryDetail {
   std::vector<Attempt> attempts;  // in order
 };
 
-// Every API key in a store, and the version of that set (ISSUE 18).
+// Every API key in a store, and the version of that set (SPEC R14.1).
 struct ApiKeySet {
   std::vector<ApiKey> keys;
   // Per tenant: portal links and sessions issued before this time are ended (SPEC R14.3).
@@ -195,8 +195,8 @@ class Store {
     }
     return out;
   }
-  // ISSUE 17 (replay missing): every delivery of event `seq` the store still holds (any
-  // state), from its event → deliveries index. Any order.
+  // Replay missing (docs/operations.md "Delivery log"): every delivery of event `seq` the store
+  // still holds (any state), from its event → deliveries index. Any order.
   virtual Result<std::vector<Delivery>> event_deliveries(EventSeq seq) {
     (void)seq;
     return make_error(Errc::kUnavailable, "this store does not index deliveries by event", nullptr,
@@ -213,7 +213,7 @@ class Store {
   virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                                size_t limit) = 0;
 
-  // ISSUE 18: the tenant-scoped API keys — one small registry for the whole store, not
+  // SPEC R14.1: the tenant-scoped API keys — one small registry for the whole store, not
   // partitioned (any node checks any tenant's key). put and delete are durable when they
   // return and bump the version; load_api_keys reads every key with the version, and
   // api_keys_version lets a node poll cheaply for another node's change.
@@ -244,7 +244,7 @@ class Store {
     return make_error(Errc::kUnavailable, "this store keeps no secrets", nullptr, "not_supported");
   }
 
-  // ---- asynchronous forms for a shard's loop (ISSUE 16) -------------------------------------
+  // ---- asynchronous forms for a shard's loop (cluster mode) ---------------------------------
   // A networked store (cluster mode) must not block a shard thread on the network, so the
   // shards look intake keys up and load payloads through these. `done` runs on `on`'s thread
   // exactly once: a local store (RocksDB, the in-memory fake) answers before returning — the
@@ -277,9 +277,10 @@ class Store {
   // an event's webhook id, that the store does not know).
   virtual bool durable_on_write() const { return true; }
 
-  // A store that is about to run out of space (Redis near its maxmemory, ISSUE 16): intake
-  // answers 503 store_full until it is not, while deliveries and attempts keep being written
-  // (they finish work and retention frees space). Any thread, cheap. Local stores never.
+  // A store that is about to run out of space (Redis near its maxmemory, docs/cluster.md
+  // "Memory back-pressure"): intake answers 503 store_full until it is not, while deliveries and
+  // attempts keep being written (they finish work and retention frees space). Any thread, cheap.
+  // Local stores never.
   virtual bool full() const { return false; }
 
   // The disk's state (DiskHealth). Any thread, cheap. A networked store says kFull while its

@@ -1,6 +1,6 @@
-// Hierarchical timer wheel for pending deliveries (ISSUE 2 item 9): O(1) schedule and cancel
-// through an intrusive entry embedded in the owner, millisecond resolution, a horizon past
-// 31 days, and bounded work per advance(). Time is an argument: `now_ms` is passed in.
+// Hierarchical timer wheel for pending deliveries: O(1) schedule and cancel through an intrusive
+// entry embedded in the owner, millisecond resolution, a horizon past 31 days, and bounded work per
+// advance(). Time is an argument: `now_ms` is passed in.
 //
 // API contract (the implementation may add to it, not change it):
 //   TimerWheel wheel(now_ms);

@@ -25,14 +25,14 @@ struct SendRequest {
   // The endpoint's own lines ("Name: value\r\n" each: Idempotency-Key, its extra headers;
   // core/endpoint_headers.h), sent after ringcast's headers. Already checked: sent as is.
   std::string extra_headers;
-  // A reconciliation status check (ISSUE 17): GET `url` with no body (no Content-Type), signed
+  // A reconciliation status check (R12.11): GET `url` with no body (no Content-Type), signed
   // over the empty body like a delivery. False: the delivery's POST.
   bool status_check = false;
   uint64_t pool_key = 0;  // optional hint: endpoint id, for per-endpoint limits
 };
 
 // Why the transport gave an op back without sending it (ringcast's own back-pressure, never the
-// receiver's failure: ISSUE 14 part 1).
+// receiver's failure: SPEC R2.3).
 enum class DeferReason : uint8_t {
   kNone = 0,
   kPacing,       // the host's token bucket (transport.host_rate_per_second) had no token in time

@@ -73,11 +73,11 @@ struct ErrorCode {
     kDeadlineExceeded,    // a ladder's ceiling (R3.2, R3.3)
     kEndpointDeleted,
     kInternalError,  // the engine could not build the request (e.g. the event is unreadable)
-    // History records that are not attempts (ISSUE 17): an operator's resolution of an
+    // History records that are not attempts (R12.10): an operator's resolution of an
     // UNKNOWN delivery, and a resend. Their Attempt::number is kHistoryRecordBase + k.
     kResolvedByOperator,
     kResent,
-    // A reconciliation status check (ISSUE 17): its Attempt::number is in [kCheckBase,
+    // A reconciliation status check (R12.11): its Attempt::number is in [kCheckBase,
     // kHistoryRecordBase). The answer's meaning is in the record's outcome.
     kStatusCheck,
     kReconcileExpired,  // the reconciliation deadline passed without an answer: needs review
@@ -106,7 +106,7 @@ const char* signature_profile_name(SignatureProfile p);
 enum class EndpointState : uint8_t { kEnabled, kPaused, kDisabled };
 const char* endpoint_state_name(EndpointState s);
 
-// What follows an UNKNOWN outcome (ISSUE 17, SPEC R12.11). kRetry: resend on the ladder
+// What follows an UNKNOWN outcome (SPEC R12.11). kRetry: resend on the ladder
 // (receivers dedupe by webhook id, the Standard Webhooks contract). kReconcile: first ask the
 // endpoint's status URL whether it has the webhook; resend only on "not received". kReview:
 // never resend after an UNKNOWN: the delivery ends `unknown` for an operator.
@@ -128,10 +128,10 @@ inline bool is_terminal(DeliveryStatus s) {
 // Which ladder an attempt was spent on (R3.4: separate budgets).
 enum class Ladder : uint8_t { kNone, kFast, kSlow };
 
-// The webhook id receivers deduplicate by (`webhook-id`, `X-Webhook-Id`, SPEC R11.3): unique
-// across tenants and across time (ISSUE 14 part 4), assigned when an event is accepted and the
-// same on every attempt of every delivery of it. "msg_" + 26 Crockford base32 characters of 128
-// bits: 48 bits of Unix milliseconds (ids sort by acceptance time), then 80 random bits.
+// The webhook id receivers deduplicate by (`webhook-id`, `X-Webhook-Id`, SPEC R11.3): unique across
+// tenants and across time (operations.md "Events"), assigned when an event is accepted and the same
+// on every attempt of every delivery of it. "msg_" + 26 Crockford base32 characters of 128 bits: 48
+// bits of Unix milliseconds (ids sort by acceptance time), then 80 random bits.
 inline constexpr size_t kMessageIdChars = 30;
 std::string make_message_id(WallTime accepted_at, uint64_t random_hi, uint64_t random_lo);
 // For events stored before message ids existed: derived from the store's own sequence (unique
@@ -154,8 +154,8 @@ struct Secret {
   WallTime expires_at = WallTime::max();  // set on the old secret during rotation
 };
 
-// One extra request header of an endpoint (ISSUE 17 part 4), sent as "name: value" after
-// ringcast's own headers; the rules are in core/endpoint_headers.h.
+// One extra request header of an endpoint (docs/operations.md "Endpoints"), sent as "name: value"
+// after ringcast's own headers; the rules are in core/endpoint_headers.h.
 struct EndpointHeader {
   std::string name;
   std::string value;
@@ -217,7 +217,8 @@ struct Tenant {
 };
 
 // One event to one endpoint. Compact and trivially copyable: the scheduler keeps millions of
-// these in memory next to their timer entries (ISSUE 2: 10 M pending in < 1 GiB).
+// these in memory next to their timer entries (10 M pending in < 1 GiB, measured by
+// bench/core_timer_wheel.cc).
 struct Delivery {
   DeliveryId id = 0;
   EventSeq event = 0;
@@ -270,14 +271,14 @@ struct Timings {
 
 inline constexpr size_t kResponsePrefixBytes = 512;  // R10.3
 
-// Attempt numbers from here on are history records, not attempts (ISSUE 17): an operator's
+// Attempt numbers from here on are history records, not attempts (R12.10): an operator's
 // resolution or a resend, numbered in the order they were made. They sort after every attempt
 // (a delivery has fewer than 2^15 attempts: the ladders' budgets are uint8 each).
 inline constexpr uint16_t kHistoryRecordBase = 0x8000;
 inline bool is_history_record(uint16_t number) {
   return number >= kHistoryRecordBase;
 }
-// Reconciliation status checks (ISSUE 17): number = kCheckBase + (attempt after which it was
+// Reconciliation status checks (R12.11): number = kCheckBase + (attempt after which it was
 // asked, mod 512) * 32 + min(check index, 31). They sort after the attempts, before the
 // operator's records.
 inline constexpr uint16_t kCheckBase = 0x4000;
@@ -314,7 +315,7 @@ struct Attempt {
 // max_lease_expiries). Every store's recovery calls this, in the write that records the attempt.
 Attempt expire_lease(Delivery& d, uint16_t number, WallTime now);
 
-// A tenant-scoped API key (ISSUE 18). The key a client holds is "rck_<id>_<secret>"; the store
+// A tenant-scoped API key (SPEC R14.1). The key a client holds is "rck_<id>_<secret>"; the store
 // keeps only the SHA-256 of the secret part, so a store dump reveals no usable key.
 struct ApiKey {
   std::string id;           // 16 lower-case hex digits; public (shown as the prefix "rck_<id>")
@@ -335,7 +336,7 @@ struct Notification {
   ErrorCode reason;
   WallTime at;
   std::string message;
-  // The owner's e-mail (SPEC R8.4, ISSUE 18 part 3): what the e-mail needs, taken when the
+  // The owner's e-mail (SPEC R8.4): what the e-mail needs, taken when the
   // notification is made, so a resend after a restart says what the first send would have.
   std::string owner_email{};      // the tenant's owner_email at the time (empty: no e-mail)
   std::string endpoint_url{};     // the endpoint's URL at the time

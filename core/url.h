@@ -26,7 +26,7 @@ struct Url {
 // Defaults (documented, configurable):
 // - https only; plain http only with allow_http (tests, private deployments).
 // - min_bytes 10: "http://a.b" (10 bytes) is the shortest URL with a dotted host; shorter
-//   input ("https://", "https://a", junk) is `url_too_short`. max_bytes 2048 (ISSUE 2), the
+//   input ("https://", "https://a", junk) is `url_too_short`. max_bytes 2048, the
 //   common browser/CDN limit. Length is checked first, so both codes win over the others.
 // - allowed_ports empty: any port 1..65535 that is not denied.
 // - denied_ports: well-known non-HTTP service ports that an SSRF would aim at

@@ -30,14 +30,14 @@ api::RestApiOptions api_options(const Config& cfg);
 // The operator webhook (SPEC R8.4): the shards' transport options (same address guard,
 // allow-list, URL policy and CA) and the decoded secret. url is empty when none is configured.
 NotifierOptions notifier_options(const Config& cfg);
-// The owner's e-mail (ISSUE 18): [notifications.smtp] and [notifications.email]; the password
+// The owner's e-mail (SPEC R8.4): [notifications.smtp] and [notifications.email]; the password
 // read from password_file (its first line). smtp.host is empty when none is configured.
 // Throws ConfigError when password_file cannot be read.
 MailerOptions mailer_options(const Config& cfg);
 net::HttpServerOptions server_options(const Config& cfg);
 
-// What would keep the shards' HTTP transport from being created (ISSUE 14 part 3): one line
-// naming the key and the reason (a transport.ca_file that is not PEM, no system CA bundle), or
+// What would keep the shards' HTTP transport from being created (operations.md "Validation"): one
+// line naming the key and the reason (a transport.ca_file that is not PEM, no system CA bundle), or
 // "" when it can be. `ringcast serve` refuses to start on it; `config check` reports it.
 std::string transport_problem(const Config& cfg);
 

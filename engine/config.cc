@@ -682,7 +682,7 @@ void apply_environment(Config& cfg, const Environment& env) {
       assign(k, k.path, &cfg, Input{nullptr, std::string_view(it->second), "environment " + name});
     }
   }
-  // RINGCAST_API_TOKEN is the documented short form (issue 5); it wins over the long one.
+  // RINGCAST_API_TOKEN is the documented short form (operations.md §2); it wins over the long one.
   if (auto it = env.find("RINGCAST_API_TOKEN"); it != env.end()) {
     cfg.server.api_token = it->second;
   }
@@ -1256,7 +1256,7 @@ void Config::validate() const {
     fail("", "transport.ca_file", "cannot read \"" + transport.ca_file + "\"");
   if (transport.user_agent.find_first_of("\r\n") != std::string::npos)
     fail("", "transport.user_agent", "must be one line");
-  // portal (ISSUE 18)
+  // portal (operations.md §9)
   if (!portal.public_url.empty() && !portal.public_url.starts_with("https://") &&
       !portal.public_url.starts_with("http://")) {
     fail("", "portal.public_url", "must start with https:// (or http:// behind nothing)");
@@ -1289,7 +1289,7 @@ void Config::validate() const {
     if (!key || key->empty())
       fail("", "notifications.webhook_secret", "a whsec_ secret must be valid, non-empty base64");
   }
-  {  // the owner's e-mail (ISSUE 18)
+  {  // the owner's e-mail (SPEC R8.4)
     const auto& sm = notifications.smtp;
     auto one_line = [](const std::string& v) { return v.find_first_of("\r\n") == v.npos; };
     if (sm.starttls != "required" && sm.starttls != "opportunistic" && sm.starttls != "off")
@@ -1337,7 +1337,7 @@ void Config::validate() const {
   // signing
   if (signing.rotation_overlap < Duration(0))
     fail("", "signing.rotation_overlap", "must not be negative");
-  // intake (ISSUE 15)
+  // intake (operations.md §6)
   std::set<std::string> intake_names;
   for (size_t i = 0; i < intake.redis.size(); ++i) {
     const RedisIntakeConfig& r = intake.redis[i];

@@ -1,6 +1,6 @@
 // ringcast's configuration: one TOML file, every key overridable by a RINGCAST_* environment
-// variable (issue 5 "Configuration and CLI"). Invariant: a Config returned by load_config() has
-// passed validate(): every value is in range and every cross-key relation holds.
+// variable (docs/operations.md §2). Invariant: a Config returned by load_config() has passed
+// validate(): every value is in range and every cross-key relation holds.
 //
 // Key names and their environment variables: `section.key` ↔ RINGCAST_SECTION_KEY
 // (`engine.breaker.window` ↔ RINGCAST_ENGINE_BREAKER_WINDOW, `server.api_token` ↔
@@ -41,7 +41,7 @@ struct ServerConfig {
   uint32_t max_connections = 1024;
   Duration idle_timeout = seconds(60);  // keep-alive connections with no request
   uint32_t read_threads = 2;  // REST API delivery-log reads (RocksDB) run on these, off the loop
-  // Tenant-scoped API keys (ISSUE 18): how often a node checks the store for a key another
+  // Tenant-scoped API keys (SPEC R14.1): how often a node checks the store for a key another
   // node made or revoked (cluster mode; a single node makes every change itself).
   Duration key_refresh = seconds(1);
   // GET /metrics (SPEC R14, docs/security.md "The listener"): needs the admin token unless
@@ -61,7 +61,7 @@ struct ServerConfig {
   std::string tls_key;
 };
 
-// [portal] (ISSUE 18): the merchant portal and its links (api/portal.h).
+// [portal] (docs/operations.md "The portal"): the merchant portal and its links (api/portal.h).
 struct PortalConfig {
   // Signs links and sessions (at least 32 characters); empty: a random 256-bit secret made
   // once and kept in the store (shared by every node through Redis), never derived from
@@ -74,7 +74,7 @@ struct PortalConfig {
   std::vector<std::string> frame_ancestors;  // origins allowed to embed it; empty: none
 };
 
-// [storage.redis] (storage.backend = "redis", ISSUE 16): Redis or Redis Cluster as the system
+// [storage.redis] (storage.backend = "redis"): Redis or Redis Cluster as the system
 // of record (storage/redis_store.h, docs/cluster.md).
 struct RedisStorageConfig {
   std::vector<std::string> servers{"127.0.0.1:6379"};  // several (seeds) only with cluster
@@ -96,9 +96,9 @@ struct RedisStorageConfig {
   uint32_t wait_replicas = 1;
   Duration wait_timeout = milliseconds(100);
   Duration command_timeout = seconds(2);
-  // Memory back-pressure (ISSUE 16): intake answers 503 store_full once a primary's
-  // used_memory reaches high_water x its limit (maxmemory, or max_memory_bytes when the
-  // server's is 0; the smaller when both are set), until it is 5 points below again.
+  // Memory back-pressure (docs/cluster.md "Memory back-pressure"): intake answers 503 store_full
+  // once a primary's used_memory reaches high_water x its limit (maxmemory, or max_memory_bytes
+  // when the server's is 0; the smaller when both are set), until it is 5 points below again.
   double high_water = 0.85;
   uint64_t max_memory_bytes = 0;  // 0: the servers' maxmemory only
 };
@@ -131,7 +131,7 @@ struct EngineConfig {
   uint32_t max_in_flight = 16;  // per endpoint, unless the endpoint sets its own
   uint64_t payload_cache_bytes = 32 << 20;    // recent events kept for the send path (all shards)
   Duration subscription_postpone = hours(1);  // SPEC R6 subscription_inactive
-  // ISSUE 17 reconciliation (core/scheduler.h SchedulerOptions): pauses between status checks
+  // Reconciliation (SPEC R12.11; core/scheduler.h SchedulerOptions): pauses between status checks
   // (the last repeats) and the deadline after which an unanswered delivery needs review.
   std::vector<Duration> reconcile_schedule = {seconds(5), seconds(10), seconds(15), seconds(30),
                                               minutes(1), minutes(2),  minutes(5),  minutes(10)};
@@ -159,7 +159,7 @@ struct TransportConfig {
   uint64_t max_response_drain_bytes = 1024 * 1024;
   double host_rate_per_second = 0;  // pacing per host; 0 = unlimited
   uint32_t host_burst = 0;
-  // ISSUE 14 part 1: how long a send waits in its host's queue (pacing, connection limits)
+  // SPEC R2.3: how long a send waits in its host's queue (pacing, connection limits)
   // before it is given back deferred — not sent, not an attempt — and how many may wait.
   Duration max_queue_wait = seconds(5);
   uint32_t max_queued_per_host = 4096;
@@ -198,7 +198,7 @@ struct NotificationsConfig {
   // Signs those POSTs with the Standard Webhooks profile (SPEC R11.2) when set: "whsec_<base64>"
   // or raw text, like an endpoint secret (secret; masked when printed).
   std::string webhook_secret;
-  // The owner's e-mail on auto-disable (SPEC R8.4, ISSUE 18 part 3): [notifications.smtp] is
+  // The owner's e-mail on auto-disable (SPEC R8.4): [notifications.smtp] is
   // the relay (off while host is empty), [notifications.email] what is sent and how it is
   // retried. The recipient is the tenant's owner_email.
   struct Smtp {
@@ -253,8 +253,8 @@ struct LimitsConfig {
   Duration stats_max_time = std::chrono::milliseconds(500);
 };
 
-// One `[[intake.redis]]` source (ISSUE 15): a Redis Streams consumer group that feeds the same
-// intake as the HTTP API (intake/redis_source.h). File only (no RINGCAST_* variables: it is a
+// One `[[intake.redis]]` source (operations.md §6): a Redis Streams consumer group that feeds the
+// same intake as the HTTP API (intake/redis_source.h). File only (no RINGCAST_* variables: it is a
 // list of tables).
 struct RedisIntakeConfig {
   std::string name;                  // metrics label; default "redis-<n>" (1-based)

@@ -2,8 +2,8 @@
 // engine's shards (intake acknowledgements wait for durability, SPEC R12.5), and stopping
 // takes the engine down before the store closes. What `ringcast serve` and an embedding
 // program both need; everything else (API server, notifier) is built around it.
-// Two stores: RocksDB on the local disk (single-node mode, the default), or Redis / Redis
-// Cluster (storage.backend = "redis", ISSUE 16), where N nodes share the partitions by leases
+// Two stores: RocksDB on the local disk (single-node mode, the default), or Redis / Redis Cluster
+// (storage.backend = "redis", docs/cluster.md), where N nodes share the partitions by leases
 // (cluster/lease.h) when `leases` is given.
 #pragma once
 

@@ -78,7 +78,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Sto
   }
   if (policy_error) {
     e->stop();
-    if (why != nullptr) {  // ISSUE 14 part 3: say which policy, and how many endpoints use it
+    if (why != nullptr) {  // operations.md "Validation": which policy, how many endpoints use it
       why->clear();
       for (const auto& [name, count] : missing) {
         if (!why->empty()) why->append("; ");
@@ -191,7 +191,7 @@ void EngineImpl::resolve_delivery(std::string tenant, DeliveryId id, Resolution 
       }));
 }
 
-// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+// ---- replay (docs/operations.md "Delivery log") -------------------------------------------------
 
 void EngineImpl::resend_delivery(std::string tenant, DeliveryId id, std::string note,
                                  Callback<Delivery> done) {

@@ -1,4 +1,4 @@
-// The owner's e-mail on auto-disable (SPEC R8.4, ISSUE 18 part 3): for each endpoint_disabled
+// The owner's e-mail on auto-disable (SPEC R8.4): for each endpoint_disabled
 // notification that names an owner_email, one e-mail through the configured SMTP relay
 // (net/smtp_client.h), from a thread of its own. Invariants, like the operator webhook's
 // (engine/notifier.h): enqueue() never waits for I/O (a short critical section on a bounded

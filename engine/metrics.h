@@ -43,11 +43,11 @@ struct ShardMetrics {
   Counter transport_dns{0}, transport_connect{0}, transport_tls{0}, transport_timeout{0},
       transport_reset{0}, transport_protocol{0}, transport_refused_before_send{0};
   // sends the transport gave back unsent (ringcast's own back-pressure), by DeferReason: no
-  // attempt, no outcome, no transport failure (ISSUE 14 part 1)
+  // attempt, no outcome, no transport failure (SPEC R2.3, R12.8)
   std::array<Counter, kDeferReasons> sends_deferred{};
   Counter deliveries_delivered{0}, deliveries_failed{0}, deliveries_dead{0};
   Counter deliveries_unknown{0};  // ended `unknown`, needs review (R12.10)
-  // operator resolutions of `unknown` deliveries (ISSUE 17), by what they were resolved as
+  // operator resolutions of `unknown` deliveries (R12.10), by what they were resolved as
   Counter resolved_delivered{0}, resolved_failed{0};
   Counter endpoints_disabled{0};
   Counter unknown_attempts{0};
@@ -55,7 +55,7 @@ struct ShardMetrics {
   // Time spent UNKNOWN (R12.8; seed 003's time in PENDING_CONFIRMATION): from the first
   // UNKNOWN attempt of a streak to the answer that settled it, or to an operator's resolution.
   Histogram unknown_duration;
-  // Reconciliation (ISSUE 17): status checks by answer — confirmed (2xx), not_received (404),
+  // Reconciliation (R12.11): status checks by answer — confirmed (2xx), not_received (404),
   // pending (processing or no answer) —, and deliveries whose reconciliation deadline passed.
   std::array<Counter, 3> reconcile_checks{};
   Counter reconcile_expired{0};
@@ -63,7 +63,7 @@ struct ShardMetrics {
   Histogram delivery_latency;  // created → delivered
   // store
   Counter store_batches{0}, store_records{0}, store_errors{0};
-  // Cluster mode (ISSUE 16): partitions taken, handed over, lost; sends held back because
+  // Cluster mode (docs/cluster.md): partitions taken, handed over, lost; sends held back because
   // their partition was being handed over or its lease was past its local deadline; intake
   // answers withdrawn because the store fenced their write.
   Counter partitions_acquired{0}, partitions_released{0}, partitions_lost{0};
@@ -93,7 +93,7 @@ struct NotifierMetrics {
 // `ringcast_notifications_webhook_total{outcome="delivered|failed|dropped"}`.
 std::string render_notifier_metrics(const NotifierMetrics& m);
 
-// The owner's e-mail (engine/mailer.h, SPEC R8.4, ISSUE 18), written by its thread.
+// The owner's e-mail (engine/mailer.h, SPEC R8.4), written by its thread.
 struct MailerMetrics {
   Counter sent{0};     // accepted by the SMTP relay (250 to the end of DATA)
   Counter failed{0};   // gave up: a permanent error (5xx, TLS refused), or the ladder used up
@@ -109,8 +109,9 @@ std::string render_mailer_metrics(const MailerMetrics& m);
 std::string render_store_metrics(uint64_t sst, uint64_t wal, uint64_t memtable,
                                  uint64_t payload_log, uint64_t lease_log);
 
-// The Redis store's memory view (storage::RedisMemory, ISSUE 16): the fullest primary's
-// used_memory, its limit and high-water mark, whether intake is refused, the INFO polls.
+// The Redis store's memory view (storage::RedisMemory, docs/cluster.md "Memory back-pressure"): the
+// fullest primary's used_memory, its limit and high-water mark, whether intake is refused, the INFO
+// polls.
 struct RedisMemoryView {
   uint64_t used_bytes = 0, limit_bytes = 0, mark_bytes = 0;
   bool full = false;

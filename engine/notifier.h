@@ -1,9 +1,10 @@
-// The operator-notification webhook (SPEC R8.4, issue 5): POSTs each stored notification to
-// `notifications.webhook_url` from its own thread, loop and HttpTransport. Invariants: enqueue()
-// never waits for I/O (a short critical section on a bounded queue), so a shard is never slowed
-// by the operator's receiver; every notification enqueued ends in exactly one of the counters
-// delivered / failed / dropped once stop() has returned. Best effort: the notification is
-// already durable in the store and listed by GET /v1/tenants/{tenant}/notifications.
+// The operator-notification webhook (SPEC R8.4, docs/notifications.md): POSTs each stored
+// notification to `notifications.webhook_url` from its own thread, loop and HttpTransport.
+// Invariants: enqueue() never waits for I/O (a short critical section on a bounded queue), so a
+// shard is never slowed by the operator's receiver; every notification enqueued ends in exactly one
+// of the counters delivered / failed / dropped once stop() has returned. Best effort: the
+// notification is already durable in the store and listed by GET
+// /v1/tenants/{tenant}/notifications.
 #pragma once
 
 #include <atomic>

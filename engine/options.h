@@ -27,7 +27,7 @@ namespace ringcast::engine {
 // Builds one shard's transport on that shard's loop (called on the shard thread).
 using TransportFactory = std::function<std::unique_ptr<Transport>(net::Loop& loop)>;
 
-// Cluster mode (ISSUE 16, docs/cluster.md): the partitions a node owns change at run time
+// Cluster mode (docs/cluster.md): the partitions a node owns change at run time
 // (cluster/lease.h). The shards start with none; EngineImpl::acquire_partition() and friends
 // hand them over. These hooks are called on the shard threads and must not block.
 struct PartitionLeases {

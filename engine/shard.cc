@@ -320,7 +320,7 @@ void Shard::turn() {
   for (const SendCommand& cmd : commands_) {
     if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
       // Cluster mode: the partition is being handed over, or its lease is past its local
-      // deadline (a pause, Redis unreachable): not sent, no attempt spent (ISSUE 16).
+      // deadline (a pause, Redis unreachable): not sent, no attempt spent (SPEC R2.3).
       TransportResult unsent;
       unsent.deferred = DeferReason::kConnections;
       unsent.not_before = now + milliseconds(200);
@@ -492,7 +492,7 @@ void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> ent
       });
 }
 
-// ---- cluster mode: partitions change owners (ISSUE 16) --------------------------------------
+// ---- cluster mode: partitions change owners (docs/cluster.md) -------------------------------
 
 Error not_owner_error() {
   return make_error(Errc::kUnavailable,
@@ -769,7 +769,7 @@ void Shard::commit() {
           break;
       }
       if (!unknown_since_.empty()) unknown_since_.erase(d.id);
-      if (!job_live_.empty()) {  // a recover job's delivery ended again (ISSUE 17)
+      if (!job_live_.empty()) {  // a recover job's delivery ended again
         if (auto it = job_live_.find(d.id); it != job_live_.end()) {
           it->second->live.fetch_sub(1, std::memory_order_relaxed);
           job_live_.erase(it);
@@ -1040,11 +1040,11 @@ void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
   }
   if (ev) {
     // The id receivers deduplicate by (R11.3): the event's message id, assigned at acceptance,
-    // unique across tenants and time and the same on every attempt and endpoint (ISSUE 14
-    // part 4; the producer's id is only the intake idempotency key, unique per tenant).
+    // unique across tenants and time and the same on every attempt and endpoint (operations.md
+    // "Events"; the producer's id is only the intake idempotency key, unique per tenant).
     req.message_id.assign(ev->message_id);
     req.body = ev->payload;
-    if (cmd.check && ep) {  // ISSUE 17: ask the status URL about this webhook id
+    if (cmd.check && ep) {  // R12.11: ask the status URL about this webhook id
       req.url = status_check_url(ep->status_url, ev->message_id);
       req.body = {};
     }
@@ -1098,7 +1098,7 @@ void Shard::on_send_complete(SendSlot* slot) {
   const TransportResult& r = slot->result;
   if (r.deferred != DeferReason::kNone) {
     // Never sent (pacing, connection limits): no attempt, no outcome, no transport failure;
-    // the scheduler releases the lease (ISSUE 14 part 1). An UNKNOWN before it stays UNKNOWN.
+    // the scheduler releases the lease (SPEC R2.3). An UNKNOWN before it stays UNKNOWN.
     metrics_.sends_deferred[static_cast<size_t>(r.deferred)].fetch_add(1,
                                                                        std::memory_order_relaxed);
     scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
@@ -1107,7 +1107,7 @@ void Shard::on_send_complete(SendSlot* slot) {
     return;
   }
   if (slot->cmd.check) {
-    // ISSUE 17: a status check is no attempt: its own counters; a definitive answer (2xx: the
+    // R12.11: a status check is no attempt: its own counters; a definitive answer (2xx: the
     // receiver has it; 404: it never got it) settles the delivery's UNKNOWN streak (R12.8).
     const uint16_t st = r.response_received ? r.http_status : 0;
     const size_t answer = st >= 200 && st < 300 && st != 202 ? 0 : st == 404 ? 1 : 2;
@@ -1208,7 +1208,8 @@ void Shard::refresh_gauges() {
 
 // ---- intake ----------------------------------------------------------------------------------
 
-// ISSUE 16: Redis near maxmemory (Store::full()): intake waits, deliveries go on.
+// Redis near maxmemory (Store::full(), docs/cluster.md "Memory back-pressure"): intake waits,
+// deliveries go on.
 Error Shard::store_full() {
   metrics_.intake_store_full.fetch_add(1, std::memory_order_relaxed);
   return make_error(Errc::kUnavailable,
@@ -1757,7 +1758,7 @@ void Shard::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::strin
   after_durable([done = std::move(done), d] { done(d); });
 }
 
-// ---- replay (ISSUE 17 part 3) -------------------------------------------------------------------
+// ---- replay (docs/operations.md "Delivery log") -------------------------------------------------
 
 void Shard::note_rewritten(DeliveryId id, size_t history) {
   if (rewritten_.emplace(id, history).second) {

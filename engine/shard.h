@@ -36,8 +36,8 @@ Error not_owner_error();
 // SPEC R11.2: every unexpired secret signs during a rotation; at most this many at once.
 inline constexpr size_t kMaxSigningSecrets = 10;
 
-// A recover job's state (ISSUE 17 part 3): shared by the owning shard (its live count, the
-// job table) and the engine's worker thread that runs the job (everything else).
+// A recover job's state (docs/operations.md "Delivery log"): shared by the owning shard (its live
+// count, the job table) and the engine's worker thread that runs the job (everything else).
 struct RecoverJob {
   mutable std::mutex mu;
   JobView view;                     // guarded by mu
@@ -92,12 +92,12 @@ class Shard final : public IdAllocator {
   void endpoint_action(const std::string& tenant, EndpointId id, EndpointAction action,
                        Callback<Endpoint> done);
   void test_endpoint(const std::string& tenant, EndpointId id, Callback<DeliveryId> done);
-  // The endpoint URL's rules (UrlPolicy), for a status URL (ISSUE 17).
+  // The endpoint URL's rules (UrlPolicy), for a status URL (R12.11).
   std::function<Result<void>(std::string_view)> url_check() const;
   // Engine::resolve_delivery on the owner: `seen` is the delivery as read from the store.
   void resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
                         Callback<Delivery> done);
-  // ISSUE 17 part 3 (Engine::resend_delivery, replay_event, recover_endpoint, get_job) on the
+  // Replay (Engine::resend_delivery, replay_event, recover_endpoint, get_job) on the
   // owner: `seen` as read from the store; `have`: the endpoints that have a delivery of `ev`.
   void resend_delivery(DeliveryDetail seen, std::string note, Callback<Delivery> done);
   void replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32_t> done);
@@ -148,7 +148,7 @@ class Shard final : public IdAllocator {
   const ShardMetrics& metrics() const { return metrics_; }
   uint32_t index() const { return index_; }
   // After a start() that failed with reason "unknown_policy": stored endpoints whose policy is
-  // not in the config, by policy name (ISSUE 14 part 3: no silent fall-back).
+  // not in the config, by policy name (operations.md "Validation": no silent fall-back).
   const std::map<std::string, uint32_t>& missing_policies() const { return missing_policies_; }
   bool running() const { return running_.load(std::memory_order_acquire); }
 
@@ -343,7 +343,7 @@ class Shard final : public IdAllocator {
   std::deque<DeliveryId> rewritten_order_;  // FIFO, at most kRewrittenKept
   static constexpr size_t kRewrittenKept = 4096;
   void note_rewritten(DeliveryId id, size_t history);
-  // Resend `seen` (ISSUE 17): reopen it in the scheduler, its history records into mutations_.
+  // Resend `seen`: reopen it in the scheduler, its history records into mutations_.
   Result<Delivery> resend_one(const DeliveryDetail& seen, const std::string& note,
                               const std::shared_ptr<RecoverJob>& job);
   // Events replayed lately → the endpoints that got a delivery of it then: a replay racing

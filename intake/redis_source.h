@@ -1,6 +1,6 @@
-// Intake from Redis Streams (ISSUE 15): one `[[intake.redis]]` source = one thread with its own
-// net::Loop running the Redis client, reading a consumer group (XREADGROUP) and handing entries
-// to Engine::submit_batch.
+// Intake from Redis Streams (docs/operations.md §6): one `[[intake.redis]]` source = one thread
+// with its own net::Loop running the Redis client, reading a consumer group (XREADGROUP) and
+// handing entries to Engine::submit_batch.
 // Invariants:
 //   - an entry is XACKed only once the engine answered it durable (accepted or duplicate, SPEC
 //     R12.2 / R12.5): a crash before the XACK leaves it pending, it is read again (own pending

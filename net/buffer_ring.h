@@ -1,4 +1,4 @@
-// Provided buffers for multishot receives (ISSUE 3 "The loop"): a ring of equal buffers the
+// Provided buffers for multishot receives: a ring of equal buffers the
 // kernel picks from (IORING_REGISTER_PBUF_RING), set up by hand since liburing 2.3 has no
 // io_uring_setup_buf_ring. Invariant: a buffer id reported in a CQE belongs to the caller until
 // recycle(id); every other buffer belongs to the kernel.

@@ -1,4 +1,4 @@
-// Asynchronous DNS with c-ares driven by the io_uring loop (ISSUE 3 item 1): its sockets are
+// Asynchronous DNS with c-ares driven by the io_uring loop (SPEC R6 `dns_failed`): its sockets are
 // watched with loop polls, its timeouts with a loop timer. Answers are cached per host for
 // their TTL (capped); a lookup that takes longer than the deadline fails (dns_failed).
 // Invariant: on_complete() always runs on the loop thread from a loop turn, never inside
@@ -18,7 +18,7 @@ struct ares_addrinfo;
 namespace ringcast::net {
 
 struct DnsOptions {
-  Duration deadline = seconds(5);    // ISSUE 3 item 1 → dns_failed
+  Duration deadline = seconds(5);    // → dns_failed (SPEC R6)
   Duration ttl_max = minutes(5);     // cache cap, whatever the record says
   Duration ttl_min = seconds(0);     // 0: a TTL-0 answer is not cached
   size_t cache_entries_max = 10000;  // bounded (STYLE 6)

@@ -437,7 +437,7 @@ void Impl::on_resolve_done(Exchange* ex) {
   on_resolved(ex);
 }
 
-// SPEC R6 private_address, ISSUE 3 item 2: the answer of THIS resolution is checked and only
+// SPEC R6 private_address: the answer of THIS resolution is checked and only
 // those addresses are ever connected to (no second lookup, so no rebinding in between). A mixed
 // answer (one public, one private address) is refused as a whole.
 void Impl::on_resolved(Exchange* ex) {
@@ -473,7 +473,7 @@ void Impl::fail(Exchange* ex, ErrorCode code) {
   finish(ex);
 }
 
-// Back-pressure of our own (ISSUE 14 part 1): the op goes back unsent, with nothing in its result
+// Back-pressure of our own (SPEC R2.3): the op goes back unsent, with nothing in its result
 // but the reason and when a new try may go. No connection was started for it.
 void Impl::defer(Exchange* ex, DeferReason why, MonoTime not_before) {
   assert(ex->conn == nullptr);
@@ -577,9 +577,9 @@ void Impl::on_deadline(Exchange* ex) {
 
 void Impl::on_phase_timeout(Exchange* ex) {
   if (ex->phase == Phase::kConnecting) {
-    fail(ex, ErrorCode::network(ETIMEDOUT));  // ISSUE 3 item 3
+    fail(ex, ErrorCode::network(ETIMEDOUT));  // SPEC R6 network_<ERRNO>, R12.4
   } else if (ex->phase == Phase::kHandshake) {
-    fail(ex, ErrorCode::of(K::kTlsHandshake));  // ISSUE 3 item 4
+    fail(ex, ErrorCode::of(K::kTlsHandshake));  // SPEC R12.4: the TLS handshake's own deadline
   }
 }
 
@@ -679,7 +679,7 @@ bool Impl::evict_one_idle() {
 
 // Hands queued exchanges of `h` to connections, in order, as pacing and the connection limits
 // allow. What cannot start within max_queue_wait of joining the queue goes back deferred (never
-// failed: ISSUE 14 part 1). Bounded: each iteration dequeues one exchange or returns.
+// failed: SPEC R2.3). Bounded: each iteration dequeues one exchange or returns.
 void Impl::pump(Host* h) {
   while (h->qhead != nullptr) {
     Exchange* ex = h->qhead;
@@ -775,7 +775,7 @@ void Impl::open_conn(Host* h, Exchange* ex) {
   if (fd < 0) {
     const int err = errno;
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-      // Out of our own descriptors or memory: nothing went towards the receiver (ISSUE 14).
+      // Out of our own descriptors or memory: nothing went towards the receiver (SPEC R2.3).
       defer(ex, DeferReason::kConnections, loop.now() + opt.defer_retry);
       return;
     }
@@ -1052,7 +1052,7 @@ bool Impl::post_recv(Connection* c) {
   return true;
 }
 
-// ISSUE 3 item 5: POST, Host, Content-Type, Content-Length, User-Agent, the signature profile,
+// SPEC R11: POST, Host, Content-Type, Content-Length, User-Agent, the signature profile,
 // the payload byte for byte. No Expect, no Accept-Encoding.
 void Impl::write_request(Connection* c) {
   Exchange* ex = c->ex;
@@ -1094,7 +1094,7 @@ void Impl::write_request(Connection* c) {
   sign.body = rq.body;
   sign.secrets = &rq.secrets;
   append_signature_headers(sign, buf);
-  buf.append(rq.extra_headers);  // the endpoint's own, after ringcast's (ISSUE 17 part 4)
+  buf.append(rq.extra_headers);  // the endpoint's own, after ringcast's (operations.md "Endpoints")
   buf.append("\r\n").append(rq.body);
   if (c->tls) {
     if (c->tls->write(buf.data(), buf.size()) != TlsStream::Status::kOk) {
@@ -1285,7 +1285,7 @@ void Impl::response_done(Connection* c) {
       break;
     }
   }
-  // Reuse only after a complete response on a clean connection (ISSUE 3 "Pools").
+  // Reuse only after a complete response on a clean connection.
   const bool reusable =
       p.keep_alive() && !p.body_capped() && !c->extra_bytes && !c->eof && c->flushed();
   c->ex = nullptr;

@@ -1,5 +1,5 @@
 // The HTTP/1.1 (+TLS) sender on the io_uring loop: ringcast::Transport for the engine's shards
-// (ISSUE 3 "One delivery on the wire", "Pools and pacing"; SPEC R6, R7, R11, R12).
+// (SPEC R6, R7, R11, R12).
 // Invariants: it never retries (R12.3); it connects only to an address that passed the
 // address guard in this attempt and never resolves twice per attempt (DNS rebinding); every
 // send() completes exactly once, on the loop thread, never inside send(), and no later than
@@ -37,7 +37,7 @@ struct HttpTransportOptions {
   Duration connect_timeout = seconds(5);         // → network_ETIMEDOUT
   Duration tls_handshake_timeout = seconds(10);  // → network_tls_handshake
   Duration idle_timeout = seconds(30);           // an idle pooled connection is closed after
-  // Back-pressure (ISSUE 14 part 1): a request waits in its host's queue at most this long for
+  // Back-pressure (SPEC R2.3): a request waits in its host's queue at most this long for
   // a pacing token or a connection; past that (or when it could not start in time at all) it
   // completes deferred — not sent, not an attempt — with the time a new try may go.
   Duration max_queue_wait = seconds(5);

@@ -1,5 +1,5 @@
-// HTTP/1.1 response reader over llhttp (ISSUE 3 "One delivery on the wire" 6): keeps what an
-// attempt records (status, Retry-After, first 512 body bytes) and enforces the caps.
+// HTTP/1.1 response reader over llhttp (SPEC R1 "Attempt", R7, R10.3): keeps what an attempt
+// records (status, Retry-After, first 512 body bytes) and enforces the caps.
 // Invariant: memory per parser is bounded by the caps whatever the peer sends; 1xx responses
 // are skipped; the first final response ends parsing (no pipelining).
 #pragma once

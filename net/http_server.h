@@ -1,4 +1,4 @@
-// HTTP/1.1 server on the io_uring loop (issue 5 "HTTP API"): accept/recv/send through
+// HTTP/1.1 server on the io_uring loop (docs/operations.md "HTTP API"): accept/recv/send through
 // net::Loop, llhttp request parsing, keep-alive, pipelining, header/body limits, and handlers
 // that may answer later from any thread. Invariants: responses leave a connection in request
 // order; memory per connection is bounded by the limits; every HttpServer method runs on the

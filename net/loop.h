@@ -1,4 +1,4 @@
-// The per-thread io_uring event loop (ISSUE 3 "The loop"): caller-owned, pinned operations
+// The per-thread io_uring event loop: caller-owned, pinned operations
 // whose address is the user_data (STYLE 4), timers, deferred tasks and cross-thread posting.
 // Invariants: everything except post()/wake()/stop() runs on the loop's thread; completions,
 // timers and tasks run only from run_once(), never inline inside a submit call (STYLE 5);

@@ -1,5 +1,5 @@
-// Per-host pacing (ISSUE 3 "Pools and pacing"): a token bucket plus the pause a receiver asked
-// for with 429 + Retry-After. Pure arithmetic on MonoTime (time is an argument, STYLE 2).
+// Per-host pacing (SPEC R7, R12.6): a token bucket plus the pause a receiver asked for with
+// 429 + Retry-After. Pure arithmetic on MonoTime (time is an argument, STYLE 2).
 // Invariant: 0 <= tokens <= burst; an unlimited bucket (rate 0) always has a token.
 #pragma once
 

@@ -1,6 +1,6 @@
 // An SMTP client (RFC 5321) for one message at a time, and the RFC 5322 message it sends: the
-// owner's e-mail on auto-disable (SPEC R8.4, ISSUE 18 part 3). Blocking sockets with deadlines,
-// for a dedicated thread (engine/mailer.h), never a shard loop.
+// owner's e-mail on auto-disable (SPEC R8.4; docs/notifications.md "The owner's e-mail").
+// Blocking sockets with deadlines, for a dedicated thread (engine/mailer.h), never a shard loop.
 // Invariants: every exchange is bounded (each connect, read and write by `timeout`, replies by
 // kSmtpReplyMax); with STARTTLS the relay is verified like an endpoint (chain against the CA
 // file, then the host name or IP, TLS 1.2+: net/tls.h); credentials never go out in clear

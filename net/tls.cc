@@ -30,7 +30,7 @@ Result<std::unique_ptr<TlsClientContext>> TlsClientContext::create(
   c->ctx_ = SSL_CTX_new(TLS_method());
   if (c->ctx_ == nullptr) return tls_error("SSL_CTX_new failed");
   SSL_CTX* ctx = c->ctx_;
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);  // ISSUE 3 item 4: TLS 1.2+
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);  // TLS 1.2+
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   bool any_anchor = false;
   if (!options.ca_file.empty() && ::access(options.ca_file.c_str(), R_OK) == 0) {
@@ -157,7 +157,7 @@ Result<void> TlsStream::init(TlsClientContext& context, std::string_view host, b
   if (host_is_ip) {
     if (!X509_VERIFY_PARAM_set1_ip_asc(param, h.c_str())) return tls_error("bad IP literal");
   } else {
-    // SNI carries the name (ISSUE 3 item 2); verification checks it against the SANs.
+    // SNI carries the name; verification checks it against the SANs.
     if (!SSL_set_tlsext_host_name(ssl_, h.c_str())) return tls_error("SNI failed");
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     if (!X509_VERIFY_PARAM_set1_host(param, h.data(), h.size())) {

@@ -1,4 +1,4 @@
-// TLS client through BoringSSL with memory BIOs (ISSUE 3 item 4): the loop owns the socket;
+// TLS client through BoringSSL with memory BIOs (SPEC R6 `network_*`): the loop owns the socket;
 // a TlsStream only turns ciphertext into plaintext and back. Invariant: every peer is verified
 // (chain against the trust store, then the host name or IP), TLS 1.2 is the minimum, and no
 // socket I/O happens in here. A client certificate (mutual TLS, e.g. Redis with

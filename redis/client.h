@@ -1,5 +1,5 @@
 // The one interface callers of Redis program against, standalone (redis::Connection) or
-// Redis Cluster (redis::ClusterClient), and the errors a command can end with (ISSUE 15).
+// Redis Cluster (redis::ClusterClient), and the errors a command can end with (docs/redis.md).
 // Invariants: every command() completes exactly once, on the loop's thread, never inside the
 // command() call itself (STYLE 5), and no later than its deadline (plus one loop turn);
 // nothing throws. Two layers of failure:

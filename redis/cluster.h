@@ -1,4 +1,4 @@
-// The Redis Cluster client (ISSUE 15): seeds -> CLUSTER SLOTS -> one redis::Connection per
+// The Redis Cluster client (docs/redis.md): seeds -> CLUSTER SLOTS -> one redis::Connection per
 // primary, commands routed by the key's slot (redis/slot.h), behind the same redis::Client
 // interface as a standalone connection.
 // Invariants (beyond client.h's):

@@ -1,4 +1,4 @@
-// One Redis connection on a net::Loop, the standalone redis::Client (ISSUE 15): the loop owns
+// One Redis connection on a net::Loop, the standalone redis::Client (docs/redis.md): the loop owns
 // the socket (io_uring connect/send/recv, no blocking call, no second event loop); hiredis is
 // only the codec (redis/reply.h).
 // Invariants (beyond client.h's):

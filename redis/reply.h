@@ -1,4 +1,4 @@
-// Redis replies as owned trees, and the RESP2 codec around Debian's hiredis 0.14 (ISSUE 15):
+// Redis replies as owned trees, and the RESP2 codec around Debian's hiredis 0.14 (docs/redis.md):
 // commands are formatted here (encode_command); hiredis is used only to parse the byte
 // stream (redisReaderCreateWithFunctions/Feed/GetReply); the io_uring loop owns the socket.
 // Invariants: a Reply owns its whole tree (no hiredis object outlives a parse); an error reply

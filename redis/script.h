@@ -1,4 +1,4 @@
-// Lua scripts run by SHA1 with a transparent fallback (ISSUE 15): evalsha() sends EVALSHA and,
+// Lua scripts run by SHA1 with a transparent fallback: evalsha() sends EVALSHA and,
 // only when the server answers NOSCRIPT (its script cache was flushed, or another node of a
 // cluster has never seen it), sends EVAL with the source, which also caches it there.
 // Invariants: the fallback is safe because NOSCRIPT means the script did not run; it happens at

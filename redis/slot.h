@@ -1,4 +1,4 @@
-// Redis Cluster key slots (ISSUE 15): CRC16-CCITT (XMODEM: polynomial 0x1021, init 0, no
+// Redis Cluster key slots: CRC16-CCITT (XMODEM: polynomial 0x1021, init 0, no
 // reflection) of the key's hash tag, mod 16384, exactly as the server computes CLUSTER KEYSLOT.
 // Invariant: the hash tag is the part between the first '{' and the first '}' after it, when
 // that part is not empty; otherwise the whole key is hashed ("{}" and "foo{}{bar}" hash whole).

@@ -408,7 +408,7 @@ Result<Tenant> decode_tenant(std::string_view key, std::string_view v) {
   return t;
 }
 
-// ---- API key (ISSUE 18) ------------------------------------------------------------------------
+// ---- API key (SPEC R14.1) ----------------------------------------------------------------------
 void encode_api_key(const ApiKey& k, std::string& out) {
   put_u8(out, kValueVersion);
   put_bytes(out, k.tenant);
@@ -495,7 +495,7 @@ void encode_notification(const Notification& n, std::string& out) {
   put_zigzag(out, n.at.ns());
   put_bytes(out, n.message);
   if (!email) return;
-  // Version 8's trailing fields: what the owner's e-mail needs (ISSUE 18).
+  // Version 8's trailing fields: what the owner's e-mail needs (SPEC R8.4).
   put_bytes(out, n.owner_email);
   put_bytes(out, n.endpoint_url);
   put_varint(out, n.trigger);

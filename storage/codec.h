@@ -272,7 +272,7 @@ inline FixedKey<kOutboxKeyBytes> outbox_key(uint64_t seq) {
   be64_at(k.data + 1, seq);
   return k;
 }
-// meta: 'k' | key id (ISSUE 18): one tenant-scoped API key (encode_api_key).
+// meta: 'k' | key id (SPEC R14.1): one tenant-scoped API key (encode_api_key).
 inline std::string api_key_key(std::string_view id) {
   std::string k(1, 'k');
   k += id;
@@ -314,12 +314,12 @@ Result<Event> decode_event(EventSeq seq, std::string_view v);
 // forms: `ref` is set when the payload is still to be read from the log (and checked against
 // event.payload_hash), empty when the value held the bytes (a store written before the log).
 inline constexpr uint8_t kEventInLog = 2;
-// The same with the event's message id (ISSUE 14 part 4), what the store writes since schema
+// The same with the event's message id (SPEC R11.3), what the store writes since schema
 // version 2. The older forms are still read; their message id is legacy_message_id().
 inline constexpr uint8_t kEventInLogWithMessageId = 3;
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out);
 // The event with its payload inline and its message id: what the Redis store writes (the
-// receivers' webhook id must survive a move of the partition to another node, ISSUE 16).
+// receivers' webhook id must survive a move of the partition to another node, SPEC R11.3).
 // decode_event reads it as well as version 1.
 inline constexpr uint8_t kEventInlineWithMessageId = 4;
 void encode_event_inline(const Event& e, std::string& out);
@@ -349,11 +349,11 @@ Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
 Result<Attempt> decode_attempt(std::string_view key, std::string_view v);
 
 // An endpoint is written as version 1 while it uses neither extra headers nor the
-// Idempotency-Key option (so a binary from before ISSUE 17 part 4 still reads it), else with
+// Idempotency-Key option (so a binary from before either existed still reads it), else with
 // its own tag: version 1's fields, then a flags byte (bit 0: idempotency_key), a header count
 // and the name/value pairs. decode_endpoint reads both (version 1: no headers, option off).
 inline constexpr uint8_t kEndpointWithHeaders = 5;
-// Version 6 adds, after version 5's fields, the reconciliation settings (ISSUE 17): on_unknown
+// Version 6 adds, after version 5's fields, the reconciliation settings (R12.11): on_unknown
 // (u8) and status_url (bytes). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithReconcile = 6;
 // A tenant value with the owner's e-mail (SPEC R8.4) after the version-1 fields: an address
@@ -378,7 +378,7 @@ void encode_id_group(const uint64_t* sorted_ids, size_t n, std::string& out);
 Result<std::vector<uint64_t>> decode_id_group(Partition p, std::string_view in);
 Result<EventKeyRecord> decode_event_key(std::string_view v);
 
-// Version 8 adds, after version 1's fields, what the owner's e-mail needs (ISSUE 18):
+// Version 8 adds, after version 1's fields, what the owner's e-mail needs (SPEC R8.4):
 // owner_email, endpoint_url (bytes), trigger, attempts, last_http_status (varints). Written
 // only when one of them is set; version 1 records (written before) still decode.
 inline constexpr uint8_t kNotificationWithEmail = 8;

@@ -1,4 +1,4 @@
-// RedisInbox: core's Inbox on Redis (cluster mode, ISSUE 16; docs/cluster.md "Intake on every
+// RedisInbox: core's Inbox on Redis (cluster mode; docs/cluster.md "Intake on every
 // node"). With T = "{<ns>:<p>}:" (the partition's hash tag, the keyspace of RedisStore):
 //   T in   stream  the inbox: one entry per queued event, fields t (tenant), i (event id),
 //                  y (type), p (payload), h (be64 payload hash); the entry id's milliseconds

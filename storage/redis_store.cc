@@ -576,7 +576,7 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
       b.op('Z', "act", id8);
     }
     if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
-    // A resend reopened it (ISSUE 17): live again, out of retention's reach until it ends.
+    // A resend reopened it: live again, out of retention's reach until it ends.
     if (dp.rewrite && !is_terminal(d.status)) b.op('R', "done", id8);
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
@@ -1525,7 +1525,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // Memory: what every primary allows (a system of record must not evict), then the periodic
-  // high-water poll (ISSUE 16).
+  // high-water poll (docs/cluster.md "Memory back-pressure").
   const bool periodic = impl->opt.high_water > 0 && impl->opt.memory_poll > Duration::zero();
   if (impl->opt.check_memory_policy || periodic) {
     Result<void> polled = ok();
@@ -1651,7 +1651,7 @@ RedisMemory RedisStore::memory() const {
   return impl_->mem;
 }
 
-// ---- API keys (ISSUE 18) ----------------------------------------------------------------------
+// ---- API keys (SPEC R14.1) --------------------------------------------------------------------
 
 namespace {
 constexpr std::string_view kKeyChange =
@@ -2174,7 +2174,7 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
     cmds.push_back({"HGETALL", pre + "om"});
   }
   Replies rs = impl_->run(std::move(cmds));
-  // The partition's outboxes: sent by this node, its owner now (SPEC R8.4, ISSUE 18).
+  // The partition's outboxes: sent by this node, its owner now (SPEC R8.4).
   auto hand_over = [&](size_t at,
                        const std::function<void(std::vector<Notification>)>& to) -> Result<void> {
     auto c = check(rs[at]);

@@ -1,5 +1,5 @@
 // RedisStore: core's Store on Redis (a single server or a Redis Cluster) as the system of
-// record, for cluster mode (ISSUE 16, research/scale-out.md design A; docs/cluster.md "The
+// record, for cluster mode (research/scale-out.md design A; docs/cluster.md "The
 // store on Redis"). Values are storage/codec's byte encodings of the records.
 //
 // Layout. Every key of partition p starts with the hash tag "{<ns>:<p>}" (ns default "rc"), so
@@ -71,7 +71,7 @@
 //     fails with kUnavailable instead of answering without that write;
 //   - synchronous reads block the calling thread (never the loop thread); the *_async forms
 //     never block and complete exactly once through the caller's Poster.
-// TODO(ISSUE 16): reads are not fenced (a stale owner still reads what is there), and a
+// TODO(cluster): reads are not fenced (a stale owner still reads what is there), and a
 // partition once FENCED at an epoch is still sent at that epoch (the script refuses it again);
 // the caller is expected to drop the partition (set_partition_epoch(p, 0)).
 #pragma once
@@ -105,16 +105,16 @@ struct RedisStoreOptions {
   // 0 here (tests run without replicas); docs/cluster.md says 1 in production.
   uint32_t wait_replicas = 0;
   Duration wait_timeout = milliseconds(50);
-  // Fencing (ISSUE 16). Empty: no fence (one ringcast node alone on its Redis). Set: this
-  // node's id as the lease manager writes it into T own ({node, epoch}); every write of p must
-  // find the lease at exactly {node_id, the epoch set by set_partition_epoch(p)}.
+  // Fencing (docs/cluster.md "Fencing"). Empty: no fence (one ringcast node alone on its Redis).
+  // Set: this node's id as the lease manager writes it into T own ({node, epoch}); every write of p
+  // must find the lease at exactly {node_id, the epoch set by set_partition_epoch(p)}.
   std::string node_id;
   // Called on the store's thread, once per (partition, epoch), when a write of the partition
   // at that epoch is first refused; before durable_seq() passes that batch. Must not block and
   // must not call the store's synchronous reads (they wait on this thread).
   std::function<void(Partition, uint64_t epoch)> on_fenced;
 
-  // ---- retention (SPEC R10.1) and memory (ISSUE 16) ----
+  // ---- retention (SPEC R10.1) and memory (docs/cluster.md "Memory back-pressure") ----
   Duration retention = days(30);  // run_retention() deletes what ended before now - this
   // Stamps the retention indexes (T done, T eo, T nto) at write(). Null: the system wall clock.
   // Tests inject a ManualClock; only wall_now() is used, on the writer's thread.
@@ -141,7 +141,7 @@ struct RedisStoreOptions {
   // is sent by the next owner, with the same webhook-id.
   bool notification_outbox = false;
   std::function<void(std::vector<Notification>)> on_outbox;
-  // The owner's e-mail's outbox (T om, ISSUE 18), independent of the webhook's: a notification
+  // The owner's e-mail's outbox (T om, SPEC R8.4), independent of the webhook's: a notification
   // with an owner_email gets an entry until mail_outbox_done(); recover(p) hands p's entries to
   // on_mail_outbox the same way.
   bool mail_outbox = false;
@@ -225,7 +225,7 @@ class RedisStore final : public Store {
   // The owner's e-mail was accepted by the relay or given up: its T om entry goes (mail_outbox).
   Result<void> mail_outbox_done(uint64_t notification_seq);
 
-  // ISSUE 18: API keys in one hash of their own slot ({<ns>:keys}:k, field = key id) with a
+  // SPEC R14.1: API keys in one hash of their own slot ({<ns>:keys}:k, field = key id) with a
   // version counter ({<ns>:keys}:v) that every change bumps in the same script; with
   // wait_replicas > 0 a change returns once WAIT counted that many replicas, so a revocation
   // acknowledged to the admin survives a failover like an acknowledged event.

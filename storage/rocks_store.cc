@@ -884,7 +884,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         settled.emplace_back(d.id, di);
       }
     }
-    // A resend reopened an ended delivery (ISSUE 17): it leaves the archive (the batch holds its
+    // A resend reopened an ended delivery: it leaves the archive (the batch holds its
     // latest attempt again, written to the attempts CF, so an embedded one is not lost). Its
     // old expiry entry finds no archive record (skipped) — or, when it ended again before that
     // entry's time, the new one, which then goes that early (docs/operations.md).
@@ -936,7 +936,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
     std::string thv;
     put_fixed64(thv, th);
     if (options_.notification_outbox) batch.Put(cf(kCfMeta), sl(outbox_key(n.seq)), sl(thv));
-    if (options_.mail_outbox && !n.owner_email.empty())  // the owner's e-mail (ISSUE 18)
+    if (options_.mail_outbox && !n.owner_email.empty())  // the owner's e-mail (SPEC R8.4)
       batch.Put(cf(kCfMeta), sl(mail_outbox_key(n.seq)), sl(thv));
     batch.Put(cf(kCfExpiry),
               sl(expiry_key(partition_of_hash(th), get_stamp(), ExpiryKind::kNotification, n.seq)),

@@ -60,7 +60,7 @@ struct StoreOptions {
   // webhook is configured): a restart sends again what a crash or a stop left unsent. When
   // false, open() deletes the entries left by an earlier run.
   bool notification_outbox = false;
-  // The owner's e-mail's outbox (ISSUE 18, the same at-least-once): every notification written
+  // The owner's e-mail's outbox (SPEC R8.4, the same at-least-once): every notification written
   // with an owner_email gets a second entry ('m') until mail_outbox_done() (an SMTP relay is
   // configured). Independent of the webhook's: each channel resends only what it did not
   // finish. When false, open() deletes the entries left by an earlier run.
@@ -142,7 +142,7 @@ class RocksStore final : public Store {
   std::vector<Notification> take_mail_outbox();
   Result<void> mail_outbox_done(uint64_t notification_seq);
 
-  // ISSUE 18: API keys in the meta column family ('k' | id), synced when written. One process
+  // SPEC R14.1: API keys in the meta column family ('k' | id), synced when written. One process
   // writes them, so the version is this process's count of changes.
   Result<void> put_api_key(const ApiKey& key) override;
   Result<void> delete_api_key(std::string_view id) override;

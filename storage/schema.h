@@ -33,7 +33,7 @@ inline constexpr std::array<std::string_view, kCfCount> kColumnFamilies = {
     "expiry"};
 
 inline constexpr std::string_view kSchemaKey = "schema";
-// '2': events carry their message id (kEventInLogWithMessageId, ISSUE 14 part 4). A store at
+// '2': events carry their message id (kEventInLogWithMessageId, SPEC R11.3). A store at
 // '1' opens and is marked '2' (its old events get legacy_message_id()); a binary that knows only
 // '1' then refuses the store instead of misreading its new records.
 inline constexpr char kSchemaVersion = '2';

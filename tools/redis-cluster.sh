@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Redis Cluster of 3 primaries + 3 replicas on loopback (issue 16's harness), for manual runs,
+# A Redis Cluster of 3 primaries + 3 replicas on loopback (cluster mode's harness), for manual runs,
 # soaks and benchmarks: Debian's redis-server 7.0, one dir per node under DIR, AOF on
 # (appendfsync always), cluster-node-timeout 1000, bound to 127.0.0.1 only, no system service.
 # The test suites use the C++ fixture tests/support/redis_server.h (RedisCluster) instead.

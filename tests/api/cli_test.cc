@@ -209,9 +209,9 @@ TEST_F(CliTest, EndpointsUpdateSendsOnlyTheGivenFields) {
   EXPECT_THAT(r.err, HasSubstr("not_https"));
 }
 
-// ISSUE 17 part 4: --header 'Name: value' (repeatable) and --idempotency-key; an update
-// replaces the whole set, --no-headers / --no-idempotency-key clear them; the API's 400 naming
-// a reserved header reaches the user.
+// Extra headers (operations.md "Endpoints"): --header 'Name: value' (repeatable) and
+// --idempotency-key; an update replaces the whole set, --no-headers / --no-idempotency-key clear
+// them; the API's 400 naming a reserved header reaches the user.
 TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
   CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
                      "https://hooks.example.com/h", "--header", "X-Tenant: acme", "-H",
@@ -574,7 +574,7 @@ TEST_F(CliTest, ClusterStatus) {
   EXPECT_THAT(r.err, HasSubstr("cannot connect"));
 }
 
-// ISSUE 18: `ringcast keys create|list|revoke` and `ringcast portal link`.
+// SPEC R14: `ringcast keys create|list|revoke` and `ringcast portal link`.
 TEST_F(CliTest, KeysAreMadeListedAndRevokedAndAPortalLinkIsMinted) {
   CliRun r = client({"keys", "create", "-t", "acme", "--name", "ci", "--read-only"});
   ASSERT_EQ(r.status.code, 0) << r.err;

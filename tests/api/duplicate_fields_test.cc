@@ -1,5 +1,5 @@
 // api/rest_api: a JSON name repeated at any depth of a request body is refused (400
-// duplicate_field) with the field's path, never resolved to one of the values (issue 14.5).
+// duplicate_field) with the field's path, never resolved to one of the values.
 // Sans-I/O: RestApi::handle() against a StubEngine that answers inline, reads run inline.
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Cluster mode's forwarding of tenant calls to the partition's owner (api/forward.h, ISSUE
-// 16), over real loopback sockets: two REST APIs, "node-a" whose engine answers not_owner and
-// "node-b" that owns the tenant; the owner lookup is a test function. Checks the address
-// parsing and derivation, the marking of forwarded requests, the hop limit, the failure answers
-// (nobody owns it, the owner has no address, refuses, never answers, too many forwards) and that
-// a forwarded call answers what the owner answers.
+// Cluster mode's forwarding of tenant calls to the partition's owner (api/forward.h,
+// docs/cluster.md "How a non-owner reaches the owner"), over real loopback sockets: two REST APIs,
+// "node-a" whose engine answers not_owner and "node-b" that owns the tenant; the owner lookup is a
+// test function. Checks the address parsing and derivation, the marking of forwarded requests, the
+// hop limit, the failure answers (nobody owns it, the owner has no address, refuses, never answers,
+// too many forwards) and that a forwarded call answers what the owner answers.
 #include "api/forward.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // api/portal: links and sessions are signed, expire on the server's clock, cannot be moved to
 // another tenant or turned from one kind into the other; the session cookie's attributes, the
-// CSRF token, and the security headers on every portal answer (ISSUE 18).
+// CSRF token, and the security headers on every portal answer (docs/operations.md "The portal").
 #include "api/portal.h"
 #include "tests/support/require.h"
 

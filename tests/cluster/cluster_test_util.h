@@ -109,7 +109,7 @@ struct Node {
   }
 };
 
-// Short timings for tests (ISSUE 16 brief: 1 s lease, 200 ms heartbeat).
+// Short timings for tests (docs/cluster.md "Timings": 1 s lease, 200 ms heartbeat).
 inline LeaseOptions test_options(const std::string& id, const std::string& ns) {
   LeaseOptions o;
   o.node_id = id;

@@ -1,8 +1,9 @@
-// LeaseManager against a real 3-primary Redis Cluster on loopback (ISSUE 16): convergence to a
-// disjoint, fair cover; takeover after a crash within lease_ttl + 2 s at greater epochs; a
-// node whose I/O is paused past its ttl gives its leases up locally before anyone else takes
-// them, its stale epoch is FENCED, and it gets its share back on resume; a graceful stop hands
-// over at once after done(); a fourth node takes ~1/4 while the others keep the rest untouched.
+// LeaseManager against a real 3-primary Redis Cluster on loopback (docs/cluster.md "Tests"):
+// convergence to a disjoint, fair cover; takeover after a crash within lease_ttl + 2 s at greater
+// epochs; a node whose I/O is paused past its ttl gives its leases up locally before anyone else
+// takes them, its stale epoch is FENCED, and it gets its share back on resume; a graceful stop
+// hands over at once after done(); a fourth node takes ~1/4 while the others keep the rest
+// untouched.
 // Timings (1 s lease, 200 ms heartbeat) come from tests/cluster/cluster_test_util.h; every test
 // uses its own key namespace, so they share one cluster.
 #include <gtest/gtest.h>

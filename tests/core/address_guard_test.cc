@@ -1,5 +1,5 @@
-// core/address_guard: every ISSUE 2 item 3 deny range (both edges), the IPv6 transition forms
-// that hide an IPv4, public addresses, and allow-list behaviour (SPEC R6 private_address).
+// core/address_guard: every deny range (both edges), the IPv6 transition forms that hide an IPv4,
+// public addresses, and allow-list behaviour (SPEC R6 private_address).
 #include "core/address_guard.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +30,8 @@ struct RangeCase {
   const char* above;  // just outside, above (nullptr: none)
 };
 
-// ISSUE 2 item 3, copied in full; edges picked so an off-by-one prefix fails.
+// The IANA special-purpose ranges (SPEC R6 private_address), in full; edges picked so an
+// off-by-one prefix fails.
 const RangeCase kDenied[] = {
     {"0.0.0.0/8", "0.0.0.0", "0.255.255.255", nullptr, "1.0.0.0"},
     {"10.0.0.0/8", "10.0.0.0", "10.255.255.255", "9.255.255.255", "11.0.0.0"},

@@ -1,5 +1,6 @@
-// An endpoint's extra headers and the Idempotency-Key option (ISSUE 17 part 4): which names and
-// values are refused, the limits at their edges, and the lines rendered onto each attempt.
+// An endpoint's extra headers and the Idempotency-Key option (operations.md "Endpoints"): which
+// names and values are refused, the limits at their edges, and the lines rendered onto each
+// attempt.
 #include "core/endpoint_headers.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Event-type filters for fan-out (ISSUE 5): exact, "*", prefix wildcard "payment.*".
+// Event-type filters for fan-out (SPEC R1 "Endpoint"): exact, "*", prefix wildcard "payment.*".
 #include "core/fanout.h"
 
 #include <gtest/gtest.h>

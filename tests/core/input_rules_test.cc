@@ -1,4 +1,4 @@
-// core/input_rules: the e-mail address rule (ISSUE 18) — nothing that could end an SMTP command
+// core/input_rules: the e-mail address rule (SPEC R8.4) — nothing that could end an SMTP command
 // or a header line is an address.
 #include "core/input_rules.h"
 

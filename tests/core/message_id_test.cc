@@ -1,4 +1,4 @@
-// Message ids (ISSUE 14 part 4): the webhook id receivers deduplicate by, assigned at acceptance.
+// Message ids (SPEC R11.3): the webhook id receivers deduplicate by, assigned at acceptance.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -565,7 +565,7 @@ TEST(PolicyRegistry, PresetsAndCustom) {
   EXPECT_EQ(reg.find("xhub")->slow_budget(), 5u);
   EXPECT_EQ(reg.find("smengo")->fast_budget(), 8u);
 
-  // The smengo shape in milliseconds, for tests and users (ISSUE 5).
+  // The smengo shape in milliseconds, for tests and users.
   RetryPolicy fast = RetryPolicy::smengo();
   fast.name = "smengo-ms";
   fast.fast_pauses = {milliseconds(5), milliseconds(10), milliseconds(20)};

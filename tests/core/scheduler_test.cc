@@ -1,4 +1,4 @@
-// The shard scheduler (ISSUE 2 item 10): fan-out, leases, fairness, in-flight limits,
+// The shard scheduler (SPEC R2–R9, R12): fan-out, leases, fairness, in-flight limits,
 // on_result mutations, auto-disable, pause, subscription, breaker holds, recovery.
 #include "core/scheduler.h"
 
@@ -782,7 +782,7 @@ TEST_F(SchedulerTest, ADeliveryInFlightAtTooManyCrashesEndsUnknownWithoutDisabli
   EXPECT_NE(out[0].delivery, id);
 }
 
-// ISSUE 17, SPEC R12.1: a 502 leaves the delivery retrying with its latest outcome UNKNOWN
+// SPEC R12.1, R12.10: a 502 leaves the delivery retrying with its latest outcome UNKNOWN
 // (persisted, the API shows it); a later 200 settles it.
 TEST_F(SchedulerTest, AnUnknownOutcomeIsKeptWhileRetryingAndClearedByAnAnswer) {
   add_ep("acme", "xhub");
@@ -851,7 +851,7 @@ TEST_F(SchedulerTest, ATestDeliveryWithAnUnknownOutcomeEndsUnknown) {
   EXPECT_EQ(s->find_endpoint(e.id)->state, EndpointState::kEnabled);
 }
 
-// ISSUE 17 reconciliation: after an UNKNOWN outcome a reconciling endpoint's delivery sends a
+// SPEC R12.11 reconciliation: after an UNKNOWN outcome a reconciling endpoint's delivery sends a
 // status check (no lease written, no attempt spent) after the schedule's first pause; 404 →
 // a real resend at once; 2xx (not 202) → delivered with no second send.
 TEST_F(SchedulerTest, ReconcileAsksBeforeResending) {
@@ -959,9 +959,9 @@ TEST_F(SchedulerTest, ReviewEndsUnknownAtOnce) {
   EXPECT_EQ(s->live(), 0u);
 }
 
-// ISSUE 17 part 3: a resend reopens an ended delivery — same id and event, the attempt count
-// goes on (the receiver sees attempt N+1), a fresh budget and ceilings from now — written as a
-// rewrite; a pending one, a test delivery and a disabled endpoint's are refused.
+// Resend (operations.md "Delivery log"): a resend reopens an ended delivery — same id and event,
+// the attempt count goes on (the receiver sees attempt N+1), a fresh budget and ceilings from now —
+// written as a rewrite; a pending one, a test delivery and a disabled endpoint's are refused.
 TEST_F(SchedulerTest, AResendReopensAnEndedDeliveryWithAFreshBudget) {
   Endpoint e = add_ep("acme", "xhub");
   Delivery ended;
@@ -1200,7 +1200,7 @@ TEST_F(SchedulerTest, NextWakeupAndStats) {
   EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 1u);
 }
 
-// ---- ISSUE 14: ringcast's own back-pressure is never the receiver's failure ---------------------
+// ---- SPEC R2.3: ringcast's own back-pressure is never the receiver's failure --------------------
 
 TransportResult deferred(DeferReason why, WallTime not_before) {
   TransportResult r;
@@ -1437,7 +1437,7 @@ TEST_F(SchedulerTest, RestoringAnEndpointWhosePolicyIsGoneIsRefused) {
   EXPECT_EQ(s->find_endpoint(e.id), nullptr);  // no silent fall-back to smengo
 }
 
-// ---- cluster mode: dropping a partition (ISSUE 16) ---------------------------------------------
+// ---- cluster mode: dropping a partition --------------------------------------------------------
 
 // The last record of everything a scheduler wrote, as a store would keep it.
 struct RecordStore {

@@ -79,7 +79,7 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   EXPECT_EQ(br.json()["conflicts"].i64(), 1);
 
   // Accepted once → delivered once (no fault on the sink), with the event's message id: its
-  // own, not the producer's id (ISSUE 14 part 4), the same in the log and on the wire.
+  // own, not the producer's id (SPEC R11.3), the same in the log and on the wire.
   std::vector<std::string> ids = message_ids_of(d, t, {"idem-1", "idem-2"});
   for (const std::string& m : ids) EXPECT_EQ(m.rfind("msg_", 0), 0u) << m;
   EXPECT_NE(ids[0], ids[1]);

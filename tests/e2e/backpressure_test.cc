@@ -1,4 +1,5 @@
-// End to end: ringcast's own back-pressure is never the receiver's failure (ISSUE 14 part 1).
+// End to end: ringcast's own back-pressure is never the receiver's failure (operations.md
+// "What receivers get").
 // A receiver's 429 + Retry-After holds only that endpoint's queue (SPEC R7), not the other
 // tenants sharing its host; sends that wait too long for a pooled connection or a pacing token
 // are given back deferred, not sent, and spend no attempt (SPEC R2.3), feed no breaker (R4.5)

@@ -1,8 +1,8 @@
-// End to end: intake from a Redis Stream (ISSUE 15) with real processes — redis-server, the
+// End to end: intake from a Redis Stream (operations.md §6) with real processes — redis-server, the
 // daemon(s) and a verifying ringcast-sink. Entries XADDed to the stream are delivered once and
 // correctly signed; bad entries land in the dead-letter stream with their reason; a daemon
-// SIGKILLed mid-stream loses nothing and leaves nothing pending once restarted; two daemons on
-// one consumer group split the entries, and when one is killed the other claims what it left.
+// SIGKILLed mid-stream loses nothing and leaves nothing pending once restarted; two daemons on one
+// consumer group split the entries, and when one is killed the other claims what it left.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -542,10 +542,10 @@ TEST(E2eBusIntake, ARedisRestartMidStreamIsResumedByItself) {
   EXPECT_TRUE(d.terminate().ok()) << d.output();
 }
 
-// The issue's scale: 100,000 events XADDed in ten parts, the daemon SIGKILLed once during each
-// part and restarted on its data dir. Every entry is delivered at least once, correctly signed,
-// none is lost, none stays pending; the counts are printed, and how long reading the whole
-// delivery log (1 000 a page, SPEC R10) took. 20,000 under ASan, and on the 3-node cluster
+// At scale: 100,000 events XADDed in ten parts, the daemon SIGKILLed once during each part and
+// restarted on its data dir. Every entry is delivered at least once, correctly signed, none is
+// lost, none stays pending; the counts are printed, and how long reading the whole delivery log (1
+// 000 a page, SPEC R10) took. 20,000 under ASan, and on the 3-node cluster
 // (RINGCAST_E2E_BUS_EVENTS=100000 runs the full one there, ~100 s).
 TEST(E2eBusIntake, TenSigkillsDuringAHundredThousandEventsLoseNothing) {
   // Cluster mode: the 3 nodes are SIGKILLed and restarted together, ten times in ~10 s, so the

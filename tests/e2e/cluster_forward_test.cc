@@ -1,4 +1,4 @@
-// End to end, cluster mode (ISSUE 16 "any node answers any API call"): three `ringcast serve`
+// End to end, cluster mode (operations.md §8 "Any node, any call"): three `ringcast serve`
 // nodes on a 3 + 3 Redis Cluster (tests/e2e/cluster_rig.h). For a tenant owned by each node,
 // every tenant-scoped call but intake is made on a node that does not own it — the call is
 // forwarded to the owner (api/forward.h) and answers what the owner answers; reads on a

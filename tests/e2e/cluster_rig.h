@@ -1,7 +1,7 @@
-// The cluster-mode end-to-end rig (ISSUE 16), shared by the cluster e2e tests: a Redis Cluster
-// of three primaries and three replicas (WAIT 1), N `ringcast serve` nodes on it (node-a,
-// node-b, ...; 1 s leases, 200 ms heartbeats) and a verifying ringcast-sink, all real processes
-// on loopback; plus the views and waits the tests share. Invariant: every wait is bounded.
+// The cluster-mode end-to-end rig (docs/cluster.md), shared by the cluster e2e tests: a Redis
+// Cluster of three primaries and three replicas (WAIT 1), N `ringcast serve` nodes on it (node-a,
+// node-b, ...; 1 s leases, 200 ms heartbeats) and a verifying ringcast-sink, all real processes on
+// loopback; plus the views and waits the tests share. Invariant: every wait is bounded.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
-// End to end, cluster mode (ISSUE 16): three `ringcast serve` nodes on a Redis Cluster of three
-// primaries and three replicas (WAIT 1), a verifying ringcast-sink, all real processes on
-// loopback. The short version CI runs: one node SIGKILLed under load (its partitions owned
-// again elsewhere within 5 s, measured), the killed node restarted (it takes its share back),
-// one node SIGSTOPped past its lease and resumed (it steps down, rejoins); every event a node
-// acknowledged is delivered with a 200 under its webhook id. The Redis primary kill is a test
-// of its own that fails today (known bug, below); the soak is tools/cluster-soak.sh.
+// End to end, cluster mode (docs/cluster.md): three `ringcast serve` nodes on a Redis Cluster of
+// three primaries and three replicas (WAIT 1), a verifying ringcast-sink, all real processes on
+// loopback. The short version CI runs: one node SIGKILLed under load (its partitions owned again
+// elsewhere within 5 s, measured), the killed node restarted (it takes its share back), one node
+// SIGSTOPped past its lease and resumed (it steps down, rejoins); every event a node acknowledged
+// is delivered with a 200 under its webhook id. The Redis primary kill is a test of its own that
+// fails today (known bug, below); the soak is tools/cluster-soak.sh.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -588,12 +588,12 @@ TEST(E2eCluster, RedisPrimaryKillUnderLoadLosesNothingAcknowledged) {
   expect_all_delivered(rig, tenants, phase.acked, "-");
 }
 
-// Intake for any tenant works on every node (ISSUE 16, core/inbox.h): a node takes the events
-// of partitions it does not own into their inboxes (202, "queued": true) and their owners take
-// them in; a repeat on another node is a 200, another payload under a taken id a 409 on every
-// node; bulk requests mixing every tenant are taken whole by any node; and while a killed
-// node's partitions have no owner at all, the others keep accepting its tenants' events, which
-// the new owners deliver. Every acknowledged event is delivered under its webhook id.
+// Intake for any tenant works on every node (docs/cluster.md "Intake on every node", core/inbox.h):
+// a node takes the events of partitions it does not own into their inboxes (202, "queued": true)
+// and their owners take them in; a repeat on another node is a 200, another payload under a taken
+// id a 409 on every node; bulk requests mixing every tenant are taken whole by any node; and while
+// a killed node's partitions have no owner at all, the others keep accepting its tenants' events,
+// which the new owners deliver. Every acknowledged event is delivered under its webhook id.
 TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
   if (!test::RedisServer::available()) RINGCAST_SKIP_MISSING() << "redis-server is not installed";
   Rig rig(3);

@@ -3,7 +3,7 @@
 // written, a timeout, a refused connection) move ringcast_attempts_total{outcome},
 // ringcast_attempt_responses_total{class}, ringcast_transport_failures_total{kind} and
 // ringcast_unknown_attempts_total by exact amounts; sends that ringcast's own back-pressure gave
-// back unsent (ISSUE 14 part 1) move none of them.
+// back unsent (SPEC R2.3) move none of them.
 #include <gtest/gtest.h>
 
 #include "tests/e2e/daemon.h"

@@ -67,7 +67,7 @@ std::string config_toml(const DaemonOptions& o, const std::string& dir,
     << "sync_interval = \"5ms\"\n"
     << "\n[engine]\n"
     << "shards = " << o.shards << "\n"
-    << "reconcile_schedule = [\"150ms\", \"300ms\"]\n"  // ISSUE 17: status checks, fast
+    << "reconcile_schedule = [\"150ms\", \"300ms\"]\n"  // R12.11: status checks, fast
     << "reconcile_deadline = \"2500ms\"\n"
     << "\n[engine.breaker]\n"
     << "window = \"30s\"\n"

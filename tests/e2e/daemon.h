@@ -3,13 +3,13 @@
 // a fast breaker), readiness on the "listening on" line, a Bearer-authenticated JSON client, and
 // SIGKILL / restart on the same data dir.
 //
-// Cluster mode (RINGCAST_E2E_BACKEND=cluster, ISSUE 16): the same suites run against a cluster.
-// A Daemon is then kClusterNodes `ringcast serve` nodes (storage.backend = "redis", [cluster]
-// with the short test timings, WAIT 1) on one Redis Cluster of 3 primaries + 3 replicas that the
-// test process starts once and shares; each Daemon has a namespace of its own. start() returns
-// once the nodes hold every partition; call() goes to node 0 and, like a load balancer, retries a
-// 503 not_owner on the other nodes; an event a non-owner queued (202 "queued": true) is waited
-// for until its owner took it in, so it reads back like on one node; kill9() / terminate() /
+// Cluster mode (RINGCAST_E2E_BACKEND=cluster, CONTRIBUTING.md): the same suites run against a
+// cluster. A Daemon is then kClusterNodes `ringcast serve` nodes (storage.backend = "redis",
+// [cluster] with the short test timings, WAIT 1) on one Redis Cluster of 3 primaries + 3 replicas
+// that the test process starts once and shares; each Daemon has a namespace of its own. start()
+// returns once the nodes hold every partition; call() goes to node 0 and, like a load balancer,
+// retries a 503 not_owner on the other nodes; an event a non-owner queued (202 "queued": true) is
+// waited for until its owner took it in, so it reads back like on one node; kill9() / terminate() /
 // start() act on every node (a whole-cluster crash: what was acknowledged is in Redis);
 // scrape_metrics() sums the nodes; output() joins their logs.
 //
@@ -223,7 +223,7 @@ std::vector<std::string> history_kinds(const Json& detail);
 // GET /v1/tenants/{tenant}/endpoints/{id}.
 Json get_endpoint(const Daemon& d, const std::string& tenant, const std::string& endpoint_id);
 
-// The webhook id receivers see for an event: its message id (ISSUE 14 part 4), from
+// The webhook id receivers see for an event: its message id (SPEC R11.3), from
 // GET /v1/tenants/{tenant}/events/{id}; "" when the event is unknown. The sink records these.
 std::string message_id_of(const Daemon& d, const std::string& tenant, const std::string& event_id);
 std::vector<std::string> message_ids_of(const Daemon& d, const std::string& tenant,

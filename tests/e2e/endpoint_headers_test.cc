@@ -1,7 +1,7 @@
-// End to end (ISSUE 17 part 4): an endpoint's extra request headers and its Idempotency-Key
-// option reach the receiver on the first attempt and on the retry, Idempotency-Key carrying the
-// webhook id (the same on both, also when the first answer was lost: SPEC R12.9), after
-// ringcast's own headers; a PATCH changes what the next delivery carries, and the headers
+// End to end (operations.md "Endpoints"): an endpoint's extra request headers and its
+// Idempotency-Key option reach the receiver on the first attempt and on the retry, Idempotency-Key
+// carrying the webhook id (the same on both, also when the first answer was lost: SPEC R12.9),
+// after ringcast's own headers; a PATCH changes what the next delivery carries, and the headers
 // survive a restart (they are in the store: RocksDB, or Redis in cluster mode). The judge is
 // ringcast-sink's --headers-file, one JSON line per request with every header as received.
 #include <gtest/gtest.h>

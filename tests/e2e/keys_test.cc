@@ -1,4 +1,4 @@
-// End to end, ISSUE 18 part 1: tenant-scoped API keys on the real daemon (and on a 3-node
+// End to end, SPEC R14.1: tenant-scoped API keys on the real daemon (and on a 3-node
 // cluster with RINGCAST_E2E_BACKEND=cluster). The admin token makes, lists and revokes them; a
 // key reaches its own tenant only. Every /v1 route is tried with a foreign key, an expired key,
 // a revoked key, and a read-only key; a key's text never shows in the daemon's logs or
@@ -248,9 +248,9 @@ TEST(E2eKeys, KeysSurviveARestartAndBadRequestsNameTheField) {
       << "the key did not survive the restart";
 }
 
-// The portal's session (ISSUE 18 part 2) on the REST API: a link becomes a cookie that reaches
-// its tenant only, on every node (stateless, signed with the shared secret); a change needs the
-// CSRF token; a view link cannot change anything; an expired link is refused.
+// The portal's session (operations.md "The portal") on the REST API: a link becomes a cookie that
+// reaches its tenant only, on every node (stateless, signed with the shared secret); a change needs
+// the CSRF token; a view link cannot change anything; an expired link is refused.
 TEST(E2eKeys, APortalSessionReachesItsTenantWithTheCsrfToken) {
   Daemon d;
   ASSERT_NO_THROW(d.start());

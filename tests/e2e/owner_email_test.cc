@@ -1,12 +1,12 @@
-// End to end: the owner's e-mail on auto-disable (SPEC R8.4, ISSUE 18 part 3). The daemon runs
-// with [notifications.smtp] pointing at a local SMTP sink (Debian's aiosmtpd,
-// tests/support/smtp_sink) that offers STARTTLS with a certificate of a test CA made at run time
-// (starttls = "required", the CA in notifications.smtp.ca_file); the tenant's owner_email is set
-// through PUT /v1/tenants/{t}/settings; an endpoint answering 410 is disabled at once (R8.1) and
-// one e-mail arrives over TLS with the expected headers and content, counted by /metrics. An
-// e-mail the relay refused with 451 when the daemon was killed arrives after the restart with the
-// same Message-ID (the store's mail outbox: RocksDB, or the partition's T om on Redis), and only
-// once. Both storage modes.
+// End to end: the owner's e-mail on auto-disable (SPEC R8.4). The daemon runs with
+// [notifications.smtp] pointing at a local SMTP sink (Debian's aiosmtpd, tests/support/smtp_sink)
+// that offers STARTTLS with a certificate of a test CA made at run time (starttls = "required", the
+// CA in notifications.smtp.ca_file); the tenant's owner_email is set through PUT
+// /v1/tenants/{t}/settings; an endpoint answering 410 is disabled at once (R8.1) and one e-mail
+// arrives over TLS with the expected headers and content, counted by /metrics. An e-mail the relay
+// refused with 451 when the daemon was killed arrives after the restart with the same Message-ID
+// (the store's mail outbox: RocksDB, or the partition's T om on Redis), and only once. Both storage
+// modes.
 #include <gtest/gtest.h>
 
 #include "tests/e2e/daemon.h"

@@ -1,11 +1,11 @@
-// End to end, ISSUE 18 part 2 (the merchant portal) in a real browser: the daemon, a sink and a
-// hostile receiver on loopback; one tenant with a healthy endpoint, one that a 410 auto-disables
-// (SPEC R6, R8.1) and one whose receiver answers a body of <img onerror> and <script>; then
-// tests/portal/walkthrough.mjs (playwright-core driving Debian's /usr/bin/chromium headless)
-// opens a portal link and walks through the cards, pause/resume, a test send, the disabled
-// banner, a delivery's attempt history, the hostile body rendered as text, edit, rotate, enable,
-// recover and resend, a view-only link, a refused link, an iframe on another site (allowed by
-// portal.frame_ancestors), 375 px and 1440 px, with no console error and no CSP violation.
+// End to end, the merchant portal (operations.md "The portal") in a real browser: the daemon, a
+// sink and a hostile receiver on loopback; one tenant with a healthy endpoint, one that a 410
+// auto-disables (SPEC R6, R8.1) and one whose receiver answers a body of <img onerror> and
+// <script>; then tests/portal/walkthrough.mjs (playwright-core driving Debian's /usr/bin/chromium
+// headless) opens a portal link and walks through the cards, pause/resume, a test send, the
+// disabled banner, a delivery's attempt history, the hostile body rendered as text, edit, rotate,
+// enable, recover and resend, a view-only link, a refused link, an iframe on another site (allowed
+// by portal.frame_ancestors), 375 px and 1440 px, with no console error and no CSP violation.
 // Screenshots go to <build>/portal-screenshots[-cluster]/.
 //
 // Needs node, /usr/bin/chromium and the npm packages that tests/portal/setup.sh installs into

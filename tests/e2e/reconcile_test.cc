@@ -1,4 +1,4 @@
-// End to end, ISSUE 17 part 2 (seed 003, SPEC R12.11): reconciliation before a blind resend.
+// End to end (seed 003, SPEC R12.11): reconciliation before a blind resend.
 // ringcast-sink plays a receiver that can act and drop the connection (reset: recorded), lose a
 // request before it saw it (drop: not recorded), hang, and serve a status URL (--status:
 // GET .../status/<webhook id> → 200 when it has the id, 404 when not; a fault rule on the

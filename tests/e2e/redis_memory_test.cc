@@ -1,7 +1,7 @@
-// ISSUE 16, memory back-pressure end to end: `ringcast serve` with storage.backend = "redis" on
-// one redis-server with a small maxmemory and noeviction. Once Redis is over the high-water
-// mark (filled by the test behind ringcast's back), POST /v1/tenants/x/events answers 503
-// store_full with Retry-After, /metrics says so, and intake resumes once the space is freed.
+// Memory back-pressure (docs/cluster.md) end to end: `ringcast serve` with storage.backend =
+// "redis" on one redis-server with a small maxmemory and noeviction. Once Redis is over the
+// high-water mark (filled by the test behind ringcast's back), POST /v1/tenants/x/events answers
+// 503 store_full with Retry-After, /metrics says so, and intake resumes once the space is freed.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,9 +1,9 @@
-// End to end, ISSUE 17 part 3 (replay): resend a delivery that ended (the same delivery and
-// webhook id, attempts numbered on, its history shows the resend), refused while its endpoint
-// is disabled (R8.5) and while it is pending again (idempotent), kept across a crash between
-// the resend and the send; "replay missing" fans an event out to the endpoints that never had a
-// delivery of it, once; a recover job re-queues an endpoint's ended deliveries of a time window,
-// within the configured in-flight bound, with progress at GET .../jobs/{id}.
+// End to end, replay (operations.md "Delivery log"): resend a delivery that ended (the same
+// delivery and webhook id, attempts numbered on, its history shows the resend), refused while its
+// endpoint is disabled (R8.5) and while it is pending again (idempotent), kept across a crash
+// between the resend and the send; "replay missing" fans an event out to the endpoints that never
+// had a delivery of it, once; a recover job re-queues an endpoint's ended deliveries of a time
+// window, within the configured in-flight bound, with progress at GET .../jobs/{id}.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -102,9 +102,9 @@ TEST(E2eSignatures, EveryProfileVerifiesAndAWrongSecretIsCaught) {
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << d.output();
 }
 
-// SPEC R11.2 ("several space-separated during secret rotation"), issue 5 "secret/rotate keeps
-// the old secret valid for a configurable overlap and signs with both": a receiver that still
-// knows only the old key and one that already knows only the new key both accept.
+// SPEC R11.2 ("several space-separated during secret rotation"; secret/rotate keeps the old secret
+// valid for a configurable overlap and signs with both): a receiver that still knows only the old
+// key and one that already knows only the new key both accept.
 TEST(E2eSignatures, RotationSignsWithOldAndNewSecret) {
   Daemon d;
   ASSERT_NO_THROW(d.start());

@@ -1,6 +1,6 @@
 // End to end: `ringcast serve` refuses to start, with one line naming what is wrong, on what would
-// otherwise leave it running wrongly (ISSUE 14 part 3): a transport.ca_file that is not PEM (no
-// shard could build its TLS context), and stored endpoints whose [policies.<name>] left the
+// otherwise leave it running wrongly (operations.md "Validation"): a transport.ca_file that is not
+// PEM (no shard could build its TLS context), and stored endpoints whose [policies.<name>] left the
 // config (no silent fall-back to another ladder). `config check` names the same key.
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-// End to end, ISSUE 17 part 1 (SPEC R12.1, R12.8, R12.10): UNKNOWN is a delivery state. A
-// receiver that reads the request and resets the connection leaves every attempt UNKNOWN (the
-// request was written: it may have acted). While such a delivery retries the API shows
-// "outcome_pending": "unknown"; when its budget ends it ends `unknown` (needs review), not
-// failed or dead — and auto-disable still applies to its endpoint. A later definitive answer
-// settles it (delivered). `state=unknown` lists them; an operator resolves one as delivered or
-// failed (API and CLI), which is kept in its history across a restart, and the metrics count
-// the deliveries ended unknown, the resolutions and the time spent UNKNOWN.
+// End to end (SPEC R12.1, R12.8, R12.10): UNKNOWN is a delivery state. A receiver that reads the
+// request and resets the connection leaves every attempt UNKNOWN (the request was written: it may
+// have acted). While such a delivery retries the API shows "outcome_pending": "unknown"; when its
+// budget ends it ends `unknown` (needs review), not failed or dead — and auto-disable still applies
+// to its endpoint. A later definitive answer settles it (delivered). `state=unknown` lists them; an
+// operator resolves one as delivered or failed (API and CLI), which is kept in its history across a
+// restart, and the metrics count the deliveries ended unknown, the resolutions and the time spent
+// UNKNOWN.
 #include <gtest/gtest.h>
 
 #include "tests/e2e/daemon.h"

@@ -1,8 +1,7 @@
-// The shards on a store whose lookups answer late (tests/support/deferred_store.h), the way
-// the cluster store will (ISSUE 16: no shard thread blocks on the network): intake stays
-// exactly-once when the same ids race through lookups that cannot see each other's commits,
-// a conflict stays a conflict, payloads loaded late are delivered, and the test endpoint's key
-// check works late too.
+// The shards on a store whose lookups answer late (tests/support/deferred_store.h), the way the
+// cluster store will (no shard thread blocks on the network): intake stays exactly-once when the
+// same ids race through lookups that cannot see each other's commits, a conflict stays a conflict,
+// payloads loaded late are delivered, and the test endpoint's key check works late too.
 #include <gtest/gtest.h>
 
 #include <atomic>

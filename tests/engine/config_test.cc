@@ -334,7 +334,7 @@ TEST(Config, BadValuesNameTheKeyAndTheSource) {
       {"[transport]\nrequest_timeout = \"0s\"\n", "transport.request_timeout", "greater than 0s"},
       {"[notifications]\nwebhook_url = \"http://ops.example/x\"\n", "notifications.webhook_url",
        "not_https"},
-      // ISSUE 18: the owner's e-mail relay.
+      // The owner's e-mail relay (SPEC R8.4).
       {"[notifications.smtp]\nhost = \"mail.example\"\n", "notifications.smtp.from", "required"},
       {"[notifications.smtp]\nstarttls = \"maybe\"\n", "notifications.smtp.starttls",
        "\"required\", \"opportunistic\" or \"off\""},
@@ -450,7 +450,7 @@ ladder = ["10ms", "1s"]
 namespace ringcast {
 namespace {
 
-// ISSUE 15: [[intake.redis]] sources, their defaults, and errors that name the key.
+// [[intake.redis]] sources (operations.md §6), their defaults, and errors that name the key.
 TEST(Config, IntakeRedisSources) {
   Config c = load(
       "[intake]\nnode_id = \"n1\"\n"
@@ -522,7 +522,7 @@ TEST(Config, IntakeRedisSources) {
   EXPECT_THAT(two, HasSubstr("intake.redis[1].name"));
 }
 
-// ISSUE 16: storage.backend = "redis" and [cluster].
+// Cluster mode (operations.md §8): storage.backend = "redis" and [cluster].
 TEST(Config, RedisBackendAndClusterMode) {
   Config d = load("");
   EXPECT_EQ(d.storage.backend, "rocksdb");  // single-node mode stays the default
@@ -575,7 +575,7 @@ TEST(Config, RedisBackendAndClusterMode) {
               HasSubstr("cluster.safety_margin"));
 }
 
-// ISSUE 16: the Redis store's memory high-water mark and size cap.
+// The Redis store's memory high-water mark and size cap (docs/cluster.md "Memory back-pressure").
 TEST(Config, RedisMemoryHighWaterAndSizeCap) {
   Config d = load("");
   EXPECT_DOUBLE_EQ(d.storage.redis.high_water, 0.85);
@@ -612,7 +612,7 @@ TEST(Config, RedisMemoryHighWaterAndSizeCap) {
               HasSubstr("storage.redis.max_memory_bytes"));
 }
 
-// ISSUE 16 forwarding: where the other nodes reach this one. Derived from a concrete listener
+// Cluster forwarding: where the other nodes reach this one. Derived from a concrete listener
 // (port 0 included: the bound port is used), refused on a wildcard one without the key.
 TEST(Config, ClusterAdvertiseUrl) {
   const std::string base =
@@ -659,7 +659,7 @@ TEST(Config, ClusterAdvertiseUrl) {
               HasSubstr("cluster.max_forwards"));
 }
 
-// ISSUE 18: [notifications.smtp] and [notifications.email] reach the mailer's options; the
+// SPEC R8.4: [notifications.smtp] and [notifications.email] reach the mailer's options; the
 // password from a file (its first line) or from RINGCAST_NOTIFICATIONS_SMTP_PASSWORD.
 TEST(Config, SmtpAndEmailReachTheMailer) {
   test::TempDir dir("config-smtp");

@@ -101,7 +101,7 @@ class EngineApiTest : public ::testing::Test {
   static Duration ms(int64_t n) { return milliseconds(n); }
 
   Engine& api() { return core_->engine(); }
-  // The webhook id receivers get for a producer's event id (ISSUE 14 part 4).
+  // The webhook id receivers get for a producer's event id (SPEC R11.3).
   std::string msg(const std::string& event_id) {
     auto ev = api().get_event(kTenant, event_id);
     return ev.ok() && ev->has_value() ? (*ev)->message_id : "";
@@ -257,7 +257,7 @@ TEST_F(EngineApiTest, SubmitDeliversSignedByteExactPayload) {
   EXPECT_EQ(q.target, "/hook");
   EXPECT_EQ(q.body, payload);
   EXPECT_EQ(q.header("content-type"), "application/json");
-  // The webhook id is the event's message id, not the producer's id (ISSUE 14 part 4).
+  // The webhook id is the event's message id, not the producer's id (SPEC R11.3).
   const std::string id = msg("evt_sig");
   EXPECT_EQ(id.rfind("msg_", 0), 0u) << id;
   EXPECT_EQ(id.size(), kMessageIdChars);

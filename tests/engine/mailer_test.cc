@@ -1,9 +1,9 @@
-// The owner's e-mail sender (engine/mailer.h, ISSUE 18 part 3) against a real SMTP server
-// (Debian's aiosmtpd, tests/support/smtp_sink) on loopback: a 451 is retried on the ladder and
-// the e-mail arrives once more with the same Message-ID; a 550 is given up; the queue is
-// bounded (the oldest waiting one is dropped); a stop drops what is left without finishing it
-// (the store's outbox keeps it); notifications without an owner_email are not taken; and the
-// e-mail's content (subject, reason, last error, recovery steps, portal link).
+// The owner's e-mail sender (engine/mailer.h, SPEC R8.4) against a real SMTP server (Debian's
+// aiosmtpd, tests/support/smtp_sink) on loopback: a 451 is retried on the ladder and the e-mail
+// arrives once more with the same Message-ID; a 550 is given up; the queue is bounded (the oldest
+// waiting one is dropped); a stop drops what is left without finishing it (the store's outbox keeps
+// it); notifications without an owner_email are not taken; and the e-mail's content (subject,
+// reason, last error, recovery steps, portal link).
 #include "engine/mailer.h"
 
 #include <gtest/gtest.h>

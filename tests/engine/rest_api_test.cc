@@ -598,8 +598,9 @@ TEST_F(RestApiEngineTest, EndpointBodyErrorsNameTheField) {
   expect_error(call("POST", ep + "/secret/rotate", R"({"key":"x"})"), 400, "unknown_field", "key");
 }
 
-// ISSUE 17 part 4: extra headers and Idempotency-Key are shown, replaced by PATCH, and sent on
-// every attempt after ringcast's own; Idempotency-Key is the webhook id, the same on a retry.
+// Extra headers and Idempotency-Key (operations.md "Endpoints") are shown, replaced by PATCH, and
+// sent on every attempt after ringcast's own; Idempotency-Key is the webhook id, the same on a
+// retry.
 TEST_F(RestApiEngineTest, EndpointHeadersAreShownPatchedAndSentOnEveryAttempt) {
   rec_.script("/h", {503, 200});
   ClientResponse r =
@@ -763,7 +764,7 @@ TEST_F(RestApiEngineTest, GoneDisablesTheEndpointWithANotification) {
   EXPECT_EQ(str(notes.at(0), "reason"), "gone");
   EXPECT_EQ(str(notes.at(0), "endpoint"), id);
   EXPECT_EQ(str(notes.at(0), "tenant"), "acme");
-  // ISSUE 18: what disabled it — the URL then, the delivery, its attempts and last status.
+  // SPEC R8.4: what disabled it — the URL then, the delivery, its attempts and last status.
   EXPECT_EQ(str(notes.at(0), "endpoint_url"), url("/gone")) << r.body;
   EXPECT_FALSE(str(notes.at(0), "delivery").empty()) << r.body;
   EXPECT_EQ(num(notes.at(0), "attempts"), 1) << r.body;
@@ -1143,7 +1144,7 @@ TEST_F(RestApiEngineTest, SettingsKeepTheOwnerEmailAcrossARestart) {
                     R"("confirmation_sent_at":null,"confirmation_sent":false})");
 }
 
-// --- cluster mode (ISSUE 16) ------------------------------------------------------------------
+// --- cluster mode -----------------------------------------------------------------------------
 
 TEST_F(RestApiEngineTest, ClusterRouteOnASingleNodeIs404NotCluster) {
   ClientResponse r = call("GET", "/v1/cluster");

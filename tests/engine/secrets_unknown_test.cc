@@ -1,6 +1,6 @@
-// ISSUE 14 part 4 and 7 on the real engine (one shard, MemoryStore, a loopback receiver):
-// at most 10 secrets sign at once and expired ones are pruned; a delivery's UNKNOWN clock is
-// dropped however the delivery ends.
+// Signing secrets (SPEC R11.2) and the UNKNOWN clock (R12.8) on the real engine (one shard,
+// MemoryStore, a loopback receiver): at most 10 secrets sign at once and expired ones are pruned; a
+// delivery's UNKNOWN clock is dropped however the delivery ends.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -223,7 +223,7 @@ TEST_F(TransportSinkTest, FaultModesMapToCodesAndOutcomes) {
   EXPECT_EQ(r.body_prefix.size(), 512u);
 
   // Last: a 429 with Retry-After is passed up for the scheduler (SPEC R7, per endpoint) and
-  // does not pause the host: the next path on it is sent at once (ISSUE 14 part 1).
+  // does not pause the host: the next path on it is sent at once (R12.6).
   r = c.send(base + "/ra");
   EXPECT_EQ(r.http_status, 429);
   EXPECT_EQ(r.retry_after, "7");

@@ -1,5 +1,5 @@
-// HttpTransport end to end on loopback: real sockets, real TLS with a CA made at test time,
-// hostile receivers, SSRF and DNS rebinding (ISSUE 3 "Tests"). Every test is bounded by short
+// HttpTransport end to end on loopback: real sockets, real TLS with a CA made at test time, hostile
+// receivers, SSRF and DNS rebinding (SPEC R6 private_address). Every test is bounded by short
 // deadlines in the options.
 #include "net/http_client.h"
 
@@ -269,7 +269,7 @@ TEST(HttpTransportTest, StatusCodesRetryAfterBodyPrefixAndNoRedirects) {
 }
 
 TEST(HttpTransportTest, A429DoesNotHoldTheRestOfTheHost) {
-  // ISSUE 14 part 1: Retry-After postpones that endpoint's deliveries in the scheduler (R7); the
+  // SPEC R12.6: Retry-After postpones that endpoint's deliveries in the scheduler (R7); the
   // transport must not pause every path (every tenant) on the same host for it.
   TestHttpServer server([](const HttpRequest& rq) {
     if (rq.target == "/429") return respond(429, "slow down", "Retry-After: 3600\r\n");
@@ -480,7 +480,7 @@ TEST(HttpTransportTest, BulkheadASlowHostDoesNotHoldAFastOne) {
     EXPECT_FALSE(stuck[i].result.response_received);
   }
   // The queued ones never touched the network: given back deferred after the queue wait, with
-  // a time to try again, not failed (ISSUE 14 part 1).
+  // a time to try again, not failed (SPEC R2.3).
   for (int i = 2; i < 6; ++i) {
     EXPECT_EQ(stuck[i].result.deferred, DeferReason::kConnections) << i;
     EXPECT_FALSE(stuck[i].result.connect_attempted) << i;

@@ -1,4 +1,4 @@
-// ResponseParser: llhttp with the transport's caps (ISSUE 3 item 6).
+// ResponseParser: llhttp with the transport's caps (SPEC R10.3: the first 512 body bytes).
 #include "net/http_response.h"
 
 #include <gtest/gtest.h>

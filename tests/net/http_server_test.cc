@@ -249,9 +249,9 @@ TEST_F(HttpServerTest, MalformedRequestIs400Json) {
   EXPECT_TRUE(c.wait_eof());
 }
 
-// RFC 9112 strictness (issue 14.5): each malformed head or framing is refused with one error
-// answer, the connection closes, and the handler never sees the request. Several of these are
-// the shapes of request smuggling (two framings, two lengths, folded or padded names).
+// RFC 9112 strictness: each malformed head or framing is refused with one error answer, the
+// connection closes, and the handler never sees the request. Several of these are the shapes of
+// request smuggling (two framings, two lengths, folded or padded names).
 TEST_F(HttpServerTest, Rfc9112ViolationsAreRefusedAndClose) {
   struct Case {
     const char* name;

@@ -39,7 +39,7 @@ TEST(LoopTest, CreatesWithSomeSetupFlags) {
   auto loop = make_loop();
   EXPECT_GT(loop->cq_capacity(), 0u);
   loop->run_once(Duration::zero());
-  // Kernel >= 6.1 (ISSUE 3): single issuer + deferred task running is available.
+  // Kernel >= 6.1: single issuer + deferred task running is available.
   EXPECT_NE(loop->setup_flags() & IORING_SETUP_SINGLE_ISSUER, 0u);
   EXPECT_NE(loop->setup_flags() & IORING_SETUP_DEFER_TASKRUN, 0u);
   LoopOptions plain;

@@ -1,9 +1,9 @@
-// The SMTP client (net/smtp_client.h, ISSUE 18 part 3) against a real SMTP server: Debian's
-// aiosmtpd (tests/support/smtp_sink) on loopback, with STARTTLS certificates from a test CA made
-// at run time. Plain and STARTTLS sessions, certificate verification (a wrong CA is refused),
-// a required STARTTLS that is not offered, AUTH PLAIN and LOGIN (never in clear unless allowed),
-// dot-stuffing and CRLF normalisation, header and command injection refused, 4xx transient and
-// 5xx permanent; and the message builder's headers, RFC 2047 subjects and quoted-printable body.
+// The SMTP client (net/smtp_client.h, SPEC R8.4) against a real SMTP server: Debian's aiosmtpd
+// (tests/support/smtp_sink) on loopback, with STARTTLS certificates from a test CA made at run
+// time. Plain and STARTTLS sessions, certificate verification (a wrong CA is refused), a required
+// STARTTLS that is not offered, AUTH PLAIN and LOGIN (never in clear unless allowed), dot-stuffing
+// and CRLF normalisation, header and command injection refused, 4xx transient and 5xx permanent;
+// and the message builder's headers, RFC 2047 subjects and quoted-printable body.
 #include "net/smtp_client.h"
 
 #include <gtest/gtest.h>

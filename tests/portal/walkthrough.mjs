@@ -1,7 +1,7 @@
-// The merchant portal in a real browser (ISSUE 18 "Tests"): playwright-core drives Debian's
-// /usr/bin/chromium (headless, fresh profile, nothing downloaded) through the portal of a running
-// `ringcast serve` that tests/e2e/portal_test.cc prepared. Every step is an assertion: the first
-// that fails prints its message, and the script exits 1. A JSON summary goes to stdout.
+// The merchant portal in a real browser (docs/operations.md "The portal"): playwright-core drives
+// Debian's /usr/bin/chromium (headless, fresh profile, nothing downloaded) through the portal of a
+// running `ringcast serve` that tests/e2e/portal_test.cc prepared. Every step is an assertion: the
+// first that fails prints its message, and the script exits 1. A JSON summary goes to stdout.
 //
 // Environment (all set by E2ePortal.BrowserWalkthrough):
 //   RINGCAST_PORTAL_BASE_URL      http://127.0.0.1:<port> of the daemon (node 0)

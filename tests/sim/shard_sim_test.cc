@@ -1,9 +1,9 @@
-// Seeded simulation of whole shards (STYLE 11, ISSUE 5 "simulation test"): a Scheduler, the
-// in-memory store and a simulated transport with latency, errors, 5xx bursts, refused
-// connects, timeouts, resets after the receiver acted, 410s, Retry-After, operator actions
-// (pause/resume, subscription, breaker reset, re-enable) and crash/recovery, on a manual
-// clock. Checks safety at every step and liveness once faults stop. One seed reruns with
-// RINGCAST_SIM_SEED=N; RINGCAST_SIM_SEEDS=N changes how many seeds run (default 200).
+// Seeded simulation of whole shards (STYLE 11): a Scheduler, the in-memory store and a simulated
+// transport with latency, errors, 5xx bursts, refused connects, timeouts, resets after the receiver
+// acted, 410s, Retry-After, operator actions (pause/resume, subscription, breaker reset, re-enable)
+// and crash/recovery, on a manual clock. Checks safety at every step and liveness once faults stop.
+// One seed reruns with RINGCAST_SIM_SEED=N; RINGCAST_SIM_SEEDS=N changes how many seeds run
+// (default 200).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -441,7 +441,7 @@ class Sim {
     const int64_t gone = gone_at_ms_[c.endpoint];
     if (now() < faults_end_ && chance(8)) {
       // ringcast's own back-pressure (pacing, connection limits): given back unsent, told
-      // when to try again. Not an attempt; the receiver never sees it (ISSUE 14 part 1).
+      // when to try again. Not an attempt; the receiver never sees it (SPEC R2.3).
       r = TransportResult{};
       r.deferred = chance(50) ? DeferReason::kPacing : DeferReason::kConnections;
       r.not_before = now() + milliseconds(static_cast<int64_t>(rnd(500)));

@@ -278,7 +278,7 @@ TEST(StorageCodec, EndpointRoundTrip) {
   }
 }
 
-// ISSUE 17 part 4: extra headers and the Idempotency-Key option round-trip under their own tag.
+// Extra headers and the Idempotency-Key option round-trip under their own tag.
 TEST(StorageCodec, EndpointWithHeadersRoundTrip) {
   Endpoint e = make_endpoint("acme", 5);
   e.headers = {{"X-Tenant", "acme"}, {"Authorization", "Bearer a\tb"}, {"X-Empty", ""}};
@@ -323,7 +323,7 @@ TEST(StorageCodec, EndpointWithHeadersRoundTrip) {
   EXPECT_FALSE(decode_endpoint(e.id, pv).ok());
 }
 
-// A record written before ISSUE 17 part 4 (version 1, the layout by hand) decodes with no
+// A record written before extra headers existed (version 1, the layout by hand) decodes with no
 // headers and the option off; an endpoint that uses neither is still written that way, so an
 // older binary reads it.
 TEST(StorageCodec, OldEndpointRecordDecodesWithoutHeaders) {
@@ -431,7 +431,7 @@ TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
       v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
   fuzz(v, [&](std::string_view x) { return as_void(decode_notification(nk.view(), x)); });
 
-  // ISSUE 18: with what the owner's e-mail needs, version 8; the version 1 value above still
+  // SPEC R8.4: with what the owner's e-mail needs, version 8; the version 1 value above still
   // decodes (with those fields empty).
   const std::string v1 = v;
   n.owner_email = "owner@shop.example";

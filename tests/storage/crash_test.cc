@@ -1,7 +1,8 @@
-// Crash safety (ISSUE 4): a child process writes and acknowledges batches (an ack is written
-// only once durable_seq() covers the batch), the test SIGKILLs it at random points, reopens and
-// checks that every acknowledged event and attempt is there, every batch is all-or-nothing,
-// nothing is duplicated, and every open lease became exactly one lease_expired attempt.
+// Crash safety (SPEC R12.2, docs/durability.md): a child process writes and acknowledges batches
+// (an ack is written only once durable_seq() covers the batch), the test SIGKILLs it at random
+// points, reopens and checks that every acknowledged event and attempt is there, every batch is
+// all-or-nothing, nothing is duplicated, and every open lease became exactly one lease_expired
+// attempt.
 // The child is this test binary re-executed (a fresh process: RocksDB's thread pools do not
 // survive fork()), running CrashChild.DISABLED_Main with the parameters in its environment.
 #include <fcntl.h>

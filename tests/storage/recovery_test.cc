@@ -1,6 +1,6 @@
-// Recovery (ISSUE 4, SPEC R6 lease_expired, R12.2): non-terminal deliveries come back, an open
-// lease becomes exactly one lease_expired attempt (also across a second restart), ids are never
-// reused, and partitions do not leak into each other.
+// Recovery (SPEC R6 lease_expired, R12.2): non-terminal deliveries come back, an open lease becomes
+// exactly one lease_expired attempt (also across a second restart), ids are never reused, and
+// partitions do not leak into each other.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,11 +1,11 @@
-// RedisStore's fence (ISSUE 16) on one real redis-server and on a real 3-primary Redis Cluster
-// (where the lease {rc:p}:own and the partition's data must share a slot, or the script would
-// fail with CROSSSLOT): with RedisStoreOptions::node_id set, a write of partition p lands only
-// while the lease the test writes by hand (HSET {rc:p}:own node N epoch E, as the lease manager
-// would) holds exactly {node_id, the epoch set for p}; otherwise nothing of p is written, the
-// rest of the batch is, the batch becomes durable, and fenced(p, epoch) / on_fenced /
-// fenced_writes() say so. An epoch of 0 is refused without a round trip. Without node_id
-// nothing is checked.
+// RedisStore's fence (docs/cluster.md "Fencing") on one real redis-server and on a real 3-primary
+// Redis Cluster (where the lease {rc:p}:own and the partition's data must share a slot, or the
+// script would fail with CROSSSLOT): with RedisStoreOptions::node_id set, a write of partition p
+// lands only while the lease the test writes by hand (HSET {rc:p}:own node N epoch E, as the lease
+// manager would) holds exactly {node_id, the epoch set for p}; otherwise nothing of p is written,
+// the rest of the batch is, the batch becomes durable, and fenced(p, epoch) / on_fenced /
+// fenced_writes() say so. An epoch of 0 is refused without a round trip. Without node_id nothing is
+// checked.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/stat.h>

@@ -1,8 +1,7 @@
-// The notification outbox on Redis (ISSUE 16, SPEC R8.4 across a crash), on a real
-// redis-server: a notification written with the outbox on is handed to on_outbox when its
-// partition is recovered — by this store or by another one, as after its node died — with every
-// field; outbox_done() removes it, so the next recovery hands nothing; with the outbox off
-// nothing is kept.
+// The notification outbox on Redis (SPEC R8.4 across a crash), on a real redis-server: a
+// notification written with the outbox on is handed to on_outbox when its partition is recovered —
+// by this store or by another one, as after its node died — with every field; outbox_done() removes
+// it, so the next recovery hands nothing; with the outbox off nothing is kept.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -113,7 +112,7 @@ TEST_F(RedisOutboxTest, AnUnsentNotificationIsHandedToTheNextOwnerUntilDone) {
   EXPECT_EQ(listed->size(), 2u);
 }
 
-// ISSUE 18: the owner's e-mail's outbox (T om) beside the webhook's: only a notification with
+// SPEC R8.4: the owner's e-mail's outbox (T om) beside the webhook's: only a notification with
 // an owner_email gets an entry, handed to on_mail_outbox with what the e-mail needs, until
 // mail_outbox_done(); the webhook's entries are not touched by it.
 TEST_F(RedisOutboxTest, TheMailOutboxIsHandedOverUntilTheEmailIsDone) {

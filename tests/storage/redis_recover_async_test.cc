@@ -1,9 +1,9 @@
-// RedisStore::recover_async (ISSUE 16: the Store contract fits a networked store; a shard taking
-// a partition over is never blocked on the network) on a real redis-server: the call returns at
-// once even while Redis does not answer (SIGSTOP), the answer comes through the caller's Poster
-// once Redis is back, with what recover() would have visited (endpoints, tenants, non-terminal
-// deliveries, an in-flight one turned back to pending after its lease_expired attempt); after
-// cancel_recovers() nothing is posted any more; a store destroyed with loads queued ends.
+// RedisStore::recover_async (the Store contract fits a networked store; a shard taking a partition
+// over is never blocked on the network) on a real redis-server: the call returns at once even while
+// Redis does not answer (SIGSTOP), the answer comes through the caller's Poster once Redis is back,
+// with what recover() would have visited (endpoints, tenants, non-terminal deliveries, an in-flight
+// one turned back to pending after its lease_expired attempt); after cancel_recovers() nothing is
+// posted any more; a store destroyed with loads queued ends.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// RedisStore's retention (SPEC R10.1) and memory back-pressure (ISSUE 16) on a real
+// RedisStore's retention (SPEC R10.1) and memory back-pressure (docs/cluster.md) on a real
 // redis-server: run_retention deletes exactly the terminal deliveries whose end is older than
 // the retention (with their attempts and index members), the events none of whose deliveries is
 // left and the old events written without one (with their idempotency keys), and the old

@@ -1,6 +1,6 @@
-// Retention (SPEC R10.1, ISSUE 4) with an injected wall clock: what became terminal more than
-// the window ago disappears with its attempts, index entries and (once unreferenced) its event;
-// nothing younger and nothing non-terminal is touched; the store stays bounded over time.
+// Retention (SPEC R10.1) with an injected wall clock: what became terminal more than the window ago
+// disappears with its attempts, index entries and (once unreferenced) its event; nothing younger
+// and nothing non-terminal is touched; the store stays bounded over time.
 #include <gtest/gtest.h>
 
 #include "storage/rocks_store.h"

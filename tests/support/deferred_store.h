@@ -1,5 +1,5 @@
 // A Store whose asynchronous lookups answer late, the way a networked store (cluster mode,
-// ISSUE 16) does: the read runs when the call is made ("on the server", against what was
+// docs/cluster.md) does: the read runs when the call is made ("on the server", against what was
 // written so far) and its answer arrives through the caller's Poster `delay` later, from a
 // worker thread; meanwhile the caller goes on, commits more turns, and looks up more keys.
 // Everything else forwards to an in-memory store behind one mutex (LockedStore).

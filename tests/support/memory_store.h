@@ -35,7 +35,7 @@ class MemoryStore final : public Store {
   Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                        size_t limit) override;
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
-  // ISSUE 18: API keys (any thread: a key registry's refresher reads them).
+  // SPEC R14.1: API keys (any thread: a key registry's refresher reads them).
   Result<void> put_api_key(const ApiKey& key) override;
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;

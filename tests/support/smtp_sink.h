@@ -1,4 +1,4 @@
-// A local SMTP sink for the e-mail tests (ISSUE 18): tests/support/smtp_sink.py (Debian's
+// A local SMTP sink for the e-mail tests (SPEC R8.4): tests/support/smtp_sink.py (Debian's
 // python3-aiosmtpd) as a child process on a free 127.0.0.1 port, writing each message it got
 // to its temp dir (the data as received, the envelope, whether it came over TLS and
 // authenticated, and the answer given). Options: STARTTLS with a certificate of the test CA,

@@ -1,7 +1,7 @@
-// `ringcast cluster status`: this node's view of cluster mode (GET /v1/cluster, ISSUE 16) —
-// the live members and how many partitions rendezvous assigns each, the partitions this node
-// holds (as ranges, with their epochs), the Redis nodes and the lease counters. A node that
-// does not run in cluster mode answers 404 not_cluster: a one-line message and exit code 1.
+// `ringcast cluster status`: this node's view of cluster mode (GET /v1/cluster, operations.md §7) —
+// the live members and how many partitions rendezvous assigns each, the partitions this node holds
+// (as ranges, with their epochs), the Redis nodes and the lease counters. A node that does not run
+// in cluster mode answers 404 not_cluster: a one-line message and exit code 1.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The `ringcast` client subcommands (issue 5 "Configuration and CLI"). Each adder registers its
+// The `ringcast` client subcommands (docs/operations.md §3). Each adder registers its
 // subcommands on `app`; they run from CLI11 callbacks, report through g.exit_code and throw
 // CliError on failure.
 #pragma once
@@ -15,7 +15,7 @@ void add_tenant_commands(CLI::App& app, GlobalOptions& g);    // tenant breaker|
 void add_intake_commands(CLI::App& app, GlobalOptions& g);    // intake status
 void add_cluster_commands(CLI::App& app, GlobalOptions& g);   // cluster status
 void add_key_commands(CLI::App& app, GlobalOptions& g);       // keys create|list|revoke, portal
-// deliveries resend, endpoints recover, events replay, jobs get (ISSUE 17); after the
+// deliveries resend, endpoints recover, events replay, jobs get (replay); after the
 // endpoints and deliveries adders (it adds to their commands)
 void add_replay_commands(CLI::App& app, GlobalOptions& g);
 

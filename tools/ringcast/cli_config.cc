@@ -28,7 +28,7 @@ void add_config_commands(CLI::App& app, GlobalOptions& g) {
   CLI::App* check = cfg->add_subcommand("check", "validate the config file and environment");
   check->callback([&g] {
     Config c = load(g);
-    // What `serve` would refuse at start (ISSUE 14 part 3), caught here too.
+    // What `serve` would refuse at start (docs/operations.md "Validation"), caught here too.
     if (const std::string problem = engine::transport_problem(c); !problem.empty())
       throw CliError("config: " + problem);
     for (const auto& w : c.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());

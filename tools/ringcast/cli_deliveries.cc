@@ -1,5 +1,5 @@
 // `ringcast deliveries list|recent|get|resolve` — the delivery log (SPEC R10) and an operator's
-// verdict on a delivery that ended `unknown` (ISSUE 17).
+// verdict on a delivery that ended `unknown` (R12.10).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>

@@ -26,7 +26,7 @@ struct EndpointArgs {
   bool no_headers = false;           // update: drop every extra header
   bool idempotency_key = false;
   bool no_idempotency_key = false;  // update: stop sending Idempotency-Key
-  std::string on_unknown;           // retry | reconcile | review (ISSUE 17)
+  std::string on_unknown;           // retry | reconcile | review (SPEC R12.11)
   std::optional<std::string> status_url;
 };
 

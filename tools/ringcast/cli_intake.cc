@@ -1,5 +1,5 @@
 // `ringcast intake status`: each message-bus intake source's state, lag and counters
-// (GET /v1/intake, ISSUE 15).
+// (GET /v1/intake, docs/operations.md §6).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 

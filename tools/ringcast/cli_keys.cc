@@ -1,5 +1,5 @@
 // `ringcast keys create|list|revoke` (admin token: tenant-scoped API keys) and
-// `ringcast portal link` (a portal link for one tenant's merchant), ISSUE 18.
+// `ringcast portal link` (a portal link for one tenant's merchant); SPEC R14.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>

@@ -1,6 +1,6 @@
-// Replay (ISSUE 17 part 3) from the command line: `ringcast deliveries resend`, `ringcast events
-// replay` (replay missing), `ringcast endpoints recover` (a recover job, followed with a
-// progress bar on stderr until it ends) and `ringcast jobs get`.
+// Replay (docs/operations.md "Delivery log") from the command line: `ringcast deliveries resend`,
+// `ringcast events replay` (replay missing), `ringcast endpoints recover` (a recover job, followed
+// with a progress bar on stderr until it ends) and `ringcast jobs get`.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <chrono>

@@ -1,6 +1,6 @@
 // `ringcast tenant breaker|breaker-reset|subscription|notifications|settings`: a tenant's circuit
 // breaker (SPEC R4, reset by hand: R4.8), its subscription switch (R6 subscription_inactive), its
-// operator notifications (R8.4) and its settings (the owner's e-mail address, ISSUE 18).
+// operator notifications (R8.4) and its settings (the owner's e-mail address, R8.4).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>

@@ -165,7 +165,7 @@ int run_serve(const Config& cfg) {
     }
     notifier = std::move(*n);
   }
-  // ISSUE 18: the owner's e-mail on auto-disable, through notifications.smtp. Like the notifier:
+  // SPEC R8.4: the owner's e-mail on auto-disable, through notifications.smtp. Like the notifier:
   // its own thread, declared before the engine, its own outbox in the store.
   std::unique_ptr<engine::Mailer> mailer;
   // The portal's signer for owner-address confirmation links (SPEC R14): its key is known once
@@ -216,7 +216,7 @@ int run_serve(const Config& cfg) {
   // SIGTERM. Declared before the engine's metrics hook, which reads its counters.
   std::unique_ptr<engine::RetentionThread> retention;
   std::atomic<engine::RetentionThread*> retention_metrics{nullptr};
-  // The bus intake sources (ISSUE 15), published once they run (for /metrics and /v1/intake).
+  // The bus intake sources (operations.md §6), published once they run (for /metrics, /v1/intake).
   std::vector<std::unique_ptr<intake::RedisSource>> sources;
   std::vector<const intake::RedisSource*> source_views;
   std::atomic<const std::vector<const intake::RedisSource*>*> intake_views{nullptr};
@@ -264,8 +264,8 @@ int run_serve(const Config& cfg) {
   Result<std::unique_ptr<engine::Embedded>> opened = Error{};
   std::string where;
   if (on_redis) {
-    // ISSUE 16: Redis (or Redis Cluster) is the system of record; with [cluster] enabled,
-    // this node owns the partitions its leases give it.
+    // Cluster mode (docs/cluster.md): Redis (or Redis Cluster) is the system of record; with
+    // [cluster] enabled, this node owns the partitions its leases give it.
     engine::RedisModeOptions ro = engine::redis_mode_options(cfg);
     if (notifier) {
       // SPEC R8.4 across a crash: a partition's unsent notifications go out from the node that
@@ -323,7 +323,7 @@ int run_serve(const Config& cfg) {
       for (const Notification& n : rocks->take_mail_outbox()) mailer->enqueue(n);
     }
   }
-  // Tenant-scoped keys (ISSUE 18), from the store; on Redis another node may change them.
+  // Tenant-scoped keys (SPEC R14.1), from the store; on Redis another node may change them.
   api::KeyRegistry keys(api::KeyRegistryOptions{
       &core->store(), core->redis() != nullptr ? cfg.server.key_refresh : Duration::zero()});
   if (auto r = keys.start(); !r.ok()) {
@@ -375,11 +375,11 @@ int run_serve(const Config& cfg) {
     };
   }
   if (cluster::LeaseManager* lm = core->leases()) {
-    // GET /v1/cluster, `ringcast cluster status` (ISSUE 16): this node's view of the leases.
+    // GET /v1/cluster, `ringcast cluster status` (operations.md §7): this node's view of leases.
     api_opts.cluster_status = [lm, servers = cfg.storage.redis.servers] {
       return cluster::render_cluster_status_json(lm->status(), lm->counters(), servers);
     };
-    // Any node answers any tenant call (ISSUE 16): what this node does not own goes to the
+    // Any node answers any tenant call (operations.md §8): what this node does not own goes to the
     // lease holder of the tenant's partition, at the address it publishes (api/forward.h).
     api_opts.forward.node_id = lm->options().node_id;
     api_opts.forward.secret = cfg.cluster.secret;  // Config::validate(): set, >= 32 characters
@@ -461,8 +461,8 @@ int run_serve(const Config& cfg) {
 
   // Retention: off the shards' hot path and off this thread, at start and every
   // storage.retention_interval.
-  // On Redis (ISSUE 16) the pass covers the partitions this node owns, each fenced at its
-  // epoch (cluster mode: the leases; alone on Redis: all of them, unfenced).
+  // On Redis (docs/cluster.md "Retention") the pass covers the partitions this node owns, each
+  // fenced at its epoch (cluster mode: the leases; alone on Redis: all of them, unfenced).
   if (storage::RedisStore* store = core->redis()) {
     cluster::LeaseManager* lm = core->leases();
     retention = std::make_unique<engine::RetentionThread>(

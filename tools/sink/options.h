@@ -77,7 +77,7 @@ struct Options {
   Micros idle_timeout{0};                    // 0: keep idle connections forever
   uint64_t max_requests_per_connection = 0;  // 0: unlimited
   bool stall = false;  // accept, read and discard, never answer (TLS: no ServerHello)
-  // Answer status checks (ISSUE 17 reconciliation): GET .../status/<id> → 200 when a request
+  // Answer status checks (SPEC R12.11 reconciliation): GET .../status/<id> → 200 when a request
   // with that delivery id was recorded (any answer, a reset or hang included: it "acted"),
   // 404 when not. Fault rules match the check's path first (e.g. status=202: processing).
   bool status_route = false;

@@ -1,6 +1,6 @@
-// The merchant portal (ISSUE 18): one tenant's webhooks, their deliveries and health, over the
-// daemon's own REST API with the portal session's cookie (credentials: 'same-origin') and its
-// CSRF token on every write. Served under a strict CSP (no inline script or style, no eval).
+// The merchant portal (docs/operations.md §9): one tenant's webhooks, their deliveries and health,
+// over the daemon's own REST API with the portal session's cookie (credentials: 'same-origin') and
+// its CSRF token on every write. Served under a strict CSP (no inline script or style, no eval).
 //
 // Invariant: every value that comes from a receiver, a producer or the server (URLs, event
 // types, payloads, response bodies, error messages) reaches the page through textContent or
