@@ -359,7 +359,8 @@ TEST(StorageCodec, OldEndpointRecordDecodesWithoutHeaders) {
 }
 
 TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
-  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0, "", false, {}};
+  Tenant t{"acme", false, {BreakerSnapshot::State::kOpen, 3, kT0, kT0 + minutes(20)}, kT0, "",
+           false,  {}};
   std::string v;
   encode_tenant(t, v);
   EXPECT_EQ(static_cast<uint8_t>(v[0]), kValueVersion);  // no settings: the version-1 bytes
