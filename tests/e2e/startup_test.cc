@@ -107,6 +107,40 @@ TEST(E2eStartup, CaFileThatIsNotPemIsRefusedNamingTheKey) {
   EXPECT_TRUE(st.ok()) << st.str() << "\n" << ok_daemon.output();
 }
 
+// SPEC R14 (docs/security.md "Secrets"): a secret under 32 characters — the admin token, the
+// portal's secret, in cluster mode the cluster secret — is refused at start and by
+// `config check`, naming the key, and the daemon never listens.
+TEST(E2eStartup, SecretsUnder32CharactersAreRefusedNamingTheKey) {
+  TempDir dir("e2e-startup-secrets");
+  Daemon d;  // writes the config; the runs below override one secret each
+  std::vector<std::pair<std::string, std::string>> weak = {
+      {"server.api_token", "RINGCAST_SERVER_API_TOKEN=8charsok"},
+      {"portal.secret", "RINGCAST_PORTAL_SECRET=0123456789abcdef0123456789abcde"}};  // 31
+  if (cluster_mode()) weak.emplace_back("cluster.secret", "RINGCAST_CLUSTER_SECRET=too-short");
+  int n = 0;
+  for (const auto& [key, env] : weak) {
+    SCOPED_TRACE(key);
+    const std::string tag = std::to_string(n++);
+    CliRun serve =
+        run_ringcast(d.config_path(), {"serve"}, {env}, dir.path(), "serve" + tag, scaled(10s));
+    ASSERT_TRUE(serve.status.has_value()) << "serve still ran after 10 s:\n" << serve.err;
+    EXPECT_FALSE(serve.status->ok()) << serve.status->str();
+    EXPECT_GE(lines_containing(serve.err, key), 1u) << serve.err;
+    EXPECT_GE(lines_containing(serve.err, "32"), 1u) << serve.err;
+    EXPECT_EQ(serve.out.find("listening on"), std::string::npos) << serve.out;
+    CliRun check = run_ringcast(d.config_path(), {"config", "check"}, {env}, dir.path(),
+                                "check" + tag, scaled(10s));
+    ASSERT_TRUE(check.status.has_value());
+    EXPECT_FALSE(check.status->ok()) << check.out;
+    EXPECT_GE(lines_containing(check.err, key), 1u) << check.err;
+  }
+  // The control: the fixture's own secrets (32 characters and more) pass the same check.
+  CliRun fine =
+      run_ringcast(d.config_path(), {"config", "check"}, {}, dir.path(), "fine", scaled(10s));
+  ASSERT_TRUE(fine.status.has_value());
+  EXPECT_TRUE(fine.status->ok()) << fine.err;
+}
+
 // The config without one [policies.<name>] section (the fixture writes each as a block that ends
 // at the next blank line).
 std::string without_policy(const std::string& config, const std::string& name) {
