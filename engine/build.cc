@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "log/log.h"
 #include "net/signing.h"
 
 namespace ringcast::engine {
@@ -147,7 +148,7 @@ EngineOptions engine_options(const Config& cfg) {
   e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
     auto t = net::HttpTransport::create(loop, topts);
     if (!t.ok()) {
-      std::fprintf(stderr, "ringcast: transport: %s\n", t.error().message);
+      log::warn("transport: {}", t.error().message);
       return nullptr;
     }
     return std::move(*t);

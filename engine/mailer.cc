@@ -8,6 +8,7 @@
 
 #include "api/json_views.h"
 #include "core/classify.h"
+#include "log/log.h"
 #include "net/tls.h"
 
 namespace ringcast::engine {
@@ -369,9 +370,9 @@ void Mailer::attempt(Item& item) {
       item.next_at = SteadyClock::now() + options_.retry_ladder[pause_index];
     } else {
       metrics_.failed.fetch_add(1, std::memory_order_relaxed);
-      std::fprintf(stderr, "ringcast: owner e-mail for notification %llu to %s failed: %s\n",
-                   static_cast<unsigned long long>(item.note.seq),
-                   one_line(item.note.owner_email).c_str(), err.c_str());
+      log::error("owner e-mail for notification {} to {} failed: {}",
+                 static_cast<unsigned long long>(item.note.seq),
+                 one_line(item.note.owner_email).c_str(), err.c_str());
     }
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = err;

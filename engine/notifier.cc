@@ -7,6 +7,7 @@
 
 #include "api/json_views.h"
 #include "core/classify.h"
+#include "log/log.h"
 #include "net/json_writer.h"
 #include "net/loop.h"
 
@@ -234,8 +235,8 @@ void Notifier::completed(Op* op) {
       pause_index >= options_.retry_ladder.size()) {
     held_.fetch_sub(1, std::memory_order_relaxed);
     metrics_.failed.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "ringcast: notification %s to the operator webhook failed: %s\n",
-                 notification_message_id(item->note).c_str(), code.c_str());
+    log::error("notification {} to the operator webhook failed: {}",
+               notification_message_id(item->note).c_str(), code.c_str());
     if (options_.on_finished) options_.on_finished(item->note);
     return;
   }

@@ -1,4 +1,5 @@
 #include "engine/retention.h"
+#include "log/log.h"
 
 #include <chrono>
 #include <cstdio>
@@ -33,7 +34,7 @@ void RetentionThread::thread_main() {
     auto r = pass_(stopping);
     if (!r.ok()) {
       failed_.fetch_add(1, std::memory_order_relaxed);
-      std::fprintf(stderr, "ringcast: retention: %s\n", r.error().message);
+      log::warn("retention: {}", r.error().message);
     } else {
       deliveries_.fetch_add(r->deliveries, std::memory_order_relaxed);
       events_.fetch_add(r->events, std::memory_order_relaxed);

@@ -15,6 +15,7 @@
 #include "core/event_input.h"
 #include "core/fanout.h"
 #include "core/url.h"
+#include "log/log.h"
 #include "net/signing.h"
 
 namespace ringcast::engine {
@@ -452,44 +453,45 @@ void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> ent
   // Answered once what the events became is durable (and not fenced: a fenced write is
   // answered not_owner). Entries whose answer is final leave the inbox; the first one that
   // could not be taken in now (the store, the lease) and those after it stay for the next poll.
-  submit_events(
-      std::move(events), true,
-      [this, p, epoch, full, from, ids = std::move(ids),
-       fields = std::move(fields)](std::vector<Result<SubmitResult>> rs) mutable {
-        std::vector<std::string> ack_ids, ack_fields;
-        std::string cursor = from;
-        bool stopped = false;
-        for (size_t k = 0; k < rs.size() && k < ids.size(); ++k) {
-          const Result<SubmitResult>& r = rs[k];
-          if (!r.ok()) {
-            const Error& e = r.error();
-            const bool final = e.code == Errc::kConflict || e.code == Errc::kNotFound ||
-                               e.code == Errc::kInvalidArgument;
-            if (!final) {
-              stopped = true;
-              break;
-            }
-            metrics_.inbox_dropped.fetch_add(1, std::memory_order_relaxed);
-            std::fprintf(
-                stderr, "ringcast: shard %u: partition %u: queued event dropped (%s): %s\n", index_,
-                static_cast<unsigned>(p), e.reason_or_code(), e.message ? e.message : "");
-          } else {
-            metrics_.inbox_drained.fetch_add(1, std::memory_order_relaxed);
-          }
-          ack_ids.push_back(std::move(ids[k]));
-          ack_fields.push_back(std::move(fields[k]));
-          cursor = ack_ids.back();
-        }
-        if (!ack_ids.empty()) options_.inbox->ack(p, std::move(ack_ids), std::move(ack_fields));
-        auto it = owned_.find(p);
-        if (it == owned_.end() || it->second.epoch != epoch) return;
-        it->second.inbox_busy = false;
-        it->second.inbox_cursor = std::move(cursor);
-        // More waiting (a full read), or some left for later (a transient error): read every
-        // inbox at the next poll — at once after a full read — since no ring says so.
-        if (full || stopped) inbox_sweep_now_ = true;
-        if (full && !stopped) next_inbox_poll_ = loop_->now();
-      });
+  submit_events(std::move(events), true,
+                [this, p, epoch, full, from, ids = std::move(ids),
+                 fields = std::move(fields)](std::vector<Result<SubmitResult>> rs) mutable {
+                  std::vector<std::string> ack_ids, ack_fields;
+                  std::string cursor = from;
+                  bool stopped = false;
+                  for (size_t k = 0; k < rs.size() && k < ids.size(); ++k) {
+                    const Result<SubmitResult>& r = rs[k];
+                    if (!r.ok()) {
+                      const Error& e = r.error();
+                      const bool final = e.code == Errc::kConflict || e.code == Errc::kNotFound ||
+                                         e.code == Errc::kInvalidArgument;
+                      if (!final) {
+                        stopped = true;
+                        break;
+                      }
+                      metrics_.inbox_dropped.fetch_add(1, std::memory_order_relaxed);
+                      log::warn("shard {}: partition {}: queued event dropped ({}): {}", index_,
+                                static_cast<unsigned>(p), e.reason_or_code(),
+                                e.message ? e.message : "");
+                    } else {
+                      metrics_.inbox_drained.fetch_add(1, std::memory_order_relaxed);
+                    }
+                    ack_ids.push_back(std::move(ids[k]));
+                    ack_fields.push_back(std::move(fields[k]));
+                    cursor = ack_ids.back();
+                  }
+                  if (!ack_ids.empty())
+                    options_.inbox->ack(p, std::move(ack_ids), std::move(ack_fields));
+                  auto it = owned_.find(p);
+                  if (it == owned_.end() || it->second.epoch != epoch) return;
+                  it->second.inbox_busy = false;
+                  it->second.inbox_cursor = std::move(cursor);
+                  // More waiting (a full read), or some left for later (a transient error): read
+                  // every inbox at the next poll — at once after a full read — since no ring says
+                  // so.
+                  if (full || stopped) inbox_sweep_now_ = true;
+                  if (full && !stopped) next_inbox_poll_ = loop_->now();
+                });
 }
 
 // ---- cluster mode: partitions change owners (docs/cluster.md) -------------------------------
@@ -554,10 +556,9 @@ void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartitio
   if (!loaded.ok()) {
     // Not taken yet (Redis failing over, say): tried again every 200 ms while the lease holds.
     // Nothing of p is sent here meanwhile; its intake goes to its inbox (or not_owner).
-    std::fprintf(stderr,
-                 "ringcast: shard %u: partition %u (epoch %llu) did not load: %s; trying again\n",
-                 index_, static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
-                 loaded.error().message);
+    log::warn("shard {}: partition {} (epoch {}) did not load: {}; trying again", index_,
+              static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
+              loaded.error().message);
     options_.leases->set_epoch(p, 0);
     retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
@@ -569,10 +570,10 @@ void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartitio
   const RecoveryStats* stats = &loaded->stats;
   if (!missing_policies_.empty()) {
     for (const auto& [name, count] : missing_policies_) {
-      std::fprintf(stderr,
-                   "ringcast: shard %u: partition %u: %u stored endpoint(s) use policy \"%s\", "
-                   "which is not in the config: they are not served here\n",
-                   index_, static_cast<unsigned>(p), count, name.c_str());
+      log::warn(
+          "shard {}: partition {}: {} stored endpoint(s) use policy \"{}\", "
+          "which is not in the config: they are not served here",
+          index_, static_cast<unsigned>(p), count, name.c_str());
     }
     missing_policies_.clear();
   }
@@ -734,17 +735,17 @@ void Shard::commit() {
       if (reason == "storage_failed") return on_store_failed(e);
       // Anything else is a bug (a batch the store cannot take): crash-only, the next start
       // recovers from what is durable.
-      std::fprintf(stderr, "ringcast: shard %u: store write failed (%s: %s); stopping\n", index_,
-                   errc_name(e.code), e.message);
+      log::error("shard {}: store write failed ({}: {}); stopping", index_, errc_name(e.code),
+                 e.message);
       std::abort();
     }
     turn_keys_checked_ = true;
     if (write_held_) {
       write_held_ = false;
-      std::fprintf(stderr,
-                   "ringcast: shard %u: the data dir takes writes again: the batch kept for %.1f s "
-                   "is written, intake resumes\n",
-                   index_, std::chrono::duration<double>(loop_->now() - held_since_).count());
+      log::info(
+          "shard {}: the data dir takes writes again: the batch kept for {:.1f} s "
+          "is written, intake resumes",
+          index_, std::chrono::duration<double>(loop_->now() - held_since_).count());
     }
     last_written_seq_ = *seq;
     // Every way a delivery ends (a result, 410, delete, disable, a ceiling, the breaker's hold
@@ -813,10 +814,9 @@ void Shard::hold_batch(const Error& why) {
   const MonoTime now = loop_->now();
   if (!write_held_) {
     held_since_ = now;
-    std::fprintf(
-        stderr,
-        "ringcast: shard %u: the store refused a batch (%s): it is kept and written again "
-        "every %lld ms; no new attempts; intake answers 503 storage_full\n",
+    log::warn(
+        "shard {}: the store refused a batch ({}): it is kept and written again every {} ms; no "
+        "new attempts; intake answers 503 storage_full",
         index_, why.message,
         static_cast<long long>(std::chrono::duration_cast<milliseconds>(kDiskRetry).count()));
   }
@@ -863,10 +863,10 @@ void Shard::on_store_failed(const Error& why) {
     }
     list->clear();
   }
-  std::fprintf(stderr,
-               "ringcast: shard %u: the store failed: %zu intake answer(s) that waited for it "
-               "were answered 503 storage_failed; nothing more is sent or written\n",
-               index_, answered);
+  log::error(
+      "shard {}: the store failed: {} intake answer(s) that waited for it "
+      "were answered 503 storage_failed; nothing more is sent or written",
+      index_, answered);
   commit();  // drops what the turn changed
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "log/log.h"
 #include "net/loop.h"
 #include "net/loop_thread.h"
 #include "redis/client.h"
@@ -209,16 +210,14 @@ struct RedisSource::Impl {
           c.last_error = why;
         }
         if (changed) {
-          std::fprintf(stderr, "ringcast: intake %s: Redis connection down: %s\n", opt.name.c_str(),
-                       why.c_str());
+          log::warn("intake {}: Redis connection down: {}", opt.name.c_str(), why.c_str());
         }
       }
       if (e.state == redis::ConnState::kReady) {
         std::lock_guard<std::mutex> lock(c.error_mu);
         if (!c.last_error.empty()) {
           c.last_error.clear();
-          std::fprintf(stderr, "ringcast: intake %s: Redis connection up again\n",
-                       opt.name.c_str());
+          log::info("intake {}: Redis connection up again", opt.name.c_str());
         }
       }
       if (e.state == redis::ConnState::kReady && *was_down) {

@@ -16,6 +16,7 @@
 
 #include "cluster/fence.h"
 #include "cluster/keys.h"
+#include "log/log.h"
 #include "net/loop.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -871,13 +872,17 @@ struct RedisStore::Impl {
     }
     if (now_full != was) {
       full.store(now_full, std::memory_order_release);
-      std::fprintf(stderr,
-                   now_full ? "ringcast: redis store: memory at %llu of %llu bytes, over the "
-                              "high-water mark: intake answers 503 store_full\n"
-                            : "ringcast: redis store: memory at %llu of %llu bytes, below the "
-                              "mark again: intake resumes\n",
-                   static_cast<unsigned long long>(view.used_bytes),
-                   static_cast<unsigned long long>(view.limit_bytes));
+      const auto used = static_cast<unsigned long long>(view.used_bytes);
+      const auto limit = static_cast<unsigned long long>(view.limit_bytes);
+      if (now_full) {
+        log::warn(
+            "redis store: memory at {} of {} bytes, over the high-water mark: intake "
+            "answers 503 store_full",
+            used, limit);
+      } else {
+        log::info("redis store: memory at {} of {} bytes, below the mark again: intake resumes",
+                  used, limit);
+      }
     }
     if (round.done) {
       round.done(failed ? Result<void>(make_error(Errc::kUnavailable,
@@ -1042,7 +1047,7 @@ struct RedisStore::Impl {
     }
     if (to == 0) return;
     if (persist_refused.exchange(false)) {
-      std::fprintf(stderr, "ringcast: redis store: Redis persists writes again\n");
+      log::info("redis store: Redis persists writes again");
     }
     while (!pending.empty() && pending.front().seq <= to) pending.pop_front();
     if (!replay_armed && to >= replay_upto && degraded.load(std::memory_order_relaxed)) {
@@ -1050,11 +1055,11 @@ struct RedisStore::Impl {
       backoff = kReplayFirst;
       degraded.store(false, std::memory_order_release);
       logged_degraded = false;
-      std::fprintf(stderr,
-                   "ringcast: redis store: writes are confirmed again (after %.0f ms, %llu "
-                   "replays in all)\n",
-                   std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count(),
-                   static_cast<unsigned long long>(replays.load(std::memory_order_relaxed)));
+      log::info(
+          "redis store: writes are confirmed again (after {:.0f} ms, {} "
+          "replays in all)",
+          std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count(),
+          static_cast<unsigned long long>(replays.load(std::memory_order_relaxed)));
     }
     std::lock_guard lk(mu);
     if (error) return;  // fatal: durable_seq stops
@@ -1078,10 +1083,10 @@ struct RedisStore::Impl {
     if (!logged_degraded) {  // once per degraded spell
       logged_degraded = true;
       degraded_since = loop->now();
-      std::fprintf(stderr,
-                   "ringcast: redis store: a write was not confirmed (%s); sending the "
-                   "unconfirmed batches again until Redis answers\n",
-                   why.message);
+      log::warn(
+          "redis store: a write was not confirmed ({}); sending the "
+          "unconfirmed batches again until Redis answers",
+          why.message);
     }
     replay_timer.arm_after_on(*loop, backoff);
     backoff = std::min<Duration>(backoff * 2, kReplayMax);
@@ -1202,10 +1207,10 @@ struct RedisStore::Impl {
     auto on_error = [this, g](const Result<Reply>& r) {
       ++writes_lost;
       if (r.ok() && r->error_is("MISCONF") && !persist_refused.exchange(true)) {
-        std::fprintf(stderr,
-                     "ringcast: redis store: Redis refuses writes it cannot persist (MISCONF: "
-                     "its disk is full or failing); intake answers 503 storage_full until it "
-                     "takes them again\n");
+        log::warn(
+            "redis store: Redis refuses writes it cannot persist (MISCONF: "
+            "its disk is full or failing); intake answers 503 storage_full until it "
+            "takes them again");
       }
       if (g != gen) return;
       auto c = check(r);
@@ -1545,19 +1550,19 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
       if (!polled) return polled.error();
       std::lock_guard lk(impl->mem_mu);
       if (!impl->evicting_node.empty()) {
-        std::fprintf(stderr, "ringcast: Redis at %s has maxmemory-policy %s\n",
-                     impl->evicting_node.c_str(), impl->evicting.c_str());
+        log::info("Redis at {} has maxmemory-policy {}", impl->evicting_node.c_str(),
+                  impl->evicting.c_str());
         return make_error(Errc::kInvalidArgument,
                           "a Redis primary may evict keys: a system of record must never evict "
                           "(accepted events would be lost); set maxmemory-policy noeviction",
                           "maxmemory-policy", "redis_evicts");
       }
       if (impl->no_limit) {
-        std::fprintf(stderr,
-                     "ringcast: WARNING: a Redis primary has maxmemory 0 and "
-                     "storage.redis.max_memory_bytes is not set: no memory back-pressure, Redis "
-                     "grows until the host runs out (set maxmemory, or "
-                     "storage.redis.max_memory_bytes)\n");
+        log::warn(
+            "WARNING: a Redis primary has maxmemory 0 and "
+            "storage.redis.max_memory_bytes is not set: no memory back-pressure, Redis "
+            "grows until the host runs out (set maxmemory, or "
+            "storage.redis.max_memory_bytes)");
       }
     }
   }

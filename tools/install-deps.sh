@@ -20,6 +20,7 @@ RUNTIME=(
   liburing-dev node-llhttp android-libboringssl-dev
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libxxhash-dev libhiredis-dev
+  libspdlog-dev  # log/: the daemon's logger
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev

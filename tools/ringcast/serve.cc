@@ -23,6 +23,7 @@
 #include "engine/notifier.h"
 #include "engine/retention.h"
 #include "intake/redis_source.h"
+#include "log/log.h"
 #include "net/http_server.h"
 #include "net/signing.h"
 #include "net/system_clock.h"
@@ -39,10 +40,10 @@ void warn_if_readable(const Config& cfg) {
   struct stat st {};
   if (::stat(cfg.storage.data_dir.c_str(), &st) != 0) return;  // made 0700 by the store
   if ((st.st_mode & 077) != 0) {
-    std::fprintf(stderr,
-                 "ringcast: warning: the data dir %s is open to other users (mode %03o): it "
-                 "holds every payload; chmod 700 it\n",
-                 cfg.storage.data_dir.c_str(), static_cast<unsigned>(st.st_mode & 0777));
+    log::warn(
+        "warning: the data dir {} is open to other users (mode {:03o}): it "
+        "holds every payload; chmod 700 it",
+        cfg.storage.data_dir.c_str(), static_cast<unsigned>(st.st_mode & 0777));
   }
 }
 
@@ -118,14 +119,14 @@ int run_serve(const Config& cfg) {
 
   // What would leave a shard without a transport is refused here, with the key at fault.
   if (const std::string problem = engine::transport_problem(cfg); !problem.empty()) {
-    std::fprintf(stderr, "ringcast: %s\n", problem.c_str());
+    log::error("{}", problem);
     return 1;
   }
   engine::EngineOptions eopts;
   try {
     eopts = engine::engine_options(cfg);
   } catch (const ConfigError& e) {  // Config::validate() checks every policy first: defensive
-    std::fprintf(stderr, "ringcast: %s\n", e.what());
+    log::error("{}", e.what());
     return 1;  // a bad config, like every other one (exit code 2 is `send`'s rejected lines)
   }
 
@@ -149,8 +150,7 @@ int run_serve(const Config& cfg) {
         r = mail ? redis->mail_outbox_done(note.seq) : redis->outbox_done(note.seq);
       }
       if (!r.ok()) {
-        std::fprintf(stderr, "ringcast: %s outbox: %s\n", mail ? "owner e-mail" : "notification",
-                     r.error().message);
+        log::error("{} outbox: {}", mail ? "owner e-mail" : "notification", r.error().message);
       }
     };
   };
@@ -159,8 +159,7 @@ int run_serve(const Config& cfg) {
     nopts.on_finished = outbox_marker(false);
     auto n = engine::Notifier::start(std::move(nopts));
     if (!n.ok()) {
-      std::fprintf(stderr, "ringcast: the notification webhook did not start: %s\n",
-                   n.error().message);
+      log::error("the notification webhook did not start: {}", n.error().message);
       return 1;
     }
     notifier = std::move(*n);
@@ -180,7 +179,7 @@ int run_serve(const Config& cfg) {
     try {
       mopts = engine::mailer_options(cfg);
     } catch (const ConfigError& e) {
-      std::fprintf(stderr, "ringcast: %s\n", e.what());
+      log::error("{}", e.what());
       return 1;
     }
     mopts.on_finished = outbox_marker(true);
@@ -200,8 +199,7 @@ int run_serve(const Config& cfg) {
     };
     auto m = engine::Mailer::start(std::move(mopts));
     if (!m.ok()) {
-      std::fprintf(stderr, "ringcast: the owner e-mail sender did not start: %s\n",
-                   m.error().message);
+      log::error("the owner e-mail sender did not start: {}", m.error().message);
       return 1;
     }
     mailer = std::move(*m);
@@ -299,8 +297,8 @@ int run_serve(const Config& cfg) {
     opened = engine::Embedded::open(std::move(sopts), std::move(eopts), &why);
   }
   if (!opened.ok()) {
-    std::fprintf(stderr, "ringcast: cannot start on the store at %s: %s%s%s\n", where.c_str(),
-                 opened.error().message, why.empty() ? "" : ": ", why.c_str());
+    log::error("cannot start on the store at {}: {}{}{}", where, opened.error().message,
+               why.empty() ? "" : ": ", why);
     return 1;
   }
   std::unique_ptr<engine::Embedded> core = std::move(*opened);
@@ -309,11 +307,10 @@ int run_serve(const Config& cfg) {
   open_redis.store(core->redis(), std::memory_order_release);
   if (storage::RocksStore* rocks = core->rocks()) {
     if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
-      std::fprintf(stderr,
-                   "ringcast: %" PRIu64
-                   " events whose payload did not reach the disk before a power loss (never "
-                   "acknowledged) were dropped at open\n",
-                   torn);
+      log::warn(
+          "{} events whose payload did not reach the disk before a power loss (never "
+          "acknowledged) were dropped at open",
+          torn);
     if (notifier) {
       // What an earlier run stored but did not get to the operator webhook (a crash, a stop
       // with the receiver down): sent now, with the same webhook-id.
@@ -327,7 +324,7 @@ int run_serve(const Config& cfg) {
   api::KeyRegistry keys(api::KeyRegistryOptions{
       &core->store(), core->redis() != nullptr ? cfg.server.key_refresh : Duration::zero()});
   if (auto r = keys.start(); !r.ok()) {
-    std::fprintf(stderr, "ringcast: cannot load the API keys: %s\n", r.error().message);
+    log::error("cannot load the API keys: {}", r.error().message);
     core->stop();
     core->close();
     return 1;
@@ -357,8 +354,7 @@ int run_serve(const Config& cfg) {
     // same one through Redis).
     auto secret = core->store().node_secret("portal", net::random_hex(32));
     if (!secret.ok()) {
-      std::fprintf(stderr, "ringcast: cannot read or keep the portal's secret: %s\n",
-                   secret.error().message);
+      log::error("cannot read or keep the portal's secret: {}", secret.error().message);
       shut_down();
       return 1;
     }
@@ -401,8 +397,7 @@ int run_serve(const Config& cfg) {
   for (const auto& r : cfg.intake.redis) {
     auto s = intake::RedisSource::start(redis_source_options(cfg, r), *eng);
     if (!s.ok()) {
-      std::fprintf(stderr, "ringcast: intake source %s did not start: %s\n", r.name.c_str(),
-                   s.error().message);
+      log::error("intake source {} did not start: {}", r.name.c_str(), s.error().message);
       shut_down();
       return 1;
     }
@@ -416,8 +411,7 @@ int run_serve(const Config& cfg) {
   api::RestApi api(*eng, std::move(api_opts));
   net::HttpServerThread server(api, engine::server_options(cfg));
   if (auto r = server.start(); !r.ok()) {
-    std::fprintf(stderr, "ringcast: cannot listen on %s: %s\n", cfg.server.listen.c_str(),
-                 r.error().message);
+    log::error("cannot listen on {}: {}", cfg.server.listen.c_str(), r.error().message);
     shut_down();
     return 1;
   }
@@ -445,8 +439,8 @@ int run_serve(const Config& cfg) {
     mo.max_connections = 64;
     metrics_server = std::make_unique<net::HttpServerThread>(metrics_handler, mo);
     if (auto r = metrics_server->start(); !r.ok()) {
-      std::fprintf(stderr, "ringcast: cannot listen on %s (server.metrics_listen): %s\n",
-                   cfg.server.metrics_listen.c_str(), r.error().message);
+      log::error("cannot listen on {} (server.metrics_listen): {}",
+                 cfg.server.metrics_listen.c_str(), r.error().message);
       server.stop(cfg.server.shutdown_grace);
       shut_down();
       return 1;
@@ -496,13 +490,13 @@ int run_serve(const Config& cfg) {
     sig = sigwaitinfo(&sigs, nullptr);
   } while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && store_failed.load()));
   if (sig == SIGUSR1) {
-    std::fprintf(stderr,
-                 "ringcast: an fsync of the data dir failed: nothing it covered was acknowledged; "
-                 "stopping, exit %d: restart to recover from what is on disk\n",
-                 kExitStoreFailed);
+    log::error(
+        "an fsync of the data dir failed: nothing it covered was acknowledged; "
+        "stopping, exit {}: restart to recover from what is on disk",
+        kExitStoreFailed);
   } else {
-    std::fprintf(stderr, "ringcast: %s: stopping intake, finishing in-flight work\n",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    log::info("{}: stopping intake, finishing in-flight work",
+              sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   if (retention) retention->stop();  // a running pass ends at its next chunk; before close
   if (metrics_server) metrics_server->stop(seconds(1));
@@ -510,7 +504,7 @@ int run_serve(const Config& cfg) {
   api.stop_reads();  // reads still running finish against the live engine; queued ones get 503
   shut_down();       // finish or lease in-flight attempts (bounded), flush; the notifier sends what
                      // is due (bounded) and leaves the rest in the outbox
-  std::fprintf(stderr, "ringcast: stopped\n");
+  log::info("stopped");
   return store_failed.load() ? kExitStoreFailed : 0;
 }
 
