@@ -2,11 +2,12 @@
 // boundaries (RocksDB, sockets, config) convert their failures into an Error.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <new>
 #include <type_traits>
 #include <utility>
+
+#include "core/check.h"
 
 namespace ringcast {
 
@@ -14,12 +15,12 @@ enum class Errc : uint8_t {
   kOk = 0,
   kInvalidArgument,  // bad input from a caller (API, CLI, config)
   kNotFound,
-  kConflict,          // e.g. same event id, other payload (SPEC R12.5)
-  kCorruption,        // a stored value that does not decode
-  kIo,                // disk or socket failure
-  kUnavailable,       // shutting down, queue full, breaker open, ...
-  kLimitExceeded,     // a configured bound was hit
-  kInternal,          // a bug: an invariant broke
+  kConflict,       // e.g. same event id, other payload (SPEC R12.5)
+  kCorruption,     // a stored value that does not decode
+  kIo,             // disk or socket failure
+  kUnavailable,    // shutting down, queue full, breaker open, ...
+  kLimitExceeded,  // a configured bound was hit
+  kInternal,       // a bug: an invariant broke
 };
 
 const char* errc_name(Errc c);
@@ -44,10 +45,16 @@ class [[nodiscard]] Result {
   Result(T value) : ok_(true) { new (&value_) T(std::move(value)); }  // NOLINT: implicit
   Result(Error error) : ok_(false), error_(error) {}                  // NOLINT: implicit
   Result(const Result& o) : ok_(o.ok_) {
-    if (ok_) new (&value_) T(o.value_); else error_ = o.error_;
+    if (ok_)
+      new (&value_) T(o.value_);
+    else
+      error_ = o.error_;
   }
   Result(Result&& o) noexcept : ok_(o.ok_) {
-    if (ok_) new (&value_) T(std::move(o.value_)); else error_ = o.error_;
+    if (ok_)
+      new (&value_) T(std::move(o.value_));
+    else
+      error_ = o.error_;
   }
   Result& operator=(Result o) noexcept {
     this->~Result();
@@ -60,14 +67,26 @@ class [[nodiscard]] Result {
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  T& value() & { assert(ok_); return value_; }
-  const T& value() const& { assert(ok_); return value_; }
-  T&& value() && { assert(ok_); return std::move(value_); }
+  T& value() & {
+    RC_CHECK(ok_);
+    return value_;
+  }
+  const T& value() const& {
+    RC_CHECK(ok_);
+    return value_;
+  }
+  T&& value() && {
+    RC_CHECK(ok_);
+    return std::move(value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    RC_CHECK(!ok_);
+    return error_;
+  }
 
  private:
   bool ok_;
@@ -84,14 +103,19 @@ class [[nodiscard]] Result<void> {
   Result(Error error) : ok_(false), error_(error) {}  // NOLINT: implicit
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    RC_CHECK(!ok_);
+    return error_;
+  }
 
  private:
   bool ok_ = true;
   Error error_{};
 };
 
-inline Result<void> ok() { return {}; }
+inline Result<void> ok() {
+  return {};
+}
 inline Error make_error(Errc code, const char* message, const char* field = nullptr,
                         const char* reason = nullptr) {
   return Error{code, message, field, reason, 0};

@@ -1,11 +1,11 @@
 #include "core/scheduler.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 
+#include "core/check.h"
 #include "core/classify.h"
 #include "core/endpoint_rules.h"
 #include "core/fanout.h"
@@ -136,7 +136,7 @@ void Scheduler::free_slot(Slot* s) {
 }
 
 void Scheduler::recycle_slot(Slot* s) {
-  assert(!s->te.linked());
+  RC_CHECK(!s->te.linked());
   if (!reconciling_.empty()) reconciling_.erase(s->d.id);
   s->d.id = 0;
   s->te.expiry_ms = 0;
@@ -299,12 +299,12 @@ void Scheduler::clear_wait_flags(Delivery& d) {
 // ---- queues -------------------------------------------------------------------------------------
 
 void Scheduler::schedule_at(Slot* s, WallTime at) {
-  assert(!s->te.linked());
+  RC_CHECK(!s->te.linked());
   wheel_.schedule(&s->te, std::max<int64_t>(at.ms(), 0));
 }
 
 void Scheduler::ready_push(EpState& ep, Slot* s) {
-  assert(!s->te.linked());
+  RC_CHECK(!s->te.linked());
   s->te.expiry_ms = kReadyMark;
   if (s->d.test()) {
     list_push_back(&ep.tests, &s->te);
@@ -317,7 +317,7 @@ void Scheduler::ready_push(EpState& ep, Slot* s) {
 }
 
 void Scheduler::ready_unlink(EpState& ep, Slot* s) {
-  assert(s->te.linked() && s->te.expiry_ms == kReadyMark);
+  RC_CHECK(s->te.linked() && s->te.expiry_ms == kReadyMark);
   list_unlink(&s->te);
   if (s->d.test()) {
     --ep.test_count;
@@ -602,14 +602,14 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
       Slot* s = &chunk[i];
       if (s->d.id == 0 || is_orphan(s) || !ps.test(slot_partition(s))) continue;
       if (s->d.status == DeliveryStatus::kInFlight) {
-        assert(!s->te.linked());
+        RC_CHECK(!s->te.linked());
         s->te.expiry_ms = kOrphanMark;
         --live_;
         --inflight_count_;
         ++orphans_;
         continue;
       }
-      assert(s->te.linked());
+      RC_CHECK(s->te.linked());
       if (s->te.expiry_ms == kReadyMark) {
         ready_unlink(*ep_of(s->d.endpoint), s);
       } else {
@@ -627,7 +627,7 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
       ++it;
       continue;
     }
-    assert(ep.ready_count == 0 && ep.test_count == 0);
+    RC_CHECK(ep.ready_count == 0 && ep.test_count == 0);
     if (ep.rate_timer_ms != 0) rate_timers_.erase({ep.rate_timer_ms, ep.cfg.id});
     it = endpoints_.erase(it);
   }

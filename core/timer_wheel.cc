@@ -1,8 +1,9 @@
 #include "core/timer_wheel.h"
 
 #include <bit>
-#include <cassert>
 #include <cstdint>
+
+#include "core/check.h"
 
 namespace ringcast {
 
@@ -31,7 +32,7 @@ void TimerWheel::schedule(TimerEntry* e, int64_t expiry_ms) {
 }
 
 void TimerWheel::place(TimerEntry* e, uint64_t k) {
-  assert(k > now_);
+  RC_CHECK(k > now_);
   const int level = (63 - std::countl_zero(k ^ now_)) / kLevelBits;
   const int slot = static_cast<int>((k >> (level * kLevelBits)) & (kSlotsPerLevel - 1));
   const int index = level * kSlotsPerLevel + slot;
@@ -156,7 +157,7 @@ TimerEntry* TimerWheel::next_due_slow(uint64_t target, size_t* moves_left) {
       return nullptr;
     }
     const uint64_t start = slot_start(level, slot);
-    assert(start > now_);
+    RC_CHECK(start > now_);
     if (start > target) {
       if (target > now_) now_ = target;
       return nullptr;

@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/address_guard.h"
+#include "core/check.h"
 #include "net/buffer_ring.h"
 #include "net/pacing.h"
 #include "net/signing.h"
@@ -476,7 +476,7 @@ void Impl::fail(Exchange* ex, ErrorCode code) {
 // Back-pressure of our own (SPEC R2.3): the op goes back unsent, with nothing in its result
 // but the reason and when a new try may go. No connection was started for it.
 void Impl::defer(Exchange* ex, DeferReason why, MonoTime not_before) {
-  assert(ex->conn == nullptr);
+  RC_CHECK(ex->conn == nullptr);
   if (ex->queued) dequeue(ex);
   TransportResult& r = ex->op->result;
   reset_result(r);

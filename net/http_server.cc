@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -22,6 +21,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "core/check.h"
 #include "net/http_request_parser.h"
 #include "net/json_writer.h"
 
@@ -150,7 +150,7 @@ Responder::~Responder() {
 }
 
 void Responder::send(HttpResponse response) {
-  assert(slot_ && "Responder::send called twice or on an empty responder");
+  RC_CHECK(slot_ && "Responder::send called twice or on an empty responder");
   if (!slot_) return;
   detail::ResponseSlot* s = slot_;
   slot_ = nullptr;
@@ -307,7 +307,7 @@ class Connection final : RequestParser::Sink {
   }
   const IpAddress& peer() const { return peer_; }
   ~Connection() {
-    assert(ops_ == 0);
+    RC_CHECK(ops_ == 0);
     server_.loop_.disarm(&timer_);
     if (ssl_ != nullptr) SSL_free(ssl_);  // and its BIOs
     if (fd_ >= 0) ::close(fd_);

@@ -1,8 +1,9 @@
 #include "net/json_writer.h"
 
-#include <cassert>
 #include <charconv>
 #include <cmath>
+
+#include "core/check.h"
 
 namespace ringcast::net {
 namespace {
@@ -123,7 +124,7 @@ JsonWriter& JsonWriter::begin_object() {
 }
 
 JsonWriter& JsonWriter::end_object() {
-  assert(!need_comma_.empty() && !after_key_);
+  RC_CHECK(!need_comma_.empty() && !after_key_);
   need_comma_.pop_back();
   out_ += '}';
   return *this;
@@ -137,7 +138,7 @@ JsonWriter& JsonWriter::begin_array() {
 }
 
 JsonWriter& JsonWriter::end_array() {
-  assert(!need_comma_.empty());
+  RC_CHECK(!need_comma_.empty());
   need_comma_.pop_back();
   out_ += ']';
   return *this;

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 
+#include "core/check.h"
 #include "net/system_clock.h"
 
 namespace ringcast::net {
@@ -194,7 +194,7 @@ io_uring_sqe* Loop::op_sqe() {
 }
 
 io_uring_sqe* Loop::raw_sqe(IoOp* op) {
-  assert(op != nullptr);
+  RC_CHECK(op != nullptr);
   io_uring_sqe* sqe = op_sqe();
   if (sqe != nullptr) io_uring_sqe_set_data(sqe, op);
   return sqe;
@@ -548,7 +548,7 @@ size_t Loop::reap() {
       const Done& d = batch[i];
       if (d.user_data == kIgnoredUserData) continue;
       if ((d.flags & IORING_CQE_F_MORE) == 0) {
-        assert(in_flight_ > 0);
+        RC_CHECK(in_flight_ > 0);
         in_flight_--;
       }
       reinterpret_cast<IoOp*>(d.user_data)->complete(d.res, d.flags);
@@ -562,7 +562,7 @@ size_t Loop::reap() {
 
 size_t Loop::run_once(Duration max_wait) {
   enable_ring();
-  assert(owner_ == std::this_thread::get_id());
+  RC_CHECK(owner_ == std::this_thread::get_id());
   stats_.turns++;
 
   Duration wait = max_wait;

@@ -3,10 +3,11 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 
-#include <cassert>
 #include <charconv>
 #include <cstdlib>
 #include <new>
+
+#include "core/check.h"
 
 namespace ringcast::redis {
 
@@ -32,7 +33,7 @@ struct ReaderAccess {
     Ctx* ctx = ctx_of(task);
     if (task->parent != nullptr) {
       auto* parent = static_cast<Reply*>(task->parent->obj);
-      assert(parent != nullptr && parent->type_ == Reply::Type::kArray);
+      RC_CHECK(parent != nullptr && parent->type_ == Reply::Type::kArray);
       if (task->idx < 0 || static_cast<size_t>(task->idx) >= parent->elements_.size()) {
         return nullptr;
       }
@@ -243,7 +244,7 @@ Result<std::optional<Reply>> ReplyReader::next() {
   }
   if (obj == nullptr) return std::optional<Reply>();
   auto* root = static_cast<Reply*>(obj);
-  assert(root == ctx_->root);
+  RC_CHECK(root == ctx_->root);
   ctx_->root = nullptr;
   std::optional<Reply> out(std::move(*root));
   delete root;
