@@ -217,6 +217,10 @@ struct Tally {
   std::vector<std::string> missing;  // webhook ids with no 200
   std::string missing_detail;        // the first few of them as the API shows them
   std::string unexplained_detail;    // the first few unexplained ones, with their history
+  // The first few acknowledged events the API did not show: how it answered, and who holds
+  // their partitions in the views of the nodes that are up (a partition nobody serves shows
+  // its events as missing, as a lost write would).
+  std::string not_in_store_detail;
 };
 Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<std::string>& acked,
             Millis wait) {
@@ -237,7 +241,17 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
         std::this_thread::sleep_for(50ms);
         ms[i] = message_id_of(rig.any_up(), tenant, evs[i]);
       }
-      if (ms[i].empty()) ++t.not_in_store;
+      if (ms[i].empty()) {
+        ++t.not_in_store;
+        if (t.not_in_store_detail.size() < 4000) {
+          const Reply r = rig.any_up().call("GET", "/v1/tenants/" + tenant + "/events/" + evs[i]);
+          t.not_in_store_detail += "\n  " + tenant + "/" + evs[i];
+          t.not_in_store_detail += " (partition " + std::to_string(partition_of(tenant));
+          t.not_in_store_detail += ", held by node " + std::to_string(rig.owner_of(tenant));
+          t.not_in_store_detail += "): " + std::to_string(r.status) + " ";
+          t.not_in_store_detail += r.body.substr(0, 300);
+        }
+      }
       want.push_back(ms[i]);
       event_of[ms[i]] = {tenant, evs[i]};
     }
@@ -329,7 +343,7 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
 void expect_all_delivered(Rig& rig, const std::vector<std::string>& tenants,
                           const std::set<std::string>& acked, const std::string& takeover) {
   const Tally t = tally(rig, tenants, acked, scaled(60s));
-  EXPECT_EQ(t.not_in_store, 0u) << "acknowledged events not in the store";
+  EXPECT_EQ(t.not_in_store, 0u) << "acknowledged events not in the store:" << t.not_in_store_detail;
   EXPECT_TRUE(t.missing.empty()) << t.missing.size()
                                  << " acknowledged events never delivered: " << sample(t.missing)
                                  << t.missing_detail;
