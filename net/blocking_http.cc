@@ -44,15 +44,6 @@ int wait_fd(int fd, short events, SteadyTime deadline) {
   }
 }
 
-std::string tls_error_text() {
-  const uint32_t e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "no detail";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
 bool is_ip_literal(const std::string& host) {
   in6_addr a6{};
   in_addr a4{};
@@ -130,6 +121,15 @@ struct Collector {
 };
 
 }  // namespace
+
+std::string tls_error_text() {
+  const uint32_t e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "no detail";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
 
 const std::string* BlockingReply::header(std::string_view lower_name) const {
   for (const auto& h : headers)

@@ -84,6 +84,9 @@ class BlockingHttpConnection {
   std::string detail_;
 };
 
+// The TLS library's oldest queued error as text ("no detail" when none); clears the queue.
+std::string tls_error_text();
+
 // One request on a fresh connection: connect(), exchange(), close.
 Result<BlockingReply> blocking_exchange(const std::string& host, uint16_t port,
                                         const BlockingTls* tls, std::string_view request,

@@ -17,14 +17,7 @@ namespace {
 
 constexpr size_t kMaxResponseBytes = 512u * 1024 * 1024;
 
-std::string tls_error_text() {
-  const uint32_t e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "no detail";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
+using net::tls_error_text;
 
 }  // namespace
 
