@@ -21,21 +21,26 @@ bool enabled(Level level);
 // One line (the message without its trailing newline).
 void write(Level level, std::string_view message);
 
+// One line at `level`, formatted only when the level is on.
+template <class... Args>
+void at(Level level, fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(level)) write(level, fmt::format(f, std::forward<Args>(args)...));
+}
 template <class... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (enabled(Level::kDebug)) write(Level::kDebug, fmt::format(f, std::forward<Args>(args)...));
+  at(Level::kDebug, f, std::forward<Args>(args)...);
 }
 template <class... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {
-  if (enabled(Level::kInfo)) write(Level::kInfo, fmt::format(f, std::forward<Args>(args)...));
+  at(Level::kInfo, f, std::forward<Args>(args)...);
 }
 template <class... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
-  if (enabled(Level::kWarn)) write(Level::kWarn, fmt::format(f, std::forward<Args>(args)...));
+  at(Level::kWarn, f, std::forward<Args>(args)...);
 }
 template <class... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {
-  if (enabled(Level::kError)) write(Level::kError, fmt::format(f, std::forward<Args>(args)...));
+  at(Level::kError, f, std::forward<Args>(args)...);
 }
 
 }  // namespace ringcast::log

@@ -1,6 +1,5 @@
 #include "net/blocking_http.h"
 
-#include <arpa/inet.h>
 #include <llhttp.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -19,6 +18,8 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+
+#include "core/ip_address.h"
 
 namespace ringcast::net {
 
@@ -45,10 +46,7 @@ int wait_fd(int fd, short events, SteadyTime deadline) {
 }
 
 bool is_ip_literal(const std::string& host) {
-  in6_addr a6{};
-  in_addr a4{};
-  return ::inet_pton(AF_INET, host.c_str(), &a4) == 1 ||
-         ::inet_pton(AF_INET6, host.c_str(), &a6) == 1;
+  return parse_ip(host).has_value();
 }
 
 // Collects one whole answer (status, headers, body up to a cap) from llhttp; 1xx skipped.
@@ -148,11 +146,10 @@ void BlockingHttpConnection::close() {
   fd_ = -1;
 }
 
-Error BlockingHttpConnection::fail(const char* reason, const char* message, int sys_errno) {
+Error BlockingHttpConnection::fail(const char* reason, const char* message, int sys_errno,
+                                   Errc code) {
   close();
-  Error e = make_error(Errc::kUnavailable, message, nullptr, reason);
-  if (std::strcmp(reason, "bad_response") == 0) e.code = Errc::kInvalidArgument;
-  if (std::strcmp(reason, "too_large") == 0) e.code = Errc::kLimitExceeded;
+  Error e = make_error(code, message, nullptr, reason);
   e.sys_errno = sys_errno;
   return e;
 }
@@ -371,12 +368,16 @@ Result<BlockingReply> BlockingHttpConnection::exchange(std::string_view request,
       if (!c.reply.keep_alive) close();
       return std::move(c.reply);
     }
-    if (c.too_large) return fail("too_large", "the answer is larger than its limit");
+    if (c.too_large)
+      return fail("too_large", "the answer is larger than its limit", 0, Errc::kLimitExceeded);
     if (e != HPE_OK) {
       detail_ = llhttp_errno_name(e);
-      return fail("bad_response", "malformed HTTP answer");
+      return fail("bad_response", "malformed HTTP answer", 0, Errc::kInvalidArgument);
     }
-    if (n == 0) return fail("bad_response", "the connection closed before a whole answer");
+    if (n == 0) {
+      return fail("bad_response", "the connection closed before a whole answer", 0,
+                  Errc::kInvalidArgument);
+    }
   }
 }
 

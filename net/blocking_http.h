@@ -77,7 +77,9 @@ class BlockingHttpConnection {
   // > 0 bytes, 0 EOF, -1 an error (errno; EAGAIN: wait for `*want`).
   long send_some(const char* data, size_t n, short* want);
   long recv_some(char* buf, size_t n, short* want);
-  Error fail(const char* reason, const char* message, int sys_errno = 0);
+  // Closes the connection; an error with `reason` (kUnavailable unless said otherwise).
+  Error fail(const char* reason, const char* message, int sys_errno = 0,
+             Errc code = Errc::kUnavailable);
 
   int fd_ = -1;
   SSL* ssl_ = nullptr;
