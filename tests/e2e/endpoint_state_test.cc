@@ -280,7 +280,10 @@ TEST(E2eEndpointState, InactiveSubscriptionPostponesWithoutSpendingAttempts) {
   Reply on = d.call("PUT", "/v1/tenants/" + t + "/subscription", "{\"active\":true}");
   ASSERT_EQ(on.status, 200) << on.describe();
   EXPECT_TRUE(wait_until([&] { return sink_lines_for(sink, s1) >= 1; }, scaled(6s))) << d.output();
-  Json done = delivery_for_event(d, t, ep, "s-1");
+  // The sink logs the request before the daemon has recorded the answer: wait for the record.
+  Json done = wait_delivery(
+      d, t, ep, "s-1", [](const Json& x) { return x["delivery"]["status"].str() != "in_flight"; },
+      scaled(5s));
   EXPECT_EQ(done["delivery"]["status"].str(), "delivered");
   EXPECT_EQ(done["delivery"]["attempts"].i64(), 1);
   auto st = d.terminate();
