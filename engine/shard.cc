@@ -538,6 +538,12 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
     return;
   }
   if (auto it = loading_.find(p); it != loading_.end() && it->second == epoch) return;
+  if (std::find(epoch_resets_.begin(), epoch_resets_.end(), p) != epoch_resets_.end()) {
+    // What an older epoch of p took in this turn is not written yet: it must go out at that
+    // epoch, not this one (its load would not see it). After this turn's commit.
+    retry_loads_.push_back({p, epoch, loop_->now()});
+    return;
+  }
   options_.leases->set_epoch(p, epoch);
   // The load runs off this thread (a networked store loads on a thread of its own): the shard
   // goes on serving its other partitions; p's events go to its inbox meanwhile. An answer for
@@ -699,13 +705,25 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
   }
   for (Partition p : list) {
     next_seq_.erase(p);
-    options_.leases->set_epoch(p, 0);
+    if (mutations_.empty()) {
+      options_.leases->set_epoch(p, 0);
+    } else if (std::find(epoch_resets_.begin(), epoch_resets_.end(), p) == epoch_resets_.end()) {
+      epoch_resets_.push_back(p);
+    }
   }
   std::lock_guard<std::mutex> lock(owned_mu_);
   for (Partition p : list) {
     if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
     owned_.erase(p);
   }
+}
+
+void Shard::reset_epochs_after_commit() {
+  if (epoch_resets_.empty() || !mutations_.empty()) return;
+  for (Partition p : epoch_resets_) {
+    if (!owned_.count(p) && !loading_.count(p)) options_.leases->set_epoch(p, 0);
+  }
+  epoch_resets_.clear();
 }
 
 void Shard::commit() {
@@ -717,6 +735,7 @@ void Shard::commit() {
     turn_event_index_.clear();
     cache_after_commit_.clear();
     turn_acks_.clear();
+    reset_epochs_after_commit();
     return;
   }
   // A batch the disk refused is written again at most every kDiskRetry; until then it stays,
@@ -803,6 +822,7 @@ void Shard::commit() {
     turn_event_index_.clear();
   }
   cache_after_commit_.clear();
+  reset_epochs_after_commit();
   for (Ack& a : turn_acks_) {
     a.seq = last_written_seq_;
     acks_.push_back(std::move(a));

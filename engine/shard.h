@@ -251,6 +251,12 @@ class Shard final : public IdAllocator {
   };
   std::vector<RetryLoad> retry_loads_;               // acquired, but recover() failed: tried again
   std::unordered_map<Partition, uint64_t> loading_;  // acquired, being loaded: the epoch
+  // Forgotten while this turn's writes were not out yet: the store names a partition's epoch
+  // at write() (the one the intake's fenced(p, epoch) check asks about), so it goes to 0 only
+  // after the commit — written at the epoch the events were taken in at, a write the lease no
+  // longer covers is fenced and answered 503, never acknowledged and dropped (SPEC R12.5).
+  std::vector<Partition> epoch_resets_;
+  void reset_epochs_after_commit();
   void finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartition> loaded);
   void forget_partition(Partition p);
   // One pass for many (progress_releases: a SIGTERM hands every partition over in one turn).
