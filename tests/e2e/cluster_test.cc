@@ -41,15 +41,17 @@ struct Ev {
 // sent again, to the next node, until every line is acknowledged (202 or a 200 duplicate) or
 // `timeout` passes. Returns how many were acknowledged; `acked` gets their ids.
 size_t send_events(Rig& rig, const std::vector<Ev>& events, std::set<std::string>& acked,
-                   std::vector<SteadyClock::time_point>* ack_times = nullptr,
-                   Millis timeout = 60s) {
+                   std::vector<SteadyClock::time_point>* ack_times = nullptr, Millis timeout = 60s,
+                   std::map<std::string, std::string>* via = nullptr) {
   std::vector<size_t> todo(events.size());
   for (size_t i = 0; i < events.size(); ++i) todo[i] = i;
   size_t next_node = 0;
   size_t done = 0;
   const auto deadline = SteadyClock::now() + timeout;
   std::map<std::string, int> refusals;  // 503 codes, printed when it gives up
+  int round = 0;
   while (!todo.empty() && SteadyClock::now() < deadline) {
+    ++round;
     std::vector<size_t> retry;
     for (size_t from = 0; from < todo.size(); from += 100) {
       const size_t to = std::min(todo.size(), from + 100);
@@ -73,6 +75,12 @@ size_t send_events(Rig& rig, const std::vector<Ev>& events, std::set<std::string
         const size_t k = static_cast<size_t>(line["line"].i64()) - 1;
         const int64_t st = line["status"].i64();
         if (k < ok.size() && (st == 202 || st == 200)) ok[k] = true;
+        if (k < ok.size() && ok[k] && via != nullptr) {
+          std::string& how = (*via)[events[todo[from + k]].id];
+          how = rig.ids[node] + " answered " + std::to_string(st);
+          if (line["queued"].boolean()) how += " queued";
+          how += ", send round " + std::to_string(round);
+        }
         if (st == 503) ++refusals[line["error"]["code"].str()];
         EXPECT_TRUE(st == 202 || st == 200 || st == 503) << line["error"]["code"].str();
       }
@@ -150,6 +158,7 @@ struct Producer {
   const std::vector<std::string>& tenants;
   std::set<std::string> acked;
   std::vector<SteadyClock::time_point> ack_times;  // of every bulk request with a line acked
+  std::map<std::string, std::string> via;          // event id -> the node that acknowledged it
   // The longest stretch without an acknowledged request from ack_times[from] on (ms).
   double longest_gap(size_t from) const {
     double gap = 0;
@@ -162,7 +171,7 @@ struct Producer {
   size_t operator()(int n) {
     std::vector<Ev> evs = make_events(tenants, next, next + n);
     next += n;
-    const size_t got = send_events(rig, evs, acked, &ack_times);
+    const size_t got = send_events(rig, evs, acked, &ack_times, 60s, &via);
     if (got != static_cast<size_t>(n)) {
       for (size_t i = 0; i < rig.nodes.size(); ++i) {
         if (!rig.up[i]) continue;
@@ -223,7 +232,7 @@ struct Tally {
   std::string not_in_store_detail;
 };
 Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<std::string>& acked,
-            Millis wait) {
+            Millis wait, const std::map<std::string, std::string>* via = nullptr) {
   std::map<std::string, std::vector<std::string>> by_tenant;
   for (const std::string& id : acked) {
     const int n = std::stoi(id.substr(1));
@@ -250,6 +259,12 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
           t.not_in_store_detail += ", held by node " + std::to_string(rig.owner_of(tenant));
           t.not_in_store_detail += "): " + std::to_string(r.status) + " ";
           t.not_in_store_detail += r.body.substr(0, 300);
+          if (via != nullptr) {
+            if (auto v = via->find(evs[i]); v != via->end()) {
+              t.not_in_store_detail += "; acknowledged by ";
+              t.not_in_store_detail += v->second;
+            }
+          }
         }
       }
       want.push_back(ms[i]);
@@ -341,8 +356,9 @@ Tally tally(Rig& rig, const std::vector<std::string>& tenants, const std::set<st
 // The end of the CI tests: every acknowledged event is in the store and was delivered (a 200
 // at the sink under its webhook id), duplicates within what was on the wire; prints the counts.
 void expect_all_delivered(Rig& rig, const std::vector<std::string>& tenants,
-                          const std::set<std::string>& acked, const std::string& takeover) {
-  const Tally t = tally(rig, tenants, acked, scaled(60s));
+                          const std::set<std::string>& acked, const std::string& takeover,
+                          const std::map<std::string, std::string>* via = nullptr) {
+  const Tally t = tally(rig, tenants, acked, scaled(60s), via);
   EXPECT_EQ(t.not_in_store, 0u) << "acknowledged events not in the store:" << t.not_in_store_detail;
   EXPECT_TRUE(t.missing.empty()) << t.missing.size()
                                  << " acknowledged events never delivered: " << sample(t.missing)
@@ -468,7 +484,7 @@ TEST(E2eCluster, NodeKillRestartPauseAndTermLoseNothingAcknowledged) {
 
   char took[32];
   std::snprintf(took, sizeof took, "%.0f", takeover);
-  expect_all_delivered(rig, tenants, phase.acked, took);
+  expect_all_delivered(rig, tenants, phase.acked, took, &phase.via);
   const Tally handed = tally(rig, tenants, after_term, scaled(30s));
   EXPECT_EQ(handed.lost, 0u);
   EXPECT_EQ(handed.duplicated, 0u)
@@ -599,7 +615,7 @@ TEST(E2eCluster, RedisPrimaryKillUnderLoadLosesNothingAcknowledged) {
       primary_killed, scaled(20s));
   EXPECT_EQ(phase(per_phase / 2), static_cast<size_t>(per_phase / 2));
 
-  expect_all_delivered(rig, tenants, phase.acked, "-");
+  expect_all_delivered(rig, tenants, phase.acked, "-", &phase.via);
 }
 
 // Intake for any tenant works on every node (docs/cluster.md "Intake on every node", core/inbox.h):
