@@ -36,6 +36,7 @@
 #include "api/forward_auth.h"
 #include "api/http_names.h"
 #include "api/principal.h"
+#include "cluster/advertise_url.h"
 #include "core/ip_address.h"
 #include "core/result.h"
 #include "core/time.h"
@@ -45,28 +46,13 @@
 namespace ringcast::api {
 
 class ReadPool;
+using cluster::ApiAddress;
 
 // Request header that marks a forwarded call (its value: the origin node's id); lower-case as
 // HttpRequest::header() wants it.
 inline constexpr std::string_view kForwardedHeader = "x-ringcast-forwarded";
 // Answer header of a relayed call: the node that answered it.
 inline constexpr std::string_view kServedByHeader = "X-Ringcast-Served-By";
-
-// Another node's API: http://<IP literal>:<port>. Only IP literals, so a forward never waits
-// on a resolver that no deadline bounds.
-struct ApiAddress {
-  IpAddress ip;
-  uint16_t port = 0;
-  bool tls = false;  // https://: TLS, the certificate verified for `ip`
-};
-// "http://10.0.0.7:8080", "https://[fd00::7]:8443" (a trailing "/" is allowed; no path, query,
-// userinfo, or port 0); nullopt otherwise.
-std::optional<ApiAddress> parse_advertise_url(std::string_view url);
-std::string format_advertise_url(const IpAddress& ip, uint16_t port, bool tls = false);
-// The URL other nodes reach a listener on `ip`:`port` at; nullopt when `ip` is unspecified
-// (0.0.0.0 or ::: a listener on every address names none of them) or `port` is 0.
-std::optional<std::string> derive_advertise_url(const IpAddress& ip, uint16_t port,
-                                                bool tls = false);
 
 // Who holds a partition's lease, and where its API is.
 struct ForwardTarget {

@@ -6,10 +6,13 @@
 
 #include <charconv>
 
-#include "api/json_views.h"
 #include "net/signing.h"
+#include "views/records.h"
 
 namespace ringcast::api {
+
+using net::JsonWriter;
+using views::rfc3339;
 namespace {
 
 std::string b64url(std::string_view bytes) {

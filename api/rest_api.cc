@@ -24,15 +24,25 @@
 #include <vector>
 
 #include "api/auth_throttle.h"
-#include "api/json_views.h"
 #include "api/keys.h"
 #include "api/portal.h"
 #include "api/read_pool.h"
 #include "api/routes.h"
 #include "net/json_writer.h"
 #include "net/system_clock.h"
+#include "views/records.h"
 
 namespace ringcast::api {
+
+using net::JsonWriter;
+using views::id_text;
+using views::rfc3339;
+using views::write_breaker;
+using views::write_delivery;
+using views::write_endpoint;
+using views::write_event;
+using views::write_history;
+using views::write_notification;
 
 static_assert(net::kBodyPadding >= simdjson::SIMDJSON_PADDING,
               "request bodies must carry simdjson's padding");

@@ -1,9 +1,9 @@
 // From Config to the parts of a running daemon: store options, engine options (policies,
-// scheduler limits, URL policy, a transport factory per shard) and API/server options.
+// scheduler limits, URL policy, a transport factory per shard) and the HTTP server's options
+// (the REST API's: api/from_config.h).
 // Shared by `ringcast serve`, the embedding example and the end-to-end benchmark.
 #pragma once
 
-#include "api/rest_api.h"
 #include "engine/config.h"
 #include "engine/embedded.h"
 #include "engine/mailer.h"
@@ -26,7 +26,6 @@ redis::TlsOptions redis_tls_options(const RedisIntakeConfig& r);
 net::HttpTransportOptions transport_options(const Config& cfg);
 // Throws ConfigError when a named policy does not validate.
 EngineOptions engine_options(const Config& cfg);
-api::RestApiOptions api_options(const Config& cfg);
 // The operator webhook (SPEC R8.4): the shards' transport options (same address guard,
 // allow-list, URL policy and CA) and the decoded secret. url is empty when none is configured.
 NotifierOptions notifier_options(const Config& cfg);

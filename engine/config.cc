@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "api/forward.h"
+#include "cluster/advertise_url.h"
 #include "core/input_rules.h"
 #include "core/url.h"
 #include "engine/version.h"
@@ -1205,12 +1205,12 @@ void Config::validate() const {
       fail("", "cluster.safety_margin", "must be less than cluster.lease_ttl / 3");
     positive("cluster.forward_timeout", cluster.forward_timeout);
     if (!cluster.advertise_url.empty()) {
-      if (!api::parse_advertise_url(cluster.advertise_url))
+      if (!cluster::parse_advertise_url(cluster.advertise_url))
         fail("", "cluster.advertise_url",
              "expected http://<IP>:<port> such as \"http://10.0.0.7:8080\" (an IP address, "
              "not a name), got \"" +
                  cluster.advertise_url + "\"");
-    } else if (!api::derive_advertise_url(listen->first, 1)) {
+    } else if (!cluster::derive_advertise_url(listen->first, 1)) {
       fail("", "cluster.advertise_url",
            "server.listen = \"" + server.listen +
                "\" listens on every address, so it names none the other nodes could reach this "

@@ -6,10 +6,10 @@
 #include <cctype>
 #include <cstdio>
 
-#include "api/json_views.h"
 #include "core/classify.h"
 #include "log/log.h"
 #include "net/tls.h"
+#include "views/records.h"
 
 namespace ringcast::engine {
 namespace {
@@ -170,7 +170,7 @@ bool owner_email_message(const MailerOptions& o, const Notification& n, std::str
     }
   }
   b += "\nDisabled at: ";
-  b += api::rfc3339(n.at);
+  b += views::rfc3339(n.at);
   b += "\n\nThe deliveries still queued for this endpoint were stopped: they are not sent when "
        "it is enabled again.\n\n";
   b += "To recover:\n"  // SPEC R8.5

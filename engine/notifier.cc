@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "api/json_views.h"
 #include "core/classify.h"
 #include "log/log.h"
 #include "net/json_writer.h"
 #include "net/loop.h"
+#include "views/records.h"
 
 namespace ringcast::engine {
 
@@ -37,7 +37,7 @@ std::string notification_json(const Notification& n) {
   net::JsonWriter w;
   w.begin_object();
   w.field("type", "ringcast.notification");
-  api::write_notification_fields(w, n);
+  views::write_notification_fields(w, n);
   w.end_object();
   return w.take();
 }

@@ -13,7 +13,9 @@
 #include <mutex>
 #include <string>
 
+#include "api/from_config.h"
 #include "api/portal.h"
+#include "cluster/advertise_url.h"
 #include "cluster/status_json.h"
 #include "core/ip_address.h"
 #include "engine/build.h"
@@ -345,7 +347,7 @@ int run_serve(const Config& cfg) {
     core->close();
   };
 
-  api::RestApiOptions api_opts = engine::api_options(cfg);
+  api::RestApiOptions api_opts = api::rest_api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
   api_opts.keys = &keys;
   if (api_opts.portal.secret.empty()) {
@@ -420,8 +422,8 @@ int run_serve(const Config& cfg) {
     // Config::validate() made sure one of the two exists.
     std::string url = cfg.cluster.advertise_url;
     if (url.empty())
-      url = api::derive_advertise_url(cfg.server.listen_ip, server.port(),
-                                      !cfg.server.tls_cert.empty())
+      url = cluster::derive_advertise_url(cfg.server.listen_ip, server.port(),
+                                          !cfg.server.tls_cert.empty())
                 .value_or("");
     lm->set_advertise_url(url);
     std::printf("ringcast: cluster node %s advertises %s\n", lm->options().node_id.c_str(),

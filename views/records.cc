@@ -1,4 +1,4 @@
-#include "api/json_views.h"
+#include "views/records.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,14 +7,14 @@
 #include "core/endpoint_headers.h"
 #include "net/signing.h"
 
-namespace ringcast::api {
+namespace ringcast::views {
 namespace {
 
 bool is_set(WallTime t) {
   return t != WallTime() && t != WallTime::max();
 }
 
-void time_field(JsonWriter& w, std::string_view key, WallTime t) {
+void time_field(net::JsonWriter& w, std::string_view key, WallTime t) {
   w.key(key);
   if (is_set(t)) {
     w.value(rfc3339(t));
@@ -27,7 +27,7 @@ double to_ms_double(Duration d) {
   return static_cast<double>(d.count()) / 1e6;
 }
 
-void code_field(JsonWriter& w, std::string_view key, ErrorCode c) {
+void code_field(net::JsonWriter& w, std::string_view key, ErrorCode c) {
   w.key(key);
   if (c.is_none()) {
     w.null();
@@ -36,7 +36,7 @@ void code_field(JsonWriter& w, std::string_view key, ErrorCode c) {
   }
 }
 
-void status_field(JsonWriter& w, std::string_view key, uint16_t status) {
+void status_field(net::JsonWriter& w, std::string_view key, uint16_t status) {
   w.key(key);
   if (status == 0) {
     w.null();
@@ -92,7 +92,7 @@ const char* ladder_name(Ladder l) {
   return "none";
 }
 
-void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
+void write_endpoint(net::JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.begin_object();
   w.field("id", id_text(e.id));
   w.field("tenant", e.tenant);
@@ -140,7 +140,7 @@ void write_endpoint(JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.end_object();
 }
 
-void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
+void write_delivery(net::JsonWriter& w, const Delivery& d, const Event* event) {
   w.begin_object();
   w.field("id", id_text(d.id));
   w.field("event_seq", id_text(d.event));
@@ -172,7 +172,7 @@ void write_delivery(JsonWriter& w, const Delivery& d, const Event* event) {
   w.end_object();
 }
 
-void write_attempt(JsonWriter& w, const Attempt& a) {
+void write_attempt(net::JsonWriter& w, const Attempt& a) {
   w.begin_object();
   if (is_check_record(a.number)) {  // a reconciliation status check (R12.11)
     w.field("kind", "status_check");
@@ -219,7 +219,7 @@ void write_attempt(JsonWriter& w, const Attempt& a) {
   w.end_object();
 }
 
-void write_history(JsonWriter& w, const std::vector<Attempt>& records) {
+void write_history(net::JsonWriter& w, const std::vector<Attempt>& records) {
   // The stores keep attempts, status checks and operator records in number ranges of their
   // own (core/types.h); the history reads in time order.
   std::vector<const Attempt*> order;
@@ -233,7 +233,7 @@ void write_history(JsonWriter& w, const std::vector<Attempt>& records) {
   w.end_array();
 }
 
-void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
+void write_delivery_detail(net::JsonWriter& w, const DeliveryDetail& d) {
   w.begin_object();
   w.key("delivery");
   write_delivery(w, d.delivery);
@@ -243,7 +243,7 @@ void write_delivery_detail(JsonWriter& w, const DeliveryDetail& d) {
   w.end_object();
 }
 
-void write_event(JsonWriter& w, const Event& e) {
+void write_event(net::JsonWriter& w, const Event& e) {
   w.begin_object();
   w.field("id", e.id);
   w.field("message_id", e.message_id);  // the webhook id receivers see (R11.3)
@@ -260,7 +260,7 @@ void write_event(JsonWriter& w, const Event& e) {
   w.end_object();
 }
 
-void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b) {
+void write_breaker(net::JsonWriter& w, std::string_view tenant, const BreakerView& b) {
   w.begin_object();
   w.field("tenant", tenant);
   w.field("state", breaker_state_name(b.snapshot.state));
@@ -273,13 +273,13 @@ void write_breaker(JsonWriter& w, std::string_view tenant, const BreakerView& b)
   w.end_object();
 }
 
-void write_notification(JsonWriter& w, const Notification& n) {
+void write_notification(net::JsonWriter& w, const Notification& n) {
   w.begin_object();
   write_notification_fields(w, n);
   w.end_object();
 }
 
-void write_notification_fields(JsonWriter& w, const Notification& n) {
+void write_notification_fields(net::JsonWriter& w, const Notification& n) {
   w.field("seq", id_text(n.seq));
   w.field("tenant", n.tenant);
   w.key("endpoint");
@@ -316,4 +316,4 @@ void write_notification_fields(JsonWriter& w, const Notification& n) {
   }
 }
 
-}  // namespace ringcast::api
+}  // namespace ringcast::views
