@@ -535,10 +535,10 @@ TEST(ForwardApi, AnHttpsOwnerIsReachedOverTlsAndVerified) {
                              Clock::now() + std::chrono::seconds(2), 1 << 20);
   EXPECT_FALSE(plain.ok());
   // An https URL parses as TLS; its derivation from a TLS listener says https.
-  auto addr = parse_advertise_url(https);
+  auto addr = cluster::parse_advertise_url(https);
   ASSERT_TRUE(addr.has_value());
   EXPECT_TRUE(addr->tls);
-  EXPECT_EQ(derive_advertise_url(IpAddress::v4(127, 0, 0, 1), 8443, true),
+  EXPECT_EQ(cluster::derive_advertise_url(IpAddress::v4(127, 0, 0, 1), 8443, true),
             std::optional<std::string>("https://127.0.0.1:8443"));
 }
 
