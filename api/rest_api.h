@@ -4,7 +4,7 @@
 // `payload` reaches the engine as the exact bytes of the request; every error answer is {"error":
 // {"code", "message", "field"?}} with a 4xx/5xx status.
 //
-// Routes (ids are decimal strings; see docs in rest_api.cc for bodies):
+// Routes (ids are decimal strings; see the handlers in api/rest_*.cc for bodies):
 //   GET  /healthz  /readyz  /metrics                         (no auth)
 //   POST /v1/tenants/{t}/endpoints            → 201 endpoint + "secret"
 //   GET  /v1/tenants/{t}/endpoints            → {"endpoints": [...]}

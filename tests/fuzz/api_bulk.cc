@@ -1,4 +1,4 @@
-// Fuzz target: the REST API's bulk NDJSON reader (POST /v1/events/bulk, api/rest_api.cc
+// Fuzz target: the REST API's bulk NDJSON reader (POST /v1/events/bulk, api/rest_events.cc
 // submit_bulk): one event object per line, each line answered on its own. Besides the checks
 // of api_harness.h: the per-line results add up to the line count, and every accepted line's
 // event reached the engine.

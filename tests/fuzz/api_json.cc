@@ -1,4 +1,4 @@
-// Fuzz target: the REST API's JSON object readers (api/rest_api.cc: events, endpoints
+// Fuzz target: the REST API's JSON object readers (api/rest_*.cc: events, endpoints
 // create and PATCH, subscription, secret rotation) and its path and query parsing, through
 // RestApi::handle() on a stub engine. See api_harness.h for what every answer must satisfy.
 #include <algorithm>

@@ -1,0 +1,397 @@
+// The REST adapter's endpoint routes (docs/operations.md "Endpoints"): create, PATCH, delete,
+// pause/resume/enable, test, secret rotation; the fields create and PATCH share.
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/rest_internal.h"
+#include "core/endpoint_headers.h"
+#include "core/engine.h"
+#include "core/input_rules.h"
+#include "core/types.h"
+#include "views/records.h"
+
+namespace ringcast::api {
+
+using views::id_text;
+using views::write_endpoint;
+
+namespace rest {
+
+// -- endpoints --
+
+namespace {
+
+std::optional<SignatureProfile> parse_profile(std::string_view s) {
+  for (auto p : {SignatureProfile::kStandard, SignatureProfile::kXhub, SignatureProfile::kSmengo}) {
+    if (s == signature_profile_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Bad> read_rate_limit(od::value& v, RateLimit& out) {
+  od::object o;
+  auto e = v.get_object().get(o);
+  if (e == simdjson::INCORRECT_TYPE)
+    return wrong_type("rate_limit", "an object {per_second, burst}");
+  if (e) return json_error(e, "rate_limit");
+  KeySet seen;
+  for (auto f : o) {
+    std::string_view key;
+    if (auto ke = f.unescaped_key().get(key)) return json_error(ke, "rate_limit");
+    if (!seen.insert(key)) return duplicate("rate_limit." + std::string(key));
+    od::value fv;
+    if (auto ve = f.value().get(fv)) return json_error(ve, "rate_limit");
+    if (key == "per_second") {
+      double d = 0;
+      auto de = fv.get_double().get(d);
+      if (de || !std::isfinite(d) || d < 0) {
+        return wrong_type("rate_limit.per_second", "a number >= 0");
+      }
+      out.per_second = d;
+    } else if (key == "burst") {
+      uint64_t b = 0;
+      if (auto bad = get_uint(fv, "rate_limit.burst", 1'000'000'000, b)) return bad;
+      out.burst = static_cast<uint32_t>(b);
+    } else {
+      return Bad{"unknown_field", "unknown field rate_limit." + std::string(key),
+                 "rate_limit." + std::string(key)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Bad> read_event_types(od::value& v, const RestApiOptions& opt,
+                                    std::vector<std::string>& out) {
+  od::array a;
+  auto e = v.get_array().get(a);
+  if (e == simdjson::INCORRECT_TYPE) return wrong_type("event_types", "a list of strings");
+  if (e) return json_error(e, "event_types");
+  out.clear();
+  for (auto el : a) {
+    od::value ev;
+    if (auto ee = el.get(ev)) return json_error(ee, "event_types");
+    std::string s;
+    if (auto bad = get_string(ev, "event_types", s))
+      return wrong_type("event_types", "a list of strings");
+    if (s.empty() || s.size() > opt.max_type_bytes || !valid_type(s)) {
+      return Bad{"invalid_value",
+                 "event_types entries are 1-" + std::to_string(opt.max_type_bytes) +
+                     " printable characters without spaces (\"payment.*\" matches a prefix)",
+                 "event_types"};
+    }
+    out.push_back(std::move(s));
+    if (out.size() > opt.max_event_types) {
+      return Bad{"invalid_value", "at most " + std::to_string(opt.max_event_types) + " event_types",
+                 "event_types"};
+    }
+  }
+  return std::nullopt;
+}
+
+// A refused header set as the API's 400, naming the header at fault: field "headers.<Name>"
+// (the name as given, cut to 100 bytes) for a bad, reserved or repeated one, "headers" for the
+// limits.
+Bad header_bad(const std::vector<EndpointHeader>& hs, const HeaderProblem& p) {
+  if (p.index >= hs.size() || std::string_view(p.reason) == "too_many_headers") {
+    return Bad{p.reason,
+               "headers: at most " + std::to_string(kMaxEndpointHeaders) + " headers per endpoint",
+               "headers"};
+  }
+  const std::string name = hs[p.index].name.substr(0, 100);
+  std::string msg = "header \"";
+  msg += name;
+  msg += "\": ";
+  msg += p.message;
+  if (std::string_view(p.reason) == "headers_too_large") return Bad{p.reason, msg, "headers"};
+  std::string field = "headers.";
+  field += name;
+  return Bad{p.reason, std::move(msg), std::move(field)};
+}
+
+// "headers": {"Name": "value", ...}, kept in the order given (operations.md "Endpoints"); checked
+// and trimmed by core/endpoint_headers.h. null: no headers.
+std::optional<Bad> read_headers(od::value& v, std::vector<EndpointHeader>& out) {
+  out.clear();
+  if (is_null(v)) return std::nullopt;
+  od::object o;
+  auto e = v.get_object().get(o);
+  if (e == simdjson::INCORRECT_TYPE)
+    return wrong_type("headers", "an object {\"Name\": \"value\", ...}");
+  if (e) return json_error(e, "headers");
+  for (auto f : o) {
+    std::string_view key;
+    if (auto ke = f.unescaped_key().get(key)) return json_error(ke, "headers");
+    od::value fv;
+    if (auto ve = f.value().get(fv)) return json_error(ve, "headers");
+    std::string field = "headers.";
+    field.append(key.substr(0, 100));
+    std::string value;
+    if (auto bad = get_string(fv, field, value)) return bad;
+    if (out.size() == kMaxEndpointHeaders) {  // read no further than one over the limit
+      out.push_back(EndpointHeader{std::string(key), std::move(value)});
+      break;
+    }
+    out.push_back(EndpointHeader{std::string(key), std::move(value)});
+  }
+  if (auto p = normalize_endpoint_headers(out)) return header_bad(out, *p);
+  return std::nullopt;
+}
+
+// Fields shared by create (EndpointSpec) and PATCH (EndpointPatch).
+struct EndpointFields {
+  std::optional<std::string> url;
+  std::optional<std::vector<std::string>> event_types;
+  std::optional<std::string> policy;
+  std::optional<SignatureProfile> signature;
+  std::optional<std::string> secret;
+  std::optional<RateLimit> rate_limit;
+  std::optional<uint32_t> max_in_flight;
+  std::optional<std::vector<EndpointHeader>> headers;
+  std::optional<bool> idempotency_key;
+  std::optional<OnUnknown> on_unknown;
+  std::optional<std::string> status_url;
+};
+
+std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
+  return read_object(
+      c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+      [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+        if (key == "url") {
+          std::string s;
+          if (auto bad = get_string(v, "url", s)) return bad;
+          f.url = std::move(s);
+        } else if (key == "event_types") {
+          if (is_null(v)) return std::nullopt;
+          std::vector<std::string> types;
+          if (auto bad = read_event_types(v, c.opt, types)) return bad;
+          f.event_types = std::move(types);
+        } else if (key == "policy") {
+          std::string s;
+          if (auto bad = get_string(v, "policy", s)) return bad;
+          if (s.empty()) return Bad{"invalid_value", "policy must not be empty", "policy"};
+          f.policy = std::move(s);
+        } else if (key == "signature") {
+          std::string s;
+          if (auto bad = get_string(v, "signature", s)) return bad;
+          auto p = parse_profile(s);
+          if (!p) {
+            return Bad{"invalid_value", "signature must be \"standard\", \"xhub\" or \"smengo\"",
+                       "signature"};
+          }
+          f.signature = *p;
+        } else if (key == "secret" && allow_secret) {
+          if (is_null(v)) return std::nullopt;
+          std::string s;
+          if (auto bad = get_string(v, "secret", s)) return bad;
+          if (s.empty()) return Bad{"invalid_value", "secret must not be empty", "secret"};
+          f.secret = std::move(s);
+        } else if (key == "secret") {
+          return Bad{"unknown_field",
+                     "secret cannot be patched; use POST .../secret/rotate (old and new sign "
+                     "during the overlap)",
+                     "secret"};
+        } else if (key == "rate_limit") {
+          RateLimit rl;
+          if (auto bad = read_rate_limit(v, rl)) return bad;
+          f.rate_limit = rl;
+        } else if (key == "max_in_flight") {
+          uint64_t n = 0;
+          if (auto bad = get_uint(v, "max_in_flight", 1'000'000, n)) return bad;
+          f.max_in_flight = static_cast<uint32_t>(n);
+        } else if (key == "headers") {
+          std::vector<EndpointHeader> hs;
+          if (auto bad = read_headers(v, hs)) return bad;
+          f.headers = std::move(hs);
+        } else if (key == "idempotency_key") {
+          bool b = false;
+          if (auto bad = get_bool(v, "idempotency_key", b)) return bad;
+          f.idempotency_key = b;
+        } else if (key == "on_unknown") {
+          std::string s;
+          if (auto bad = get_string(v, "on_unknown", s)) return bad;
+          for (OnUnknown o : {OnUnknown::kRetry, OnUnknown::kReconcile, OnUnknown::kReview})
+            if (s == on_unknown_name(o)) f.on_unknown = o;
+          if (!f.on_unknown) {
+            return Bad{"invalid_value", "on_unknown must be \"retry\", \"reconcile\" or \"review\"",
+                       "on_unknown"};
+          }
+        } else if (key == "status_url") {
+          std::string s;
+          if (!is_null(v)) {
+            if (auto bad = get_string(v, "status_url", s)) return bad;
+          }
+          f.status_url = std::move(s);  // null or "": none
+        } else {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        }
+        return std::nullopt;
+      });
+}
+
+void create_endpoint(Call& c, const std::string& tenant) {
+  EndpointFields f;
+  if (auto bad = read_endpoint_fields(c, true, f)) return c.answer(*bad);
+  if (!f.url) return c.answer(Bad{"missing_field", "url is required", "url"});
+  EndpointSpec spec;
+  spec.url = std::move(*f.url);
+  if (f.event_types) spec.event_types = std::move(*f.event_types);
+  if (f.policy) spec.policy = std::move(*f.policy);
+  if (f.signature) spec.signature = *f.signature;
+  spec.secret = std::move(f.secret);
+  if (f.rate_limit) spec.rate_limit = *f.rate_limit;
+  if (f.max_in_flight) spec.max_in_flight = *f.max_in_flight;
+  if (f.headers) spec.headers = std::move(*f.headers);
+  if (f.idempotency_key) spec.idempotency_key = *f.idempotency_key;
+  if (f.on_unknown) spec.on_unknown = *f.on_unknown;
+  if (f.status_url) spec.status_url = std::move(*f.status_url);
+  auto r = share(std::move(c.responder));
+  c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, true);
+    r->send(ok_json(201, w));
+  });
+}
+
+void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
+  EndpointFields f;
+  if (auto bad = read_endpoint_fields(c, false, f)) return c.answer(*bad);
+  EndpointPatch patch;
+  patch.url = std::move(f.url);
+  patch.event_types = std::move(f.event_types);
+  patch.policy = std::move(f.policy);
+  patch.signature = f.signature;
+  patch.rate_limit = f.rate_limit;
+  patch.max_in_flight = f.max_in_flight;
+  patch.headers = std::move(f.headers);
+  patch.idempotency_key = f.idempotency_key;
+  patch.on_unknown = f.on_unknown;
+  patch.status_url = std::move(f.status_url);
+  auto r = share(std::move(c.responder));
+  c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, false);
+    r->send(ok_json(200, w));
+  });
+}
+
+Callback<Endpoint> endpoint_answer(SharedResponder r, uint16_t status, bool with_secret) {
+  return [r, status, with_secret](Result<Endpoint> res) {
+    if (!res) return r->send(error_response(res.error()));
+    Writer w;
+    write_endpoint(w, *res, with_secret);
+    r->send(ok_json(status, w));
+  };
+}
+
+void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
+  std::optional<std::string> secret;
+  if (!trim_ws(c.req.body).empty()) {
+    auto bad = read_object(
+        c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+        [&](std::string_view key, od::value& v) -> std::optional<Bad> {
+          if (key != "secret") {
+            return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+          }
+          if (is_null(v)) return std::nullopt;
+          std::string s;
+          if (auto b = get_string(v, "secret", s)) return b;
+          if (s.empty()) {
+            return Bad{"invalid_value", "secret must not be empty", "secret"};
+          }
+          secret = std::move(s);
+          return std::nullopt;
+        });
+    if (bad) return c.answer(*bad);
+  }
+  c.engine.rotate_secret(tenant, id, std::move(secret),
+                         endpoint_answer(share(std::move(c.responder)), 200, true));
+}
+
+}  // namespace
+
+void endpoint_routes(Call& c, const std::string& tenant) {
+  const auto& segs = c.segs;  // v1 tenants T endpoints [id [action [rotate]]]
+  const std::string& m = c.req.method;
+  if (segs.size() == 4) {
+    if (m == "POST") return create_endpoint(c, tenant);
+    if (m == "GET") {
+      auto r = share(std::move(c.responder));
+      c.engine.list_endpoints(tenant, [r](Result<std::vector<Endpoint>> res) {
+        if (!res) return r->send(error_response(res.error()));
+        Writer w;
+        w.begin_object().key("endpoints").begin_array();
+        for (const auto& e : *res) write_endpoint(w, e, false);
+        w.end_array().end_object();
+        r->send(ok_json(200, w));
+      });
+      return;
+    }
+    return c.answer(method_not_allowed("GET, POST"));
+  }
+  auto id = parse_u64(segs[4]);
+  if (!id) return c.answer(unknown("endpoint", segs[4]));
+  if (segs.size() == 5) {
+    if (m == "GET") {
+      return c.engine.get_endpoint(tenant, *id,
+                                   endpoint_answer(share(std::move(c.responder)), 200, false));
+    }
+    if (m == "PATCH") return patch_endpoint(c, tenant, *id);
+    if (m == "DELETE") {
+      auto r = share(std::move(c.responder));
+      EndpointId eid = *id;
+      c.engine.delete_endpoint(tenant, eid, [r, eid](Result<bool> res) {
+        if (!res) return r->send(error_response(res.error()));
+        if (!*res) return r->send(unknown("endpoint", id_text(eid)));
+        Writer w;
+        w.begin_object().field("id", id_text(eid)).field("deleted", true).end_object();
+        r->send(ok_json(200, w));
+      });
+      return;
+    }
+    return c.answer(method_not_allowed("GET, PATCH, DELETE"));
+  }
+  const std::string& action = segs[5];
+  if (segs.size() == 7 && action == "secret" && segs[6] == "rotate") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return rotate_secret(c, tenant, *id);
+  }
+  if (segs.size() != 6) return c.answer(not_found("route"));
+  std::optional<EndpointAction> act;
+  if (action == "pause") act = EndpointAction::kPause;
+  if (action == "resume") act = EndpointAction::kResume;
+  if (action == "enable") act = EndpointAction::kEnable;
+  if (act) {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return c.engine.endpoint_action(tenant, *id, *act,
+                                    endpoint_answer(share(std::move(c.responder)), 200, false));
+  }
+  if (action == "recover") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    return recover_endpoint(c, tenant, *id);
+  }
+  if (action == "test") {
+    if (m != "POST") return c.answer(method_not_allowed("POST"));
+    auto r = share(std::move(c.responder));
+    c.engine.test_endpoint(tenant, *id, [r](Result<DeliveryId> res) {
+      if (!res) return r->send(error_response(res.error()));
+      Writer w;
+      w.begin_object().field("delivery_id", id_text(*res)).end_object();
+      r->send(ok_json(202, w));
+    });
+    return;
+  }
+  c.answer(not_found("route"));
+}
+
+}  // namespace rest
+
+}  // namespace ringcast::api
