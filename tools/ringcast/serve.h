@@ -1,5 +1,5 @@
-// `ringcast serve`: the daemon — the composition root that wires the store, the engine's
-// shards, the transport and the HTTP API from one Config.
+// `ringcast serve`: the daemon — the signals and what it prints, around one node (node/node.h:
+// the store, the engine's shards, the notifier, the intake, the HTTP API from one Config).
 #pragma once
 
 #include "engine/config.h"
