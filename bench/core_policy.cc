@@ -146,7 +146,7 @@ void BM_Scheduler(benchmark::State& state) {
     benchmark::DoNotOptimize(m.deliveries.data());
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["slot_bytes"] = static_cast<double>(s.stats().slot_bytes);
+  state.counters["slot_bytes"] = static_cast<double>(s.stats().pending_bytes);
 }
 BENCHMARK(BM_Scheduler)->Arg(0)->Arg(4)->Unit(benchmark::kMicrosecond);
 
@@ -295,7 +295,7 @@ void BM_SchedulerPendingMemory(benchmark::State& state) {
     const SchedulerStats st = s->stats();
     state.counters["pending"] = static_cast<double>(st.in_wheel);
     state.counters["bytes_per_pending"] =
-        static_cast<double>(st.slab_slots * st.slot_bytes) / static_cast<double>(st.in_wheel);
+        static_cast<double>(st.slab_capacity * st.pending_bytes) / static_cast<double>(st.in_wheel);
   }
 }
 BENCHMARK(BM_SchedulerPendingMemory)->Arg(1'000'000)->Iterations(1)->Unit(benchmark::kMillisecond);

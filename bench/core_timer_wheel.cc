@@ -42,13 +42,13 @@ constexpr size_t kMultimapMaxN = 1'000'000;  // std::multimap peer only up to th
 constexpr size_t kPeerOpsMax = 1'000'000;
 
 // One pending delivery: the timer entry first (so TimerEntry* converts back), then the record.
-struct Slot {
+struct Pending {
   TimerEntry timer;
   Delivery delivery;
 };
-static_assert(sizeof(Slot) == sizeof(TimerEntry) + sizeof(Delivery));
-Slot* slot_of(TimerEntry* e) {
-  return reinterpret_cast<Slot*>(e);
+static_assert(sizeof(Pending) == sizeof(TimerEntry) + sizeof(Delivery));
+Pending* pending_of(TimerEntry* e) {
+  return reinterpret_cast<Pending*>(e);
 }
 
 uint64_t splitmix64(uint64_t* s) {
@@ -58,20 +58,20 @@ uint64_t splitmix64(uint64_t* s) {
   return z ^ (z >> 31);
 }
 
-// A contiguous slab of slots in one anonymous mapping, 2 MiB aligned with transparent huge
-// pages requested (what a shard's delivery slab would do).
+// A contiguous slab of pending deliveries in one anonymous mapping, 2 MiB aligned with
+// transparent huge pages requested (what a shard's delivery slab would do).
 class Slab {
  public:
-  explicit Slab(size_t n) : n_(n), bytes_(n * sizeof(Slot)) {
+  explicit Slab(size_t n) : n_(n), bytes_(n * sizeof(Pending)) {
     constexpr size_t kHuge = size_t{2} << 20;
     map_bytes_ = bytes_ + kHuge;
     map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map_ == MAP_FAILED) std::abort();
     const auto base = (reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~(kHuge - 1);
     madvise(reinterpret_cast<void*>(base), bytes_, MADV_HUGEPAGE);
-    slots_ = reinterpret_cast<Slot*>(base);
+    pending_ = reinterpret_cast<Pending*>(base);
     for (size_t i = 0; i < n_; ++i) {
-      Slot* s = new (&slots_[i]) Slot{};
+      Pending* s = new (&pending_[i]) Pending{};
       s->delivery.id = i;
     }
   }
@@ -79,11 +79,11 @@ class Slab {
   Slab(const Slab&) = delete;
   Slab& operator=(const Slab&) = delete;
 
-  Slot& operator[](size_t i) { return slots_[i]; }
+  Pending& operator[](size_t i) { return pending_[i]; }
   size_t size() const { return n_; }
   size_t bytes() const { return bytes_; }
   void reset_timers() {
-    for (size_t i = 0; i < n_; ++i) slots_[i].timer = TimerEntry{};
+    for (size_t i = 0; i < n_; ++i) pending_[i].timer = TimerEntry{};
   }
 
  private:
@@ -91,7 +91,7 @@ class Slab {
   size_t bytes_;
   size_t map_bytes_ = 0;
   void* map_ = nullptr;
-  Slot* slots_ = nullptr;
+  Pending* pending_ = nullptr;
 };
 
 std::vector<int64_t> make_expiries(size_t n, uint64_t seed) {
@@ -130,7 +130,7 @@ size_t rss_bytes() {
 
 // What the delivery callback does in every variant: read the record's id (the scheduler
 // looks the delivery up when its timer fires; the id shares the entry's cache line).
-inline void touch(Slot* s, uint64_t* sum) {
+inline void touch(Pending* s, uint64_t* sum) {
   *sum += s->delivery.id;
 }
 
@@ -368,7 +368,7 @@ void BM_Expire(benchmark::State& state) {
     size_t fired = 0;
     while (!w->empty()) {
       const int64_t t = w->next_expiry_ms();
-      fired += w->advance(t, kMaxFirePerTurn, [&](TimerEntry* e) { touch(slot_of(e), &sum); });
+      fired += w->advance(t, kMaxFirePerTurn, [&](TimerEntry* e) { touch(pending_of(e), &sum); });
       ++wakeups;
     }
     const double s = seconds_since(t0);
@@ -418,9 +418,10 @@ void BM_Expire(benchmark::State& state) {
   state.counters["wakeups"] = static_cast<double>(wakeups) / static_cast<double>(rounds);
 }
 
-// Memory of N pending deliveries: the slab (Delivery + TimerEntry per slot) plus the wheel.
-// Counters in bytes: wheel overhead per pending timer ((sizeof(TimerWheel) + N * 24) / N),
-// slot size, total MiB (computed), and the resident-set growth actually measured.
+// Memory of N pending deliveries: the slab (Delivery + TimerEntry per pending delivery) plus the
+// wheel. Counters in bytes: wheel overhead per pending timer ((sizeof(TimerWheel) + N * 24) / N),
+// pending-delivery size (slot_B), total MiB (computed), and the resident-set growth actually
+// measured.
 void BM_Memory(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   fixture_slot().reset();
@@ -445,7 +446,7 @@ void BM_Memory(benchmark::State& state) {
   const double nd = static_cast<double>(n);
   state.counters["wheel_B/timer"] =
       (static_cast<double>(sizeof(TimerWheel)) + nd * sizeof(TimerEntry)) / nd;
-  state.counters["slot_B"] = static_cast<double>(sizeof(Slot));
+  state.counters["slot_B"] = static_cast<double>(sizeof(Pending));
   state.counters["total_MiB"] = total_mib;
   state.counters["rss_MiB"] = rss_mib;
   state.counters["total/1GiB"] = total_mib / 1024.0;

@@ -15,11 +15,11 @@ namespace ringcast {
 
 namespace {
 using K = ErrorCode::Kind;
-// TimerEntry::expiry_ms of a slot linked into an endpoint ready queue (not the wheel).
+// TimerEntry::expiry_ms of a pending delivery linked into an endpoint ready queue (not the wheel).
 constexpr int64_t kReadyMark = std::numeric_limits<int64_t>::min();
-// TimerEntry::expiry_ms of an in-flight slot whose partition was dropped (drop_partition): its
-// result is ignored and the slot recycled then. In-flight slots are never linked, so the field
-// is free to carry it.
+// TimerEntry::expiry_ms of an in-flight pending delivery whose partition was dropped
+// (drop_partition): its result is ignored and its record recycled then. In-flight ones are never
+// linked, so the field is free to carry it.
 constexpr int64_t kOrphanMark = std::numeric_limits<int64_t>::min() + 1;
 
 Partition partition_of_hash(uint64_t tenant_hash) {
@@ -46,15 +46,15 @@ void list_unlink(TimerEntry* e) {
 }  // namespace
 
 // A pending delivery and its timer link: the unit of scheduler memory (there are millions).
-// Standard layout with the entry first, so a TimerEntry* from the wheel is the Slot*.
-struct Scheduler::Slot {
+// Standard layout with the entry first, so a TimerEntry* from the wheel is the Pending*.
+struct Scheduler::Pending {
   TimerEntry te;
   Delivery d;
 };
 // 104 since Delivery::lease_expiries (96 before; docs/benchmarks.md measures ~110-190 B of RSS
 // per pending delivery against a 256 B target).
-static_assert(sizeof(Scheduler::Slot) <= 104, "keep a pending delivery under ~100 bytes");
-static_assert(std::is_standard_layout_v<Scheduler::Slot>);
+static_assert(sizeof(Scheduler::Pending) <= 104, "keep a pending delivery under ~100 bytes");
+static_assert(std::is_standard_layout_v<Scheduler::Pending>);
 
 struct Scheduler::EpState {
   Endpoint cfg;
@@ -95,15 +95,15 @@ struct Scheduler::TenantState {
 };
 
 namespace {
-Scheduler::Slot* slot_of(TimerEntry* e) {
-  return reinterpret_cast<Scheduler::Slot*>(e);
+Scheduler::Pending* pending_of(TimerEntry* e) {
+  return reinterpret_cast<Scheduler::Pending*>(e);
 }
 }  // namespace
 
 Scheduler::Scheduler(SchedulerOptions opts, const PolicyRegistry& policies, uint64_t rng_seed,
                      WallTime now)
     : opts_(opts), policies_(policies), rng_(rng_seed), now_(now), wheel_(now.ms()) {
-  if (opts_.slab_chunk_slots == 0) opts_.slab_chunk_slots = 1;
+  if (opts_.slab_chunk_size == 0) opts_.slab_chunk_size = 1;
   if (opts_.fairness_cap == 0) opts_.fairness_cap = 1;
   if (opts_.default_max_in_flight == 0) opts_.default_max_in_flight = 1;
 }
@@ -112,17 +112,17 @@ Scheduler::~Scheduler() = default;
 
 // ---- slab -------------------------------------------------------------------------------------
 
-Scheduler::Slot* Scheduler::alloc_slot() {
+Scheduler::Pending* Scheduler::alloc_pending() {
   if (free_ == nullptr) {
-    const uint32_t n = opts_.slab_chunk_slots;
-    chunks_.push_back(std::make_unique<Slot[]>(n));
-    Slot* chunk = chunks_.back().get();
+    const uint32_t n = opts_.slab_chunk_size;
+    chunks_.push_back(std::make_unique<Pending[]>(n));
+    Pending* chunk = chunks_.back().get();
     for (uint32_t i = n; i-- > 0;) {
       chunk[i].te.next = free_;
       free_ = &chunk[i].te;
     }
   }
-  Slot* s = slot_of(free_);
+  Pending* s = pending_of(free_);
   free_ = s->te.next;
   s->te = TimerEntry{};
   s->d = Delivery{};
@@ -130,12 +130,12 @@ Scheduler::Slot* Scheduler::alloc_slot() {
   return s;
 }
 
-void Scheduler::free_slot(Slot* s) {
-  recycle_slot(s);
+void Scheduler::free_pending(Pending* s) {
+  recycle_pending(s);
   --live_;
 }
 
-void Scheduler::recycle_slot(Slot* s) {
+void Scheduler::recycle_pending(Pending* s) {
   RC_CHECK(!s->te.linked());
   if (!reconciling_.empty()) reconciling_.erase(s->d.id);
   s->d.id = 0;
@@ -185,12 +185,12 @@ uint32_t Scheduler::max_in_flight(const EpState& ep) const {
 }
 
 // Its tenant's partition; by its id when its endpoint is unknown (deleted, or not restored).
-Partition Scheduler::slot_partition(const Slot* s) const {
+Partition Scheduler::pending_partition(const Pending* s) const {
   if (const EpState* ep = ep_of(s->d.endpoint)) return partition_of_hash(ep->tenant->hash);
   return id_partition(s->d.id);
 }
 
-bool Scheduler::is_orphan(const Slot* s) {
+bool Scheduler::is_orphan(const Pending* s) {
   return !s->te.linked() && s->te.expiry_ms == kOrphanMark;
 }
 
@@ -214,7 +214,7 @@ bool Scheduler::subscription_active(std::string_view tenant) const {
 
 std::optional<Delivery> Scheduler::find_live_delivery(DeliveryId id) const {
   for (const auto& chunk : chunks_) {
-    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
+    for (uint32_t i = 0; i < opts_.slab_chunk_size; ++i) {
       if (chunk[i].d.id == id && id != 0 && !is_orphan(&chunk[i])) return chunk[i].d;
     }
   }
@@ -223,7 +223,7 @@ std::optional<Delivery> Scheduler::find_live_delivery(DeliveryId id) const {
 
 // ---- persistence helpers ------------------------------------------------------------------------
 
-void Scheduler::put(const Slot* s, bool is_new, Mutations& m) {
+void Scheduler::put(const Pending* s, bool is_new, Mutations& m) {
   const EpState* ep = ep_of(s->d.endpoint);
   DeliveryPut p;
   p.delivery = s->d;
@@ -244,8 +244,8 @@ void Scheduler::persist_tenant(const TenantState& t, WallTime now, Mutations& m)
   m.tenants.push_back(std::move(rec));
 }
 
-// Terminal: written once, then the slot is recycled (the store keeps the record).
-void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m) {
+// Terminal: written once, then the Pending is recycled (the store keeps the record).
+void Scheduler::finish(Pending* s, DeliveryStatus st, ErrorCode code, Mutations& m) {
   clear_wait_flags(s->d);
   s->d.status = st;
   if (!code.is_none()) s->d.last_code = code;
@@ -268,7 +268,7 @@ void Scheduler::finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m)
   if (code.kind == K::kBreakerHoldExpired) ++counters_.hold_expired;
   if (code.kind == K::kDeadlineExceeded) ++counters_.deadline_exceeded;
   put(s, false, m);
-  free_slot(s);
+  free_pending(s);
 }
 
 // R12.10: a budget or ceiling that ends a delivery whose latest outcome was UNKNOWN.
@@ -298,12 +298,12 @@ void Scheduler::clear_wait_flags(Delivery& d) {
 
 // ---- queues -------------------------------------------------------------------------------------
 
-void Scheduler::schedule_at(Slot* s, WallTime at) {
+void Scheduler::schedule_at(Pending* s, WallTime at) {
   RC_CHECK(!s->te.linked());
   wheel_.schedule(&s->te, std::max<int64_t>(at.ms(), 0));
 }
 
-void Scheduler::ready_push(EpState& ep, Slot* s) {
+void Scheduler::ready_push(EpState& ep, Pending* s) {
   RC_CHECK(!s->te.linked());
   s->te.expiry_ms = kReadyMark;
   if (s->d.test()) {
@@ -316,7 +316,7 @@ void Scheduler::ready_push(EpState& ep, Slot* s) {
   ++ready_total_;
 }
 
-void Scheduler::ready_unlink(EpState& ep, Slot* s) {
+void Scheduler::ready_unlink(EpState& ep, Pending* s) {
   RC_CHECK(s->te.linked() && s->te.expiry_ms == kReadyMark);
   list_unlink(&s->te);
   if (s->d.test()) {
@@ -328,7 +328,7 @@ void Scheduler::ready_unlink(EpState& ep, Slot* s) {
 }
 
 // A delivery became due (from the wheel, intake or recovery): park it where it belongs.
-void Scheduler::route(Slot* s, WallTime now, Mutations& m) {
+void Scheduler::route(Pending* s, WallTime now, Mutations& m) {
   EpState* ep = ep_of(s->d.endpoint);
   if (ep == nullptr) {  // deleted while it waited (recovery order, or a race with delete)
     finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDeleted), m);
@@ -358,7 +358,7 @@ void Scheduler::route(Slot* s, WallTime now, Mutations& m) {
   activate(*ep, now);
 }
 
-void Scheduler::postpone_subscription(EpState*, Slot* s, WallTime now, Mutations& m) {
+void Scheduler::postpone_subscription(EpState*, Pending* s, WallTime now, Mutations& m) {
   // SPEC R6: postponed 1 h, no attempt spent, endpoint untouched; the log shows the code.
   s->d.next_attempt_at = now + opts_.subscription_postpone;
   s->d.last_code = ErrorCode::of(K::kSubscriptionInactive);
@@ -428,13 +428,13 @@ void Scheduler::hold_endpoint(EpState& ep, WallTime until, Mutations& m) {
   ep.hold_until_ms = until.ms();
   arm_endpoint_timer(ep, ep.hold_until_ms);
   while (!list_empty(&ep.ready)) {
-    Slot* s = slot_of(ep.ready.next);
+    Pending* s = pending_of(ep.ready.next);
     ready_unlink(ep, s);
     park_for_hold(ep, s, m);
   }
 }
 
-void Scheduler::park_for_hold(EpState& ep, Slot* s, Mutations& m) {
+void Scheduler::park_for_hold(EpState& ep, Pending* s, Mutations& m) {
   Delivery& d = s->d;
   d.status = DeliveryStatus::kPending;
   d.next_attempt_at = std::max(d.next_attempt_at, WallTime::from_ms(ep.hold_until_ms));
@@ -486,7 +486,7 @@ void Scheduler::restore_tenant(const Tenant& t) {
 
 void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
   if (is_terminal(d.status) || d.id == 0) return;
-  Slot* s = alloc_slot();
+  Pending* s = alloc_pending();
   s->d = d;
   s->d.status = DeliveryStatus::kPending;  // a lease the store did not turn back: retried
   // A lease that expired in a crash: the request may have been written (R12.1).
@@ -571,7 +571,7 @@ Result<void> Scheduler::delete_endpoint(EndpointId id, WallTime, Mutations& m) {
   kill_backlog(id, ErrorCode::of(K::kEndpointDeleted), m);
   // Test deliveries of a deleted endpoint die too.
   while (!list_empty(&ep->tests)) {
-    Slot* s = slot_of(ep->tests.next);
+    Pending* s = pending_of(ep->tests.next);
     ready_unlink(*ep, s);
     finish(s, DeliveryStatus::kDead, ErrorCode::of(K::kEndpointDeleted), m);
   }
@@ -595,12 +595,12 @@ uint64_t Scheduler::drop_partition(Partition p) {
 uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
   // 1. Deliveries (before the endpoints: their ready queues and their partition need them).
   // Queued and scheduled ones are recycled; in-flight ones are marked and recycled when their
-  // result comes back (the transport still holds their command and slot index).
+  // result comes back (the transport still holds their command and in-flight index).
   uint64_t dropped = 0;
   for (const auto& chunk : chunks_) {
-    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
-      Slot* s = &chunk[i];
-      if (s->d.id == 0 || is_orphan(s) || !ps.test(slot_partition(s))) continue;
+    for (uint32_t i = 0; i < opts_.slab_chunk_size; ++i) {
+      Pending* s = &chunk[i];
+      if (s->d.id == 0 || is_orphan(s) || !ps.test(pending_partition(s))) continue;
       if (s->d.status == DeliveryStatus::kInFlight) {
         RC_CHECK(!s->te.linked());
         s->te.expiry_ms = kOrphanMark;
@@ -616,7 +616,7 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
         wheel_.cancel(&s->te);
       }
       clear_wait_flags(s->d);
-      free_slot(s);
+      free_pending(s);
       ++dropped;
     }
   }
@@ -652,8 +652,8 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
 
 uint32_t Scheduler::in_flight(Partition p) const {
   uint32_t n = 0;
-  for (const Slot* s : inflight_) {
-    if (s != nullptr && !is_orphan(s) && slot_partition(s) == p) ++n;
+  for (const Pending* s : inflight_) {
+    if (s != nullptr && !is_orphan(s) && pending_partition(s) == p) ++n;
   }
   return n;
 }
@@ -764,7 +764,7 @@ void Scheduler::account_held(TenantState& t, WallTime hold_since, WallTime now) 
   for (EpState* ep : t.endpoints) {
     if (!ep->policy->use_breaker) continue;
     for (TimerEntry* e = ep->ready.next; e != &ep->ready; e = e->next) {
-      Delivery& d = slot_of(e)->d;
+      Delivery& d = pending_of(e)->d;
       const WallTime from = std::max(d.next_attempt_at, hold_since);
       if (now > from) d.held += now - from;
       d.next_attempt_at = std::max(d.next_attempt_at, now);
@@ -780,7 +780,7 @@ void Scheduler::scan_ceilings(TenantState& t, WallTime now, Mutations& m) {
     TimerEntry* e = ep->ready.next;
     while (e != &ep->ready) {
       TimerEntry* next = e->next;
-      Slot* s = slot_of(e);
+      Pending* s = pending_of(e);
       Delivery& d = s->d;
       const WallTime from = std::max(d.next_attempt_at, hold_since);
       const Duration held_now = d.held + (now > from ? now - from : Duration(0));
@@ -855,7 +855,7 @@ uint32_t Scheduler::fan_out_to(const Event& ev, const std::vector<EndpointId>& e
       money_policy = ep->policy;
       money = ep->policy->money.is_money(ev.type, ev.payload);
     }
-    Slot* s = alloc_slot();
+    Pending* s = alloc_pending();
     Delivery& d = s->d;
     d.id = ids.next_id(part);
     d.event = ev.seq;
@@ -877,7 +877,7 @@ Result<DeliveryId> Scheduler::add_test_delivery(EndpointId id, const Event& ev, 
   EpState* ep = ep_of(id);
   if (ep == nullptr) return make_error(Errc::kNotFound, "no such endpoint", "id", "not_found");
   m.events.push_back(ev);
-  Slot* s = alloc_slot();
+  Pending* s = alloc_pending();
   Delivery& d = s->d;
   d.id = ids.next_id(static_cast<Partition>(ep->tenant->hash % kPartitions));
   d.event = ev.seq;
@@ -911,7 +911,7 @@ Result<Delivery> Scheduler::reopen_delivery(const Delivery& ended, WallTime now,
     return make_error(Errc::kConflict, "the endpoint is disabled: enable it first", "endpoint",
                       "endpoint_disabled");
   }
-  Slot* s = alloc_slot();
+  Pending* s = alloc_pending();
   Delivery& d = s->d;
   d = ended;
   d.status = DeliveryStatus::kPending;
@@ -945,7 +945,7 @@ void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) 
   now_ = now;
   // 1. Due deliveries leave the wheel (bounded, STYLE 5).
   wheel_.advance(now.ms(), opts_.max_fire_per_poll,
-                 [&](TimerEntry* e) { route(slot_of(e), now, m); });
+                 [&](TimerEntry* e) { route(pending_of(e), now, m); });
   // 2. Breaker timers: open → half-open (R4.2); half-open re-checks (R4.3) and ceilings.
   while (!tenant_timers_.empty() && tenant_timers_.begin()->first <= now.ms()) {
     TenantState& t = *tenant_by_index_[tenant_timers_.begin()->second];  // never a dropped one
@@ -987,7 +987,7 @@ void Scheduler::poll(WallTime now, std::vector<SendCommand>& out, Mutations& m) 
 
 // Checks before leasing (never overspend, never pass a ceiling). Returns false when the
 // delivery was ended or moved instead.
-bool Scheduler::guard(EpState& ep, Slot* s, WallTime now, Mutations& m) {
+bool Scheduler::guard(EpState& ep, Pending* s, WallTime now, Mutations& m) {
   Delivery& d = s->d;
   const RetryPolicy& p = *ep.policy;
   if (now > delivery_deadline(d, p)) {  // SPEC R3.2, R3.3
@@ -1016,7 +1016,7 @@ bool Scheduler::guard(EpState& ep, Slot* s, WallTime now, Mutations& m) {
 // A budget found spent before leasing: a record written before expire_lease() gave a lost
 // attempt back (an older binary's recovery), or a policy whose ladder shrank since. The policy
 // decides as if the last attempt had ended now with an unknown outcome (never an extra one).
-void Scheduler::decide_spent(EpState& ep, Slot* s, WallTime now, Mutations& m) {
+void Scheduler::decide_spent(EpState& ep, Pending* s, WallTime now, Mutations& m) {
   Classification c;
   c.outcome = Outcome::kUnknown;
   c.code = s->d.last_code.is_none() ? ErrorCode::of(K::kLeaseExpired) : s->d.last_code;
@@ -1029,7 +1029,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
   const uint32_t limit = max_in_flight(ep);
   while (work < opts_.fairness_cap && sends_left > 0 && ep.in_flight < limit) {
     if (ep.test_count > 0) {  // SPEC R9.3, R8.5: tests bypass pause, disable and breaker
-      Slot* s = slot_of(ep.tests.next);
+      Pending* s = pending_of(ep.tests.next);
       ready_unlink(ep, s);
       ++work;
       if (s->d.attempts > 0) {  // single-shot: its one attempt was lost in a crash
@@ -1041,7 +1041,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
       continue;
     }
     if (!normal_allowed(ep, now)) break;
-    Slot* s = slot_of(ep.ready.next);
+    Pending* s = pending_of(ep.ready.next);
     ++work;
     if (!ep.tenant->subscription_active) {  // SPEC R6: inactive since it was queued
       ready_unlink(ep, s);
@@ -1081,7 +1081,7 @@ void Scheduler::dispatch(EpState& ep, WallTime now, uint32_t& sends_left,
   }
 }
 
-void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<SendCommand>& out,
+void Scheduler::lease(EpState& ep, Pending* s, bool probe, WallTime, std::vector<SendCommand>& out,
                       Mutations& m) {
   Delivery& d = s->d;
   clear_wait_flags(d);
@@ -1100,7 +1100,7 @@ void Scheduler::lease(EpState& ep, Slot* s, bool probe, WallTime, std::vector<Se
   out.push_back(SendCommand{d.id, d.event, d.endpoint, d.attempts, probe, idx});
 }
 
-uint32_t Scheduler::take_inflight_index(Slot* s) {
+uint32_t Scheduler::take_inflight_index(Pending* s) {
   uint32_t idx;
   if (!inflight_free_.empty()) {
     idx = inflight_free_.back();
@@ -1125,7 +1125,7 @@ constexpr Duration kCheckSlack = milliseconds(10);
 
 // R12.11: a status check goes out like a send (it holds an in-flight place) but leases
 // nothing in the store: it is a read, and the delivery stays pending there meanwhile.
-void Scheduler::lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out) {
+void Scheduler::lease_check(EpState& ep, Pending* s, WallTime now, std::vector<SendCommand>& out) {
   Delivery& d = s->d;
   clear_wait_flags(d);
   d.status = DeliveryStatus::kInFlight;               // in memory only
@@ -1138,7 +1138,7 @@ void Scheduler::lease_check(EpState& ep, Slot* s, WallTime now, std::vector<Send
   out.push_back(c);
 }
 
-void Scheduler::on_check_result(const SendCommand& cmd, Slot* s, const TransportResult& r,
+void Scheduler::on_check_result(const SendCommand& cmd, Pending* s, const TransportResult& r,
                                 WallTime started_at, WallTime now, Mutations& m) {
   Delivery& d = s->d;
   EpState* ep = ep_of(d.endpoint);
@@ -1222,21 +1222,21 @@ void Scheduler::on_check_result(const SendCommand& cmd, Slot* s, const Transport
 
 void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
                           WallTime now, Mutations& m) {
-  if (cmd.slot >= inflight_.size() || inflight_[cmd.slot] == nullptr ||
-      inflight_[cmd.slot]->d.id != cmd.delivery ||
-      inflight_[cmd.slot]->d.status != DeliveryStatus::kInFlight) {
+  if (cmd.inflight_index >= inflight_.size() || inflight_[cmd.inflight_index] == nullptr ||
+      inflight_[cmd.inflight_index]->d.id != cmd.delivery ||
+      inflight_[cmd.inflight_index]->d.status != DeliveryStatus::kInFlight) {
     ++counters_.stale_results;
     return;
   }
-  Slot* s = inflight_[cmd.slot];
-  inflight_[cmd.slot] = nullptr;
-  inflight_free_.push_back(cmd.slot);
+  Pending* s = inflight_[cmd.inflight_index];
+  inflight_[cmd.inflight_index] = nullptr;
+  inflight_free_.push_back(cmd.inflight_index);
   if (is_orphan(s)) {
     // Its partition was dropped while it was out (cluster mode): its endpoint and tenant are gone,
     // the next owner retries it from the store. Forgotten here, nothing written.
     --orphans_;
     ++counters_.stale_results;
-    recycle_slot(s);  // already out of live_ and inflight_count_
+    recycle_pending(s);  // already out of live_ and inflight_count_
     return;
   }
   --inflight_count_;
@@ -1330,7 +1330,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
 // never sent it. The lease is released as if it had not been taken: the attempt is not spent,
 // nothing is recorded, the breaker and auto-disable see nothing, and the delivery waits until the
 // transport said a new try may go.
-void Scheduler::release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r,
+void Scheduler::release_unsent(const SendCommand& cmd, Pending* s, const TransportResult& r,
                                WallTime now, Mutations& m) {
   Delivery& d = s->d;
   ++counters_.deferred;
@@ -1367,7 +1367,7 @@ void Scheduler::release_unsent(const SendCommand& cmd, Slot* s, const TransportR
   activate(*ep, now);
 }
 
-void Scheduler::apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now,
+void Scheduler::apply_decision(EpState* ep, Pending* s, const Decision& dec, WallTime now,
                                Mutations& m) {
   Delivery& d = s->d;
   d.first_slow_at = dec.first_slow_at;
@@ -1433,8 +1433,8 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
 void Scheduler::kill_backlog(EndpointId id, ErrorCode code, Mutations& m) {
   EpState* ep = ep_of(id);
   for (const auto& chunk : chunks_) {
-    for (uint32_t i = 0; i < opts_.slab_chunk_slots; ++i) {
-      Slot* s = &chunk[i];
+    for (uint32_t i = 0; i < opts_.slab_chunk_size; ++i) {
+      Pending* s = &chunk[i];
       if (s->d.id == 0 || s->d.endpoint != id || s->d.test() || is_orphan(s)) continue;
       if (s->d.status == DeliveryStatus::kInFlight) {
         s->d.last_code = code;
@@ -1468,8 +1468,8 @@ SchedulerStats Scheduler::stats() const {
   s.in_wheel = wheel_.size();
   s.ready = ready_total_;
   s.in_flight = inflight_count_;
-  s.slab_slots = uint64_t{chunks_.size()} * opts_.slab_chunk_slots;
-  s.slot_bytes = sizeof(Slot);
+  s.slab_capacity = uint64_t{chunks_.size()} * opts_.slab_chunk_size;
+  s.pending_bytes = sizeof(Pending);
   s.endpoints = static_cast<uint32_t>(endpoints_.size());
   s.tenants = static_cast<uint32_t>(tenants_.size());
   // The gauges that need a walk over endpoints and tenants are refreshed at most once per

@@ -38,7 +38,7 @@ struct SchedulerOptions {
   Duration breaker_recheck = seconds(30);     // R4.3: half-open re-check / ceiling scan tick
   Duration subscription_postpone = hours(1);  // R6 subscription_inactive
   BreakerConfig breaker;                      // R4 thresholds and pauses
-  uint32_t slab_chunk_slots = 4096;           // slots allocated at once
+  uint32_t slab_chunk_size = 4096;            // pending deliveries allocated at once
   // Reconciliation (SPEC R12.11, seed 003): after an UNKNOWN outcome on an endpoint with
   // on_unknown = reconcile, the status URL is asked after reconcile_schedule[0], then after each
   // next pause (the last one repeats) — often in the first minute, rarer later — until it
@@ -59,9 +59,9 @@ struct SendCommand {
   DeliveryId delivery = 0;
   EventSeq event = 0;
   EndpointId endpoint = 0;
-  uint16_t attempt = 0;  // 1-based over all ladders (R5.4)
-  bool probe = false;    // the tenant breaker's half-open probe (R4.3)
-  uint32_t slot = 0;     // handle for O(1) lookup in on_result(); echo it back unchanged
+  uint16_t attempt = 0;         // 1-based over all ladders (R5.4)
+  bool probe = false;           // the tenant breaker's half-open probe (R4.3)
+  uint32_t inflight_index = 0;  // handle for O(1) lookup in on_result(); echo it back unchanged
   // A reconciliation status check (R12.11): GET the endpoint's status_url for this delivery's
   // webhook id, signed, empty body. Not an attempt: nothing is leased in the store for it (a
   // crash mid-check loses nothing) and `attempt` is the delivery's count so far.
@@ -88,8 +88,9 @@ struct SchedulerStats {
   // Sends of dropped partitions still out at the transport (drop_partition): not in live or
   // in_flight; their results are ignored.
   uint64_t orphaned = 0;
-  uint64_t slab_slots = 0;  // allocated slots (memory: slab_slots * slot_bytes)
-  uint64_t slot_bytes = 0;
+  // Pending deliveries allocated (memory: slab_capacity * pending_bytes).
+  uint64_t slab_capacity = 0;
+  uint64_t pending_bytes = 0;  // sizeof(Scheduler::Pending)
   uint32_t endpoints = 0, tenants = 0, breakers_open = 0, breakers_half_open = 0;
   // Counters since construction.
   uint64_t sends = 0, probes = 0, results = 0, stale_results = 0;
@@ -243,39 +244,39 @@ class Scheduler {
   // store is the source of truth for lookups by id. O(slab) — not for hot paths.
   std::optional<Delivery> find_live_delivery(DeliveryId id) const;
 
-  struct Slot;
+  struct Pending;  // a pending delivery: the scheduler's record of one that has not ended
   struct EpState;
   struct TenantState;
 
  private:
-  Slot* alloc_slot();
-  void free_slot(Slot* s);
-  void recycle_slot(Slot* s);  // free_slot() without counting it out of live_
+  Pending* alloc_pending();
+  void free_pending(Pending* s);
+  void recycle_pending(Pending* s);  // free_pending() without counting it out of live_
   EpState* ep_of(EndpointId id) const;
   TenantState& tenant_of(std::string_view name);
   TenantState* find_tenant(std::string_view name) const;
   uint32_t max_in_flight(const EpState& ep) const;
-  Partition slot_partition(const Slot* s) const;
-  static bool is_orphan(const Slot* s);
+  Partition pending_partition(const Pending* s) const;
+  static bool is_orphan(const Pending* s);
 
-  void route(Slot* s, WallTime now, Mutations& m);
-  void schedule_at(Slot* s, WallTime at);
-  void ready_push(EpState& ep, Slot* s);
-  void ready_unlink(EpState& ep, Slot* s);
+  void route(Pending* s, WallTime now, Mutations& m);
+  void schedule_at(Pending* s, WallTime at);
+  void ready_push(EpState& ep, Pending* s);
+  void ready_unlink(EpState& ep, Pending* s);
   void activate(EpState& ep, WallTime now);
   bool normal_allowed(EpState& ep, WallTime now);
   bool take_token(EpState& ep, WallTime now);
   void dispatch(EpState& ep, WallTime now, uint32_t& sends_left, std::vector<SendCommand>& out,
                 Mutations& m);
-  bool guard(EpState& ep, Slot* s, WallTime now, Mutations& m);
-  void decide_spent(EpState& ep, Slot* s, WallTime now, Mutations& m);
-  void lease(EpState& ep, Slot* s, bool probe, WallTime now, std::vector<SendCommand>& out,
+  bool guard(EpState& ep, Pending* s, WallTime now, Mutations& m);
+  void decide_spent(EpState& ep, Pending* s, WallTime now, Mutations& m);
+  void lease(EpState& ep, Pending* s, bool probe, WallTime now, std::vector<SendCommand>& out,
              Mutations& m);
-  void postpone_subscription(EpState* ep, Slot* s, WallTime now, Mutations& m);
-  void release_unsent(const SendCommand& cmd, Slot* s, const TransportResult& r, WallTime now,
+  void postpone_subscription(EpState* ep, Pending* s, WallTime now, Mutations& m);
+  void release_unsent(const SendCommand& cmd, Pending* s, const TransportResult& r, WallTime now,
                       Mutations& m);
   void hold_endpoint(EpState& ep, WallTime until, Mutations& m);
-  void park_for_hold(EpState& ep, Slot* s, Mutations& m);
+  void park_for_hold(EpState& ep, Pending* s, Mutations& m);
   void arm_endpoint_timer(EpState& ep, int64_t at_ms);
   void clear_wait_flags(Delivery& d);
   static DeliveryStatus ended_status(const Delivery& d);
@@ -283,13 +284,13 @@ class Scheduler {
   uint32_t fan_out_to(const Event& ev, const std::vector<EndpointId>& exclude, WallTime now,
                       IdAllocator& ids, Mutations& m, std::vector<EndpointId>* created);
   static bool wants_check(const EpState& ep, const Delivery& d);
-  void lease_check(EpState& ep, Slot* s, WallTime now, std::vector<SendCommand>& out);
-  void on_check_result(const SendCommand& cmd, Slot* s, const TransportResult& r,
+  void lease_check(EpState& ep, Pending* s, WallTime now, std::vector<SendCommand>& out);
+  void on_check_result(const SendCommand& cmd, Pending* s, const TransportResult& r,
                        WallTime started_at, WallTime now, Mutations& m);
-  uint32_t take_inflight_index(Slot* s);
-  void finish(Slot* s, DeliveryStatus st, ErrorCode code, Mutations& m);
-  void put(const Slot* s, bool is_new, Mutations& m);
-  void apply_decision(EpState* ep, Slot* s, const Decision& dec, WallTime now, Mutations& m);
+  uint32_t take_inflight_index(Pending* s);
+  void finish(Pending* s, DeliveryStatus st, ErrorCode code, Mutations& m);
+  void put(const Pending* s, bool is_new, Mutations& m);
+  void apply_decision(EpState* ep, Pending* s, const Decision& dec, WallTime now, Mutations& m);
   void disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& trigger, WallTime now,
                         Mutations& m);
   void kill_backlog(EndpointId id, ErrorCode code, Mutations& m);
@@ -308,14 +309,14 @@ class Scheduler {
   IdAllocator* ids_ = nullptr;
   TimerWheel wheel_;
 
-  std::vector<std::unique_ptr<Slot[]>> chunks_;
-  TimerEntry* free_ = nullptr;  // free slots, linked through TimerEntry::next
+  std::vector<std::unique_ptr<Pending[]>> chunks_;
+  TimerEntry* free_ = nullptr;  // free Pending records, linked through TimerEntry::next
   uint64_t live_ = 0;
   uint64_t ready_total_ = 0;
   uint64_t deferred_waiting_ = 0;  // live deliveries with kFlagDeferred
   uint64_t held_waiting_ = 0;      // live deliveries with kFlagRetryAfterHold
 
-  std::vector<Slot*> inflight_;  // SendCommand::slot → slot
+  std::vector<Pending*> inflight_;  // SendCommand::inflight_index → its pending delivery
   std::vector<uint32_t> inflight_free_;
   uint64_t inflight_count_ = 0;
 
@@ -325,7 +326,7 @@ class Scheduler {
   std::unordered_map<std::string, std::unique_ptr<TenantState>> tenants_;
   std::vector<TenantState*> tenant_by_index_;  // nullptr: dropped (index in tenant_index_free_)
   std::vector<uint32_t> tenant_index_free_;
-  uint64_t orphans_ = 0;           // in-flight slots of dropped partitions (see drop_partition)
+  uint64_t orphans_ = 0;           // in-flight deliveries of dropped partitions (drop_partition)
   std::deque<EndpointId> active_;  // endpoints with sendable work
   std::set<std::pair<int64_t, uint32_t>> tenant_timers_;  // (ms, tenant index)
   // (ms, endpoint): the next rate-limit token, or the end of a Retry-After hold

@@ -1196,7 +1196,7 @@ TEST_F(SchedulerTest, NextWakeupAndStats) {
   EXPECT_EQ(st.in_wheel, 1u);
   EXPECT_EQ(st.endpoints, 1u);
   EXPECT_EQ(st.tenants, 1u);
-  EXPECT_LE(st.slot_bytes, 104u);
+  EXPECT_LE(st.pending_bytes, 104u);
   EXPECT_EQ(st.outcome[static_cast<int>(Outcome::kRetryable)], 1u);
 }
 
@@ -1645,7 +1645,7 @@ TEST_F(SchedulerTest, DropPartitionWithDeliveriesInFlightIgnoresTheirResults) {
   reply(cmd[a1.id], http(200));  // again: stale
   EXPECT_TRUE(m.empty());
 
-  // Globex goes on; its next lease may reuse a freed slot index: the old command stays stale.
+  // Globex goes on; its next lease may reuse a freed in-flight index: the old command stays stale.
   reply(cmd[g.id], http(200));
   std::vector<SendCommand> next = poll();
   ASSERT_EQ(next.size(), 1u);

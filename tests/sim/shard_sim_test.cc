@@ -67,7 +67,7 @@ SchedulerOptions sim_options() {
   o.breaker.max_pause = seconds(3);
   o.breaker.hold_ceiling = seconds(5);  // short: some holds must expire (R4.7)
   o.breaker.probe_timeout = seconds(2);
-  o.slab_chunk_slots = 256;
+  o.slab_chunk_size = 256;
   return o;
 }
 
