@@ -74,11 +74,11 @@ void Notifier::enqueue(const Notification& n) {
       metrics_.dropped.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (inbox_.size() >= options_.queue_max) {
-      inbox_.pop_front();
+    if (queue_.size() >= options_.queue_max) {
+      queue_.pop_front();
       metrics_.dropped.fetch_add(1, std::memory_order_relaxed);
     }
-    inbox_.push_back(n);
+    queue_.push_back(n);
   }
   loop_->wake();
 }
@@ -97,7 +97,7 @@ NotifierStats Notifier::stats() const {
   s.dropped = metrics_.dropped.load(std::memory_order_relaxed);
   s.attempts = attempts_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
-  s.queued = inbox_.size() + held_.load(std::memory_order_relaxed);
+  s.queued = queue_.size() + held_.load(std::memory_order_relaxed);
   s.last_error = last_error_;
   return s;
 }
@@ -125,14 +125,14 @@ void Notifier::thread_main(std::promise<Result<void>> started) {
     Duration wait = next_wait();
     if (draining) wait = std::max(Duration(0), std::min(wait, drain_deadline - loop_->now()));
     loop_->run_once(wait);
-    take_inbox();
+    take_queue();
     if (!draining && stop_requested_.load(std::memory_order_acquire)) {
       draining = true;
       drain_deadline = loop_->now() + options_.stop_drain;
       std::lock_guard<std::mutex> lock(mu_);
       accepting_ = false;
     }
-    if (draining) take_inbox();  // whatever came in before accepting_ turned false
+    if (draining) take_queue();  // whatever came in before accepting_ turned false
     launch_due();
     if (draining && ((in_flight_.empty() && !work_due_before(drain_deadline)) ||
                      loop_->now() >= drain_deadline)) {
@@ -149,11 +149,11 @@ void Notifier::thread_main(std::promise<Result<void>> started) {
   // loop_ stays until ~Notifier: enqueue() and stop() may still wake it.
 }
 
-void Notifier::take_inbox() {
+void Notifier::take_queue() {
   std::deque<Notification> got;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    got.swap(inbox_);
+    got.swap(queue_);
     held_.fetch_add(got.size(), std::memory_order_relaxed);
   }
   if (got.empty()) return;

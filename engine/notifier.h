@@ -85,7 +85,7 @@ class Notifier {
  private:
   explicit Notifier(NotifierOptions options);
   void thread_main(std::promise<Result<void>> started);
-  void take_inbox();
+  void take_queue();
   void launch_due();
   void launch(std::unique_ptr<Item> item);
   void completed(Op* op);
@@ -97,7 +97,7 @@ class Notifier {
 
   // Shared with producers (shard threads).
   mutable std::mutex mu_;
-  std::deque<Notification> inbox_;  // bounded by queue_max
+  std::deque<Notification> queue_;  // bounded by queue_max
   bool accepting_ = true;
   std::string last_error_;         // guarded by mu_
   std::atomic<uint64_t> held_{0};  // items the thread holds (waiting + in flight)

@@ -217,7 +217,7 @@ TEST(Notifier, AHangingReceiverNeverBlocksEnqueueAndTheQueueStaysBounded) {
       << sink.stats_json() << "\n"
       << describe(n->stats());
   NotifierStats s = n->stats();
-  // Held: at most queue_max in the inbox plus queue_max on the notifier's side.
+  // Held: at most queue_max in the queue plus queue_max on the notifier's side.
   EXPECT_LE(s.queued, 16u) << describe(s);
   EXPECT_GE(s.dropped, kCount - 16) << describe(s);
   EXPECT_EQ(s.delivered + s.failed, 0u) << describe(s);
