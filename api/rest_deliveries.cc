@@ -1,5 +1,5 @@
 // The REST adapter's delivery log routes (SPEC R10.2, R12.10; docs/operations.md "Delivery
-// log"): list, recent, one delivery with its attempts, resolve, resend, recover jobs.
+// log"): list, recent, one delivery with its attempts, resolve, resend, requeue jobs.
 #include <simdjson.h>
 
 #include <chrono>
@@ -428,8 +428,9 @@ Callback<JobView> job_answer(SharedResponder r, uint16_t status) {
   };
 }
 
-// POST .../endpoints/{id}/recover {"since", "until"?}: a recover job (202 {"job"}).
-void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
+// POST .../endpoints/{id}/recover {"since", "until"?}: a requeue job (202 {"job"}).
+// The route keeps the path /recover while the code calls the job a requeue.
+void requeue_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   std::optional<WallTime> since, until;
   auto bad = read_object(
       c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
@@ -454,7 +455,7 @@ void recover_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   if (*until < *since) {
     return c.answer(bad_request("invalid_value", "until must not be before since", "until"));
   }
-  c.engine.recover_endpoint(tenant, id, *since, *until,
+  c.engine.requeue_endpoint(tenant, id, *since, *until,
                             job_answer(share(std::move(c.responder)), 202));
 }
 

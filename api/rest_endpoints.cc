@@ -374,9 +374,9 @@ void endpoint_routes(Call& c, const std::string& tenant) {
     return c.engine.endpoint_action(tenant, *id, *act,
                                     endpoint_answer(share(std::move(c.responder)), 200, false));
   }
-  if (action == "recover") {
+  if (action == "recover") {  // the path keeps /recover; the code calls the job a requeue
     if (m != "POST") return c.answer(method_not_allowed("POST"));
-    return recover_endpoint(c, tenant, *id);
+    return requeue_endpoint(c, tenant, *id);
   }
   if (action == "test") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));

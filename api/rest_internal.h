@@ -184,13 +184,13 @@ void submit_event(Call& c, const std::string& tenant);
 void submit_bulk(Call& c);
 void replay_event(Call& c, const std::string& tenant, const std::string& event_id);
 
-// rest_deliveries.cc: the delivery log, an operator's changes, recover jobs
+// rest_deliveries.cc: the delivery log, an operator's changes, requeue jobs
 void list_deliveries(Call& c, const std::string& tenant);
 void recent_deliveries(Call& c, const std::string& tenant);
 void get_delivery(Call& c, const std::string& tenant, std::string_view id_text_in);
 void resolve_delivery(Call& c, const std::string& tenant, std::string_view id_text_in);
 void resend_delivery(Call& c, const std::string& tenant, std::string_view id_text_in);
-void recover_endpoint(Call& c, const std::string& tenant, EndpointId id);
+void requeue_endpoint(Call& c, const std::string& tenant, EndpointId id);
 Callback<JobView> job_answer(SharedResponder r, uint16_t status);
 std::optional<WallTime> parse_rfc3339(std::string_view s);
 

@@ -69,11 +69,12 @@ struct SubmitResult {
 enum class Resolution : uint8_t { kDelivered, kFailed };
 inline constexpr size_t kResolutionNoteBytes = 512;  // kept like a response prefix (R10.3)
 
-// A recover job (POST .../endpoints/{id}/recover, docs/operations.md "Recover"): re-queues the
+// A requeue job (POST .../endpoints/{id}/recover, docs/operations.md "Recover"): re-queues the
 // endpoint's `failed`, `dead` and `unknown` deliveries created in [since, until], paced. Kept in
 // memory by the shard that owns the tenant (a restart forgets it; re-running it is safe: only
 // deliveries that have ended are re-queued). Past the shard's running jobs it waits `queued`
-// in a bounded FIFO (SPEC R14, docs/security.md "Quotas").
+// in a bounded FIFO (SPEC R14, docs/security.md "Quotas"). The route keeps the path /recover
+// (and the job's "kind" is "recover") while the code calls the job a requeue.
 struct JobView {
   enum class State : uint8_t { kRunning, kDone, kFailed, kQueued };
   uint64_t id = 0;
@@ -231,9 +232,9 @@ class Engine {
     done(make_error(Errc::kUnavailable, "this engine cannot replay events", nullptr,
                     "not_supported"));
   }
-  // Starts a recover job (JobView); kNotFound "unknown_endpoint", kConflict
+  // Starts a requeue job (JobView); kNotFound "unknown_endpoint", kConflict
   // "endpoint_disabled", kLimitExceeded "too_many_jobs".
-  virtual void recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+  virtual void requeue_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
                                 Callback<JobView> done) {
     (void)tenant, (void)id, (void)since, (void)until;
     done(make_error(Errc::kUnavailable, "this engine cannot recover endpoints", nullptr,

@@ -138,8 +138,8 @@ EngineOptions engine_options(const Config& cfg) {
   e.secret_rotation_overlap = cfg.signing.rotation_overlap;
   e.stop_grace = cfg.server.shutdown_grace;
   e.recover_max_in_flight = cfg.limits.recover_max_in_flight;
-  e.max_recover_jobs = cfg.limits.recover_jobs_running;
-  e.max_queued_recover_jobs = cfg.limits.recover_jobs_queued;
+  e.max_requeue_jobs = cfg.limits.recover_jobs_running;
+  e.max_queued_requeue_jobs = cfg.limits.recover_jobs_queued;
   e.max_endpoints_per_tenant = cfg.limits.max_endpoints_per_tenant;
   e.owner_email_confirm_interval = cfg.notifications.email.confirm_interval;
   e.test_sends_per_minute = cfg.limits.test_sends_per_minute;

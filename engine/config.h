@@ -238,8 +238,9 @@ struct LimitsConfig {
   uint32_t max_type_bytes = 256;
   uint32_t max_event_types = 64;   // filter entries per endpoint
   uint32_t max_list_limit = 1000;  // ?limit= on delivery listings
-  // A recover job has at most this many of its re-queued deliveries live at once; per shard
-  // this many jobs run and this many more wait queued (SPEC R14 quotas).
+  // A requeue job has at most this many of its re-queued deliveries live at once; per shard
+  // this many jobs run and this many more wait queued (SPEC R14 quotas). The keys keep the
+  // route's word, recover (POST .../endpoints/{id}/recover).
   uint32_t recover_max_in_flight = 1000;
   uint32_t recover_jobs_running = 4;
   uint32_t recover_jobs_queued = 64;

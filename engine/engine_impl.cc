@@ -100,7 +100,7 @@ EngineImpl::~EngineImpl() {
 
 void EngineImpl::stop() {
   if (stopped_.exchange(true)) return;
-  std::vector<std::pair<std::thread, std::shared_ptr<RecoverJob>>> jobs;
+  std::vector<std::pair<std::thread, std::shared_ptr<RequeueJob>>> jobs;
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     jobs.swap(job_threads_);
@@ -222,17 +222,17 @@ void EngineImpl::replay_event(std::string tenant, std::string event_id, Callback
                  }));
 }
 
-void EngineImpl::recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+void EngineImpl::requeue_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
                                   Callback<JobView> done) {
   if (until < since) {
     return done(make_error(Errc::kInvalidArgument, "until must not be before since", "until",
                            "invalid_value"));
   }
   RINGCAST_ROUTE(tenant, ([this, tenant, id, since, until, done](Shard& s) mutable {
-                   s.start_recover_job(tenant, id, since, until,
-                                       [this, done](Result<std::shared_ptr<RecoverJob>> r) {
+                   s.start_requeue_job(tenant, id, since, until,
+                                       [this, done](Result<std::shared_ptr<RequeueJob>> r) {
                                          if (!r) return done(r.error());
-                                         std::shared_ptr<RecoverJob> job = *r;
+                                         std::shared_ptr<RequeueJob> job = *r;
                                          // A queued job's worker starts when a running one ends.
                                          if (job->snapshot().state == JobView::State::kRunning) {
                                            start_job_worker(job);
@@ -242,7 +242,7 @@ void EngineImpl::recover_endpoint(std::string tenant, EndpointId id, WallTime si
                  }));
 }
 
-void EngineImpl::start_job_worker(const std::shared_ptr<RecoverJob>& job) {
+void EngineImpl::start_job_worker(const std::shared_ptr<RequeueJob>& job) {
   std::lock_guard<std::mutex> lock(jobs_mu_);
   if (stopped_.load()) {
     std::lock_guard<std::mutex> jl(job->mu);
@@ -260,12 +260,12 @@ void EngineImpl::start_job_worker(const std::shared_ptr<RecoverJob>& job) {
     it = job_threads_.erase(it);
   }
   job_threads_.emplace_back(std::thread([this, job] {
-                              run_recover(job);
+                              run_requeue(job);
                               // Its slot is free: the oldest queued job of the shard starts.
                               Shard& shard = shard_for(job->view.tenant);
                               if (stopped_.load() || !shard.running()) return;
                               shard.post([this](Shard& s) {
-                                while (auto next = s.next_recover_job()) start_job_worker(next);
+                                while (auto next = s.next_requeue_job()) start_job_worker(next);
                               });
                             }),
                             job);
@@ -276,10 +276,10 @@ void EngineImpl::get_job(std::string tenant, uint64_t id, Callback<JobView> done
       tenant, ([tenant, id, done](Shard& s) mutable { s.get_job(tenant, id, std::move(done)); }));
 }
 
-// A recover job, on a thread of its own: the store is read here (never on a shard's loop: a
+// A requeue job, on a thread of its own: the store is read here (never on a shard's loop: a
 // networked store would block it), the resends go to the owning shard in batches, at most
 // options_.recover_max_in_flight of the job's deliveries live at once.
-void EngineImpl::run_recover(std::shared_ptr<RecoverJob> job) {
+void EngineImpl::run_requeue(std::shared_ptr<RequeueJob> job) {
   net::SystemClock clock;
   const std::string tenant = job->view.tenant;
   const EndpointId endpoint = job->view.endpoint;

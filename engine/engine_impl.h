@@ -43,7 +43,7 @@ class EngineImpl final : public Engine {
   void resend_delivery(std::string tenant, DeliveryId id, std::string note,
                        Callback<Delivery> done) override;
   void replay_event(std::string tenant, std::string event_id, Callback<uint32_t> done) override;
-  void recover_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
+  void requeue_endpoint(std::string tenant, EndpointId id, WallTime since, WallTime until,
                         Callback<JobView> done) override;
   void get_job(std::string tenant, uint64_t id, Callback<JobView> done) override;
   void rotate_secret(std::string tenant, EndpointId id, std::optional<std::string> secret,
@@ -102,12 +102,12 @@ class EngineImpl final : public Engine {
   Store& store_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> stopped_{false};
-  // Recover jobs: one thread each while running, joined by stop(); a queued one's thread starts
-  // when a running job of its shard ends (Shard::next_recover_job).
-  void start_job_worker(const std::shared_ptr<RecoverJob>& job);
-  void run_recover(std::shared_ptr<RecoverJob> job);
+  // Requeue jobs: one thread each while running, joined by stop(); a queued one's thread starts
+  // when a running job of its shard ends (Shard::next_requeue_job).
+  void start_job_worker(const std::shared_ptr<RequeueJob>& job);
+  void run_requeue(std::shared_ptr<RequeueJob> job);
   std::mutex jobs_mu_;
-  std::vector<std::pair<std::thread, std::shared_ptr<RecoverJob>>> job_threads_;
+  std::vector<std::pair<std::thread, std::shared_ptr<RequeueJob>>> job_threads_;
 };
 
 }  // namespace ringcast::engine

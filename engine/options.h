@@ -78,16 +78,17 @@ struct EngineOptions {
   // answered 503 not_owner.
   Inbox* inbox = nullptr;
   Duration inbox_poll = milliseconds(100);
-  // Recover jobs (Engine::recover_endpoint): at most this many of one job's re-queued
+  // Requeue jobs (Engine::requeue_endpoint): at most this many of one job's re-queued
   // deliveries live at once (config limits.recover_max_in_flight); per shard at most
-  // max_recover_jobs running and max_queued_recover_jobs waiting their turn (config
-  // limits.recover_jobs_running, limits.recover_jobs_queued; SPEC R14 quotas).
+  // max_requeue_jobs running and max_queued_requeue_jobs waiting their turn (config
+  // limits.recover_jobs_running, limits.recover_jobs_queued; SPEC R14 quotas). The first is
+  // named like its config key.
   uint32_t recover_max_in_flight = 1000;
-  uint32_t max_recover_jobs = 4;
-  uint32_t max_queued_recover_jobs = 64;
+  uint32_t max_requeue_jobs = 4;
+  uint32_t max_queued_requeue_jobs = 64;
   // Quotas (SPEC R14, docs/security.md "Quotas"): each a 429 naming its limit. Endpoints per
   // tenant (a fan-out amplifier toward any host otherwise), test sends per endpoint per minute,
-  // and one running or queued recover job per tenant (above).
+  // and one running or queued requeue job per tenant (above).
   uint32_t max_endpoints_per_tenant = 100;
   // One confirmation e-mail per tenant per this long (a merchant-set owner_email, SPEC R14).
   Duration owner_email_confirm_interval = minutes(10);

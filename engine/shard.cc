@@ -683,7 +683,7 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
   payloads_.drop_partitions(ps);  // the next owner may reuse seqs a fenced write of ours held
   std::erase_if(known_tenants_, [&](const auto& t) { return ps.test(partition_of(t.first)); });
   std::erase_if(unknown_since_, [&](const auto& u) { return ps.test(id_partition(u.first)); });
-  // Recover jobs of these partitions end here (their worker sees `cancel`); their deliveries
+  // Requeue jobs of these partitions end here (their worker sees `cancel`); their deliveries
   // are the next owner's now.
   for (auto it = job_live_.begin(); it != job_live_.end();) {
     if (!ps.test(id_partition(it->first))) {
@@ -789,7 +789,7 @@ void Shard::commit() {
           break;
       }
       if (!unknown_since_.empty()) unknown_since_.erase(d.id);
-      if (!job_live_.empty()) {  // a recover job's delivery ended again
+      if (!job_live_.empty()) {  // a requeue job's delivery ended again
         if (auto it = job_live_.find(d.id); it != job_live_.end()) {
           it->second->live.fetch_sub(1, std::memory_order_relaxed);
           job_live_.erase(it);
@@ -1793,7 +1793,7 @@ void Shard::note_rewritten(DeliveryId id, size_t history) {
 }
 
 Result<Delivery> Shard::resend_one(const DeliveryDetail& seen, const std::string& note,
-                                   const std::shared_ptr<RecoverJob>& job) {
+                                   const std::shared_ptr<RequeueJob>& job) {
   const DeliveryId id = seen.delivery.id;
   // A store read older than a change this shard made (a resend racing another, or a
   // resolution): the delivery may be pending again already — the idempotency rule.
@@ -1867,8 +1867,8 @@ void Shard::replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32
   after_durable([done = std::move(done), n] { done(n); });
 }
 
-void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime since,
-                              WallTime until, Callback<std::shared_ptr<RecoverJob>> done) {
+void Shard::start_requeue_job(const std::string& tenant, EndpointId id, WallTime since,
+                              WallTime until, Callback<std::shared_ptr<RequeueJob>> done) {
   if (draining_) return done(shutting_down());
   const Endpoint* e = owned_endpoint(tenant, id);
   if (!e) return done(unknown_endpoint());
@@ -1890,13 +1890,13 @@ void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime
                              "tenant", "too_many_jobs"));
     }
   }
-  const bool queue = running >= std::max<uint32_t>(1, options_.max_recover_jobs);
-  if (queue && job_queue_.size() >= options_.max_queued_recover_jobs) {
+  const bool queue = running >= std::max<uint32_t>(1, options_.max_requeue_jobs);
+  if (queue && job_queue_.size() >= options_.max_queued_requeue_jobs) {
     return done(make_error(Errc::kLimitExceeded,
                            "too many recover jobs are running and queued on this node",
                            "limits.recover_jobs_queued", "too_many_jobs"));
   }
-  auto job = std::make_shared<RecoverJob>();
+  auto job = std::make_shared<RequeueJob>();
   job->view.id = next_id(partition_of(tenant));
   job->view.tenant = tenant;
   job->view.endpoint = id;
@@ -1927,17 +1927,17 @@ void Shard::start_recover_job(const std::string& tenant, EndpointId id, WallTime
   done(job);
 }
 
-std::shared_ptr<RecoverJob> Shard::next_recover_job() {
+std::shared_ptr<RequeueJob> Shard::next_requeue_job() {
   uint32_t running = 0;
   for (const auto& [jid, job] : jobs_) {
     if (job->snapshot().state == JobView::State::kRunning) ++running;
   }
-  while (!job_queue_.empty() && running < std::max<uint32_t>(1, options_.max_recover_jobs)) {
+  while (!job_queue_.empty() && running < std::max<uint32_t>(1, options_.max_requeue_jobs)) {
     const uint64_t id = job_queue_.front();
     job_queue_.pop_front();
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    std::shared_ptr<RecoverJob> job = it->second;
+    std::shared_ptr<RequeueJob> job = it->second;
     std::lock_guard<std::mutex> lock(job->mu);
     if (job->view.state != JobView::State::kQueued) continue;  // ended while it waited
     job->view.state = JobView::State::kRunning;
@@ -1947,7 +1947,7 @@ std::shared_ptr<RecoverJob> Shard::next_recover_job() {
   return nullptr;
 }
 
-void Shard::resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,
+void Shard::resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RequeueJob> job,
                          Callback<ResendCounts> done) {
   if (draining_) return done(shutting_down());
   if (job->cancel.load()) {

@@ -36,9 +36,9 @@ Error not_owner_error();
 // SPEC R11.2: every unexpired secret signs during a rotation; at most this many at once.
 inline constexpr size_t kMaxSigningSecrets = 10;
 
-// A recover job's state (docs/operations.md "Delivery log"): shared by the owning shard (its live
+// A requeue job's state (docs/operations.md "Delivery log"): shared by the owning shard (its live
 // count, the job table) and the engine's worker thread that runs the job (everything else).
-struct RecoverJob {
+struct RequeueJob {
   mutable std::mutex mu;
   JobView view;                     // guarded by mu
   std::atomic<uint32_t> live{0};    // its re-queued deliveries not ended again yet
@@ -51,7 +51,7 @@ struct RecoverJob {
   }
 };
 
-// What a batch of a recover job's resends came to (Shard::resend_batch).
+// What a batch of a requeue job's resends came to (Shard::resend_batch).
 struct ResendCounts {
   uint32_t requeued = 0, skipped = 0;
 };
@@ -97,21 +97,21 @@ class Shard final : public IdAllocator {
   // Engine::resolve_delivery on the owner: `seen` is the delivery as read from the store.
   void resolve_delivery(DeliveryDetail seen, Resolution verdict, std::string note,
                         Callback<Delivery> done);
-  // Replay (Engine::resend_delivery, replay_event, recover_endpoint, get_job) on the
+  // Replay (Engine::resend_delivery, replay_event, requeue_endpoint, get_job) on the
   // owner: `seen` as read from the store; `have`: the endpoints that have a delivery of `ev`.
   void resend_delivery(DeliveryDetail seen, std::string note, Callback<Delivery> done);
   void replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32_t> done);
   // A new job: running (the caller starts its worker) or queued (SPEC R14 quotas: past
-  // max_recover_jobs running, at most max_queued_recover_jobs wait in FIFO order); 429
+  // max_requeue_jobs running, at most max_queued_requeue_jobs wait in FIFO order); 429
   // too_many_jobs for a tenant that has one running or queued, or a full queue.
-  void start_recover_job(const std::string& tenant, EndpointId id, WallTime since, WallTime until,
-                         Callback<std::shared_ptr<RecoverJob>> done);
+  void start_requeue_job(const std::string& tenant, EndpointId id, WallTime since, WallTime until,
+                         Callback<std::shared_ptr<RequeueJob>> done);
   // After a job ended: the oldest queued job, now running (the caller starts its worker), or
   // nullptr when none waits or every slot is taken.
-  std::shared_ptr<RecoverJob> next_recover_job();
-  // A recover job's resends: each is re-queued or skipped (not ended, or a store read older
+  std::shared_ptr<RequeueJob> next_requeue_job();
+  // A requeue job's resends: each is re-queued or skipped (not ended, or a store read older
   // than a change); an error (endpoint deleted or disabled, shutting down) ends the job.
-  void resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RecoverJob> job,
+  void resend_batch(std::vector<DeliveryDetail> seen, std::shared_ptr<RequeueJob> job,
                     Callback<ResendCounts> done);
   void get_job(const std::string& tenant, uint64_t id, Callback<JobView> done);
   void rotate_secret(const std::string& tenant, EndpointId id, std::optional<std::string> secret,
@@ -351,19 +351,19 @@ class Shard final : public IdAllocator {
   void note_rewritten(DeliveryId id, size_t history);
   // Resend `seen`: reopen it in the scheduler, its history records into mutations_.
   Result<Delivery> resend_one(const DeliveryDetail& seen, const std::string& note,
-                              const std::shared_ptr<RecoverJob>& job);
+                              const std::shared_ptr<RequeueJob>& job);
   // Events replayed lately → the endpoints that got a delivery of it then: a replay racing
   // the store's index (not yet showing them) creates none twice. FIFO, at most kReplayedKept.
   std::unordered_map<EventSeq, std::vector<EndpointId>> replayed_;
   std::deque<EventSeq> replayed_order_;
   static constexpr size_t kReplayedKept = 4096;
-  // Recover jobs of this shard's tenants (kept after they end, at most kJobsKept), and the
+  // Requeue jobs of this shard's tenants (kept after they end, at most kJobsKept), and the
   // live deliveries they re-queued (their ends counted back in commit()).
-  std::unordered_map<uint64_t, std::shared_ptr<RecoverJob>> jobs_;
+  std::unordered_map<uint64_t, std::shared_ptr<RequeueJob>> jobs_;
   std::deque<uint64_t> jobs_order_;
-  std::deque<uint64_t> job_queue_;  // queued jobs, oldest first (next_recover_job)
+  std::deque<uint64_t> job_queue_;  // queued jobs, oldest first (next_requeue_job)
   static constexpr size_t kJobsKept = 256;
-  std::unordered_map<DeliveryId, std::shared_ptr<RecoverJob>> job_live_;
+  std::unordered_map<DeliveryId, std::shared_ptr<RequeueJob>> job_live_;
   // Test sends per endpoint in the current minute (EngineOptions::test_sends_per_minute);
   // entries of earlier minutes go when the minute turns.
   struct TestSends {

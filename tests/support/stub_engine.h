@@ -108,7 +108,7 @@ class StubEngine final : public Engine {
   void replay_event(std::string, std::string, Callback<uint32_t> done) override {
     done(make_error(Errc::kNotFound, "no such event", nullptr, "unknown_event"));
   }
-  void recover_endpoint(std::string, EndpointId, WallTime, WallTime,
+  void requeue_endpoint(std::string, EndpointId, WallTime, WallTime,
                         Callback<JobView> done) override {
     done(make_error(Errc::kNotFound, "no such endpoint", nullptr, "unknown_endpoint"));
   }

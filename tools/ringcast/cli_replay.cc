@@ -1,5 +1,5 @@
 // Replay (docs/operations.md "Delivery log") from the command line: `ringcast deliveries resend`,
-// `ringcast events replay` (replay missing), `ringcast endpoints recover` (a recover job, followed
+// `ringcast events replay` (replay missing), `ringcast endpoints recover` (a requeue job, followed
 // with a progress bar on stderr until it ends) and `ringcast jobs get`.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
