@@ -70,7 +70,7 @@ RedisModeOptions redis_mode_options(const Config& cfg) {
     l.safety_margin = cfg.cluster.safety_margin;
     l.heartbeat_interval = cfg.cluster.heartbeat_interval;
     l.member_ttl = cfg.cluster.member_ttl;
-    o.leases = std::move(l);
+    o.ownership = std::move(l);
   }
   return o;
 }

@@ -17,7 +17,7 @@
 namespace ringcast::engine {
 
 storage::StoreOptions store_options(const Config& cfg);
-// storage.backend = "redis": the store's options and, with cluster.enabled, the leases' (a
+// storage.backend = "redis": the store's options and, with cluster.enabled, the ownership's (a
 // node_id left empty by the config is for the caller to fill in).
 RedisModeOptions redis_mode_options(const Config& cfg);
 // TLS to Redis (SPEC R14): storage.redis.tls* / [[intake.redis]] tls* as connection options.

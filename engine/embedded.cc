@@ -30,9 +30,9 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
                                                        EngineOptions engine, std::string* why) {
   std::unique_ptr<Embedded> e(new Embedded());
   e->release_grace_ = options.release_grace;
-  if (options.leases) {
-    options.store.node_id = options.leases->node_id;  // the store fences with the leases
-    options.leases->ns = options.store.ns;            // same hash tags: one slot per partition
+  if (options.ownership) {
+    options.store.node_id = options.ownership->node_id;  // the store fences with the leases
+    options.ownership->ns = options.store.ns;            // same hash tags: one slot per partition
     storage::RedisInboxOptions io;
     io.servers = options.store.servers;
     io.cluster = options.store.cluster;
@@ -52,12 +52,12 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
   if (!opened.ok()) return opened.error();
   e->redis_ = opened->get();
   e->store_ = std::move(*opened);
-  if (options.leases) {
+  if (options.ownership) {
     Embedded* self = e.get();
     storage::RedisStore* redis = e->redis_;
-    engine.leases = PartitionLeases{
+    engine.ownership = PartitionOwnership{
         [self](Partition p, uint64_t epoch, MonoTime now) {
-          cluster::LeaseManager* lm = self->lease_view_.load(std::memory_order_acquire);
+          cluster::LeaseManager* lm = self->ownership_view_.load(std::memory_order_acquire);
           return lm != nullptr && lm->valid(p, epoch, now);
         },
         [redis](Partition p, uint64_t epoch) { redis->set_partition_epoch(p, epoch); },
@@ -67,7 +67,7 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
   if (!started.ok()) return started.error();
   e->engine_ = std::move(*started);
   e->live_.store(e->engine_.get(), std::memory_order_release);
-  if (options.leases) {
+  if (options.ownership) {
     EngineImpl* eng = e->engine_.get();
     cluster::LeaseCallbacks cb;
     cb.on_acquire = [eng](Partition p, uint64_t epoch) { eng->acquire_partition(p, epoch); };
@@ -77,20 +77,20 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
     cb.on_lose = [eng](Partition p, uint64_t epoch, cluster::LoseReason) {
       eng->lose_partition(p, epoch);
     };
-    auto lm = cluster::LeaseManager::start(std::move(*options.leases), std::move(cb));
+    auto lm = cluster::LeaseManager::start(std::move(*options.ownership), std::move(cb));
     if (!lm.ok()) return lm.error();
-    e->leases_ = std::move(*lm);
-    e->lease_view_.store(e->leases_.get(), std::memory_order_release);
+    e->ownership_ = std::move(*lm);
+    e->ownership_view_.store(e->ownership_.get(), std::memory_order_release);
   }
   return e;
 }
 
 void Embedded::stop() {
-  if (leases_) {
+  if (ownership_) {
     // Hand the partitions over first (each shard finishes its attempts of a partition and
-    // writes them before the lease goes), while the engine still runs.
-    leases_->stop(release_grace_);
-    lease_view_.store(nullptr, std::memory_order_release);
+    // writes them before its ownership goes), while the engine still runs.
+    ownership_->stop(release_grace_);
+    ownership_view_.store(nullptr, std::memory_order_release);
   }
   live_.store(nullptr, std::memory_order_release);
   if (engine_) {
@@ -100,7 +100,7 @@ void Embedded::stop() {
     engine_.reset();
   }
   inbox_.reset();
-  leases_.reset();
+  ownership_.reset();
 }
 
 void Embedded::close() {

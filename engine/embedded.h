@@ -4,7 +4,7 @@
 // program both need; everything else (API server, notifier) is built around it.
 // Two stores: RocksDB on the local disk (single-node mode, the default), or Redis / Redis Cluster
 // (storage.backend = "redis", docs/cluster.md), where N nodes share the partitions by leases
-// (cluster/lease.h) when `leases` is given.
+// (cluster/lease.h) when `ownership` is given.
 #pragma once
 
 #include <atomic>
@@ -23,10 +23,10 @@ namespace ringcast::engine {
 
 struct RedisModeOptions {
   storage::RedisStoreOptions store;
-  // Set: cluster mode, this node owns the partitions its leases give it (the store fences
-  // its writes with their epochs; store.node_id is set from leases->node_id). Unset: this one
-  // node owns every partition on Redis (no other ringcast node may use the namespace).
-  std::optional<cluster::LeaseOptions> leases;
+  // Set: cluster mode, this node owns the partitions the lease manager gives it (the store
+  // fences its writes with their epochs; store.node_id is set from ownership->node_id). Unset:
+  // this one node owns every partition on Redis (no other ringcast node may use the namespace).
+  std::optional<cluster::LeaseOptions> ownership;
   // Graceful stop: how long the hand-over of the partitions may take.
   Duration release_grace = seconds(10);
 };
@@ -38,7 +38,7 @@ class Embedded {
   // `why`: as EngineImpl::start's.
   static Result<std::unique_ptr<Embedded>> open(storage::StoreOptions store, EngineOptions engine,
                                                 std::string* why = nullptr);
-  // The same on Redis (storage.backend = "redis"); with options.leases, the lease manager
+  // The same on Redis (storage.backend = "redis"); with options.ownership, the lease manager
   // starts once the engine runs and hands it its partitions.
   static Result<std::unique_ptr<Embedded>> open_redis(RedisModeOptions options,
                                                       EngineOptions engine,
@@ -47,12 +47,12 @@ class Embedded {
   Embedded(const Embedded&) = delete;
   Embedded& operator=(const Embedded&) = delete;
 
-  EngineImpl& engine() { return *engine_; }                  // until stop()
-  Store& store() { return *store_; }                         // until close()
-  storage::RocksStore* rocks() { return rocks_; }            // null on Redis
-  storage::RedisStore* redis() { return redis_; }            // null on RocksDB
-  cluster::LeaseManager* leases() { return leases_.get(); }  // cluster mode only
-  storage::RedisInbox* inbox() { return inbox_.get(); }      // cluster mode only
+  EngineImpl& engine() { return *engine_; }                        // until stop()
+  Store& store() { return *store_; }                               // until close()
+  storage::RocksStore* rocks() { return rocks_; }                  // null on Redis
+  storage::RedisStore* redis() { return redis_; }                  // null on RocksDB
+  cluster::LeaseManager* ownership() { return ownership_.get(); }  // cluster mode only
+  storage::RedisInbox* inbox() { return inbox_.get(); }            // cluster mode only
 
   // Graceful stop of the engine (SIGTERM semantics: no new work, in-flight attempts finish or
   // stay leased, the last batch flushed; in cluster mode the partitions are handed over
@@ -69,8 +69,8 @@ class Embedded {
   storage::RocksStore* rocks_ = nullptr;
   storage::RedisStore* redis_ = nullptr;
   std::unique_ptr<EngineImpl> engine_;
-  std::atomic<cluster::LeaseManager*> lease_view_{nullptr};  // the shards' valid() checks
-  std::unique_ptr<cluster::LeaseManager> leases_;
+  std::atomic<cluster::LeaseManager*> ownership_view_{nullptr};  // the shards' valid() checks
+  std::unique_ptr<cluster::LeaseManager> ownership_;
   // Cluster mode: intake for partitions this node does not own (core/inbox.h). Closed after
   // the engine stopped (its answers are posted to the shards' loops, which live until the
   // engine is destroyed) and before the engine is destroyed.

@@ -62,7 +62,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::start(EngineOptions options, Sto
   std::map<std::string, uint32_t> missing;
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<Partition> parts;  // cluster mode: none yet (acquire_partition hands them over)
-    if (!e->options_.leases) {
+    if (!e->options_.ownership) {
       for (uint32_t p = i; p < kPartitions; p += n) parts.push_back(static_cast<Partition>(p));
     }
     auto r = e->shards_[i]->start(std::move(parts));

@@ -78,9 +78,9 @@ class EngineImpl final : public Engine {
   bool ready() const override;
   const char* storage_problem() const override;
 
-  // Cluster mode (EngineOptions::leases), from the lease manager's thread: hand partition p
+  // Cluster mode (EngineOptions::ownership), from the lease manager's thread: hand partition p
   // to its shard, or take it away (gracefully: `done` runs once its in-flight work is
-  // finished and durable; or at once, when the lease is lost). Shard::*_partition.
+  // finished and durable; or at once, when its ownership is lost). Shard::*_partition.
   void acquire_partition(Partition p, uint64_t epoch);
   void release_partition(Partition p, uint64_t epoch, std::function<void()> done);
   void lose_partition(Partition p, uint64_t epoch);

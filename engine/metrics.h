@@ -64,7 +64,7 @@ struct ShardMetrics {
   // store
   Counter store_batches{0}, store_records{0}, store_errors{0};
   // Cluster mode (docs/cluster.md): partitions taken, handed over, lost; sends held back because
-  // their partition was being handed over or its lease was past its local deadline; intake
+  // their partition was being handed over or its ownership was past its local deadline; intake
   // answers withdrawn because the store fenced their write.
   Counter partitions_acquired{0}, partitions_released{0}, partitions_lost{0};
   Counter sends_withheld{0}, intake_fenced{0};

@@ -30,8 +30,8 @@ using TransportFactory = std::function<std::unique_ptr<Transport>(net::Loop& loo
 // Cluster mode (docs/cluster.md): the partitions a node owns change at run time
 // (cluster/lease.h). The shards start with none; EngineImpl::acquire_partition() and friends
 // hand them over. These hooks are called on the shard threads and must not block.
-struct PartitionLeases {
-  // True while this node holds p at `epoch` and `now` (CLOCK_MONOTONIC) is before the lease's
+struct PartitionOwnership {
+  // True while this node holds p at `epoch` and `now` (CLOCK_MONOTONIC) is before its ownership's
   // local deadline: checked before every send (a paused node sends nothing it no longer owns).
   std::function<bool(Partition, uint64_t epoch, MonoTime now)> valid;
   // The epoch the store fences p's writes with (0: p is not owned here any more).
@@ -71,8 +71,8 @@ struct EngineOptions {
   std::function<void(const Delivery&)> on_delivery_done;
   // More Prometheus text appended to metrics_text() (e.g. the operator webhook's counters).
   std::function<std::string()> extra_metrics;
-  // Set: cluster mode (see PartitionLeases). Unset: the shards own every partition for good.
-  std::optional<PartitionLeases> leases;
+  // Set: cluster mode (see PartitionOwnership). Unset: the shards own every partition for good.
+  std::optional<PartitionOwnership> ownership;
   // Cluster mode: where events for a partition this node does not own go (core/inbox.h), and
   // how often a shard looks into the inboxes of the partitions it owns. Unset: such events are
   // answered 503 not_owner.

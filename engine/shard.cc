@@ -90,7 +90,7 @@ Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
     : index_(index),
       options_(options),
       store_(store),
-      dynamic_(options.leases.has_value()),
+      dynamic_(options.ownership.has_value()),
       payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {
   poster_.shard = this;
 }
@@ -320,7 +320,7 @@ void Shard::turn() {
   const MonoTime mono = loop_->now();
   for (const SendCommand& cmd : commands_) {
     if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
-      // Cluster mode: the partition is being handed over, or its lease is past its local
+      // Cluster mode: the partition is being handed over, or its ownership is past its local
       // deadline (a pause, Redis unreachable): not sent, no attempt spent (SPEC R2.3).
       TransportResult unsent;
       unsent.deferred = DeferReason::kConnections;
@@ -452,7 +452,7 @@ void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> ent
   const std::string from = it->second.inbox_cursor;
   // Answered once what the events became is durable (and not fenced: a fenced write is
   // answered not_owner). Entries whose answer is final leave the inbox; the first one that
-  // could not be taken in now (the store, the lease) and those after it stay for the next poll.
+  // could not be taken in now (the store, p's ownership) and those after it stay for the next poll.
   submit_events(std::move(events), true,
                 [this, p, epoch, full, from, ids = std::move(ids),
                  fields = std::move(fields)](std::vector<Result<SubmitResult>> rs) mutable {
@@ -513,7 +513,7 @@ bool Shard::sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch) c
   auto it = owned_.find(p);
   if (it == owned_.end() || it->second.releasing) return false;
   if (epoch && it->second.epoch != *epoch) return false;
-  return options_.leases->valid(p, it->second.epoch, now);
+  return options_.ownership->valid(p, it->second.epoch, now);
 }
 
 std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
@@ -544,7 +544,7 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
     retry_loads_.push_back({p, epoch, loop_->now()});
     return;
   }
-  options_.leases->set_epoch(p, epoch);
+  options_.ownership->set_epoch(p, epoch);
   // The load runs off this thread (a networked store loads on a thread of its own): the shard
   // goes on serving its other partitions; p's events go to its inbox meanwhile. An answer for
   // an epoch this shard no longer takes p at (lost, handed over, taken again) is dropped.
@@ -560,12 +560,12 @@ void Shard::acquire_partition(Partition p, uint64_t epoch) {
 
 void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartition> loaded) {
   if (!loaded.ok()) {
-    // Not taken yet (Redis failing over, say): tried again every 200 ms while the lease holds.
+    // Not taken yet (Redis failing over, say): tried again every 200 ms while its ownership holds.
     // Nothing of p is sent here meanwhile; its intake goes to its inbox (or not_owner).
     log::warn("shard {}: partition {} (epoch {}) did not load: {}; trying again", index_,
               static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
               loaded.error().message);
-    options_.leases->set_epoch(p, 0);
+    options_.ownership->set_epoch(p, 0);
     retry_loads_.push_back({p, epoch, loop_->now() + milliseconds(200)});
     return;
   }
@@ -607,9 +607,9 @@ void Shard::retry_failed_loads() {
     }
   }
   for (const RetryLoad& r : due) {
-    // Until the lease is lost (lose_partition drops the entry): a lease past its local
-    // deadline for a moment (Redis failing over) may be renewed at the same epoch.
-    if (options_.leases->valid(r.p, r.epoch, now)) {
+    // Until its ownership is lost (lose_partition drops the entry): an ownership past its
+    // local deadline for a moment (Redis failing over) may be renewed at the same epoch.
+    if (options_.ownership->valid(r.p, r.epoch, now)) {
       acquire_partition(r.p, r.epoch);
     } else {
       retry_loads_.push_back({r.p, r.epoch, now + milliseconds(200)});
@@ -621,7 +621,7 @@ void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()>
   std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
   if (auto it = loading_.find(p); it != loading_.end() && it->second <= epoch) {
     loading_.erase(it);  // still loading: nothing of it here yet (its answer is dropped)
-    options_.leases->set_epoch(p, 0);
+    options_.ownership->set_epoch(p, 0);
   }
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) {
@@ -638,7 +638,7 @@ void Shard::lose_partition(Partition p, uint64_t epoch) {
   std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p && r.epoch <= epoch; });
   if (auto it = loading_.find(p); it != loading_.end() && it->second <= epoch) {
     loading_.erase(it);
-    options_.leases->set_epoch(p, 0);
+    options_.ownership->set_epoch(p, 0);
   }
   auto it = owned_.find(p);
   if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) return;
@@ -649,7 +649,7 @@ void Shard::lose_partition(Partition p, uint64_t epoch) {
 }
 
 // A releasing partition is done once nothing of it is on the wire and the batch that wrote
-// its last results is durable: the next owner, which takes the lease only after done(),
+// its last results is durable: the next owner, which takes ownership only after done(),
 // then reads everything this node did.
 void Shard::progress_releases() {
   if (releasing_ == 0) return;  // every turn: no walk over the owned partitions for nothing
@@ -706,7 +706,7 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
   for (Partition p : list) {
     next_seq_.erase(p);
     if (mutations_.empty()) {
-      options_.leases->set_epoch(p, 0);
+      options_.ownership->set_epoch(p, 0);
     } else if (std::find(epoch_resets_.begin(), epoch_resets_.end(), p) == epoch_resets_.end()) {
       epoch_resets_.push_back(p);
     }
@@ -721,7 +721,7 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
 void Shard::reset_epochs_after_commit() {
   if (epoch_resets_.empty() || !mutations_.empty()) return;
   for (Partition p : epoch_resets_) {
-    if (!owned_.count(p) && !loading_.count(p)) options_.leases->set_epoch(p, 0);
+    if (!owned_.count(p) && !loading_.count(p)) options_.ownership->set_epoch(p, 0);
   }
   epoch_resets_.clear();
 }
@@ -935,7 +935,7 @@ void Shard::flush_durable_acks() {
 }
 
 // Sends held until their batch is durable (Store::durable_on_write() false) go out now, or,
-// when their partition is no longer sendable here (handed over, lease past its deadline), come
+// when their partition is no longer sendable here (handed over, ownership past its deadline), come
 // back unsent: no attempt spent, the scheduler releases the lease. Also when the partition is
 // held at another epoch than the send was leased at (lost and taken again while the batch
 // waited), or the store fenced that batch: its lease and event were never stored, and the
@@ -954,7 +954,7 @@ void Shard::release_held_sends() {
     ++in_flight_;
     const Partition p = id_partition(slot->cmd.delivery);
     if (discarding_ || (dynamic_ && (!sendable(p, mono, slot->epoch) ||
-                                     options_.leases->fenced(p, slot->epoch)))) {
+                                     options_.ownership->fenced(p, slot->epoch)))) {
       slot->result = TransportResult{};
       slot->result.deferred = DeferReason::kConnections;
       slot->result.not_before = loop_->wall_now() + milliseconds(200);
@@ -1372,7 +1372,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
       for (size_t i = 0; i < p.results.size(); ++i) {
         const auto [part, epoch] = p.epochs[i];
         if (epoch == 0 || !p.results[i].ok()) continue;
-        if (options_.leases->fenced(part, epoch)) {
+        if (options_.ownership->fenced(part, epoch)) {
           metrics_.intake_fenced.fetch_add(1, std::memory_order_relaxed);
           p.results[i] = not_owner_error();
         }

@@ -126,7 +126,7 @@ class Shard final : public IdAllocator {
                            Callback<TenantSettings> done);
   TenantSettings tenant_settings(const std::string& tenant) const;
 
-  // ---- cluster mode (EngineOptions::leases): partitions change owners at run time --------
+  // ---- cluster mode (EngineOptions::ownership): partitions change owners at run time -----
   // Takes p at `epoch`: the store fences p's writes with it, and p's state (endpoints,
   // tenants, breakers, pending deliveries with their attempt counts) is loaded from the store
   // (Store::recover_async: off this thread on Redis); p is served once it is loaded.
@@ -134,7 +134,7 @@ class Shard final : public IdAllocator {
   // Graceful hand-over: no new intake or sends for p; once its attempts on the wire have
   // completed and their results are durable, p is forgotten and `done` runs (on this thread).
   void release_partition(Partition p, uint64_t epoch, std::function<void()> done);
-  // The lease is gone (expired or fenced): p is forgotten at once; results of its attempts
+  // Its ownership is gone (expired or fenced): p is forgotten at once; results of its attempts
   // still on the wire are dropped (their writes would be fenced).
   void lose_partition(Partition p, uint64_t epoch);
   // Whether this shard takes calls for `tenant` now (always, outside cluster mode).
@@ -241,7 +241,7 @@ class Shard final : public IdAllocator {
   MonoTime next_inbox_sweep_;     // every inbox held is read then (20 polls apart)
   bool inbox_sweep_now_ = false;  // a partition was taken: sweep at the next poll
   uint32_t inbox_ops_ = 0;        // inbox pushes and reads outstanding (a stop waits for them)
-  // p is owned here (at `epoch`, when given), not being handed over, and its lease is valid.
+  // p is owned here (at `epoch`, when given), not being handed over, and its ownership is valid.
   bool sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch = std::nullopt) const;
   void retry_failed_loads();
   struct RetryLoad {
@@ -253,7 +253,7 @@ class Shard final : public IdAllocator {
   std::unordered_map<Partition, uint64_t> loading_;  // acquired, being loaded: the epoch
   // Forgotten while this turn's writes were not out yet: the store names a partition's epoch
   // at write() (the one the intake's fenced(p, epoch) check asks about), so it goes to 0 only
-  // after the commit — written at the epoch the events were taken in at, a write the lease no
+  // after the commit — written at the epoch the events were taken in at, a write its ownership no
   // longer covers is fenced and answered 503, never acknowledged and dropped (SPEC R12.5).
   std::vector<Partition> epoch_resets_;
   void reset_epochs_after_commit();

@@ -316,7 +316,7 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
   std::string where;
   if (on_redis) {
     // Cluster mode (docs/cluster.md): Redis (or Redis Cluster) is the system of record; with
-    // [cluster] enabled, this node owns the partitions its leases give it.
+    // [cluster] enabled, this node owns the partitions the lease manager gives it.
     engine::RedisModeOptions ro = engine::redis_mode_options(cfg);
     if (notifier) {
       // SPEC R8.4 across a crash: a partition's unsent notifications go out from the node that
@@ -332,11 +332,11 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
         for (const Notification& note : pending) m->enqueue(note);
       };
     }
-    if (ro.leases && ro.leases->node_id.empty())
-      ro.leases->node_id = intake::default_consumer_name(cfg.storage.data_dir);
+    if (ro.ownership && ro.ownership->node_id.empty())
+      ro.ownership->node_id = intake::default_consumer_name(cfg.storage.data_dir);
     where = "Redis " + cfg.storage.redis.servers.front();
     if (cfg.storage.redis.tls) where += " over TLS";  // SPEC R14
-    if (ro.leases) where += " as cluster node " + ro.leases->node_id;
+    if (ro.ownership) where += " as cluster node " + ro.ownership->node_id;
     opened = engine::Embedded::open_redis(std::move(ro), std::move(eopts), &open_why);
   } else {
     storage::StoreOptions sopts = engine::store_options(cfg);
@@ -450,13 +450,13 @@ bool Node::Parts::start_api(std::string& why) {
       return intake::render_status_json(v ? *v : std::vector<const intake::RedisSource*>{});
     };
   }
-  if (cluster::LeaseManager* lm = core->leases()) {
-    // GET /v1/cluster, `ringcast cluster status` (operations.md §7): this node's view of leases.
+  if (cluster::LeaseManager* lm = core->ownership()) {
+    // GET /v1/cluster, `ringcast cluster status` (operations.md §7): this node's view of ownership.
     api_opts.cluster_status = [lm, servers = cfg.storage.redis.servers] {
       return cluster::render_cluster_status_json(lm->status(), lm->counters(), servers);
     };
     // Any node answers any tenant call (operations.md §8): what this node does not own goes to the
-    // lease holder of the tenant's partition, at the address it publishes (api/forward.h).
+    // owner of the tenant's partition, at the address it publishes (api/forward.h).
     api_opts.forward.node_id = lm->options().node_id;
     api_opts.forward.secret = cfg.cluster.secret;  // Config::validate(): set, >= 32 characters
     api_opts.forward.ca_file = cfg.cluster.ca_file;
@@ -494,7 +494,7 @@ bool Node::Parts::start_http(std::string& why) {
   }
   info.listen_address = to_string(cfg.server.listen_ip);
   info.port = server->port();
-  if (cluster::LeaseManager* lm = core->leases()) {
+  if (cluster::LeaseManager* lm = core->ownership()) {
     // Published with the heartbeat: where the other nodes forward calls for our partitions.
     // Config::validate() made sure one of the two exists.
     std::string url = cfg.cluster.advertise_url;
@@ -534,11 +534,11 @@ bool Node::Parts::start_metrics_http(std::string& why) {
 
 // Retention: off the shards' hot path and off the caller's thread, at start and every
 // storage.retention_interval. On Redis (docs/cluster.md "Retention") the pass covers the
-// partitions this node owns, each fenced at its epoch (cluster mode: the leases; alone on
+// partitions this node owns, each fenced at its epoch (cluster mode: as ownership says; alone on
 // Redis: all of them, unfenced). Its stop ends a running pass at its next chunk.
 void Node::Parts::start_retention() {
   if (storage::RedisStore* store = core->redis()) {
-    cluster::LeaseManager* lm = core->leases();
+    cluster::LeaseManager* lm = core->ownership();
     retention = std::make_unique<engine::RetentionThread>(
         [store, lm](const std::function<bool()>& stop) {
           std::vector<storage::RedisStore::OwnedEpoch> owned;

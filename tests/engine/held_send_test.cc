@@ -60,11 +60,11 @@ TEST(EngineHeldSends, ASendHeldAcrossALossAndRetakeOfItsPartitionComesBackUnsent
   Config cfg = test::loopback_config(1, 5, 500ms);
   cfg.validate();
   engine::EngineOptions eopts = engine::engine_options(cfg);
-  engine::PartitionLeases leases;
-  leases.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == epoch; };
-  leases.set_epoch = [](Partition, uint64_t) {};
-  leases.fenced = [](Partition, uint64_t) { return false; };
-  eopts.leases = leases;
+  engine::PartitionOwnership ownership;
+  ownership.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == epoch; };
+  ownership.set_epoch = [](Partition, uint64_t) {};
+  ownership.fenced = [](Partition, uint64_t) { return false; };
+  eopts.ownership = ownership;
   auto started = engine::EngineImpl::start(std::move(eopts), store);
   ASSERT_TRUE(started.ok()) << started.error().message;
   std::unique_ptr<engine::EngineImpl> eng = std::move(*started);

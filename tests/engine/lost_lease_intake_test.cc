@@ -1,4 +1,4 @@
-// Cluster mode's intake when a partition's lease is lost in the middle of a turn
+// Cluster mode's intake when a partition's ownership is lost in the middle of a turn
 // (engine/shard.cc, forget_partitions): an event taken in at epoch e is answered only once its
 // write is durable and not fenced — the shard asks the store fenced(p, e). RedisStore writes a
 // partition's part at the epoch set for it when write() is called and records the fence under
@@ -80,13 +80,13 @@ TEST(EngineLostLease, AnEventTakenInJustBeforeItsPartitionIsLostIsNeverAcknowled
   Config cfg = test::loopback_config(1, 5, 500ms);
   cfg.validate();
   engine::EngineOptions eopts = engine::engine_options(cfg);
-  engine::PartitionLeases leases;
-  leases.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == held; };
-  leases.set_epoch = [&](Partition p, uint64_t e) {
+  engine::PartitionOwnership ownership;
+  ownership.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == held; };
+  ownership.set_epoch = [&](Partition p, uint64_t e) {
     if (p == part) store.set_epoch(e);
   };
-  leases.fenced = [&](Partition p, uint64_t e) { return p == part && store.fenced(e); };
-  eopts.leases = leases;
+  ownership.fenced = [&](Partition p, uint64_t e) { return p == part && store.fenced(e); };
+  eopts.ownership = ownership;
   auto started = engine::EngineImpl::start(std::move(eopts), store);
   ASSERT_TRUE(started.ok()) << started.error().message;
   std::unique_ptr<engine::EngineImpl> eng = std::move(*started);

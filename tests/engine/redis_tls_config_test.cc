@@ -86,9 +86,9 @@ TEST_F(RedisTlsConfig, KeysFromTheFileAndTheEnvironmentReachEveryRedisUser) {
   EXPECT_EQ(ro.store.tls.cert_file, files_.cert);
   EXPECT_EQ(ro.store.tls.key_file, files_.key);
   EXPECT_EQ(ro.store.tls.server_name, "redis.internal");
-  ASSERT_TRUE(ro.leases.has_value());
-  EXPECT_TRUE(ro.leases->tls.enabled);
-  EXPECT_EQ(ro.leases->tls.cert_file, files_.cert);
+  ASSERT_TRUE(ro.ownership.has_value());
+  EXPECT_TRUE(ro.ownership->tls.enabled);
+  EXPECT_EQ(ro.ownership->tls.cert_file, files_.cert);
   const redis::TlsOptions in = engine::redis_tls_options(c.intake.redis[0]);
   EXPECT_TRUE(in.enabled);
   EXPECT_EQ(in.server_name, "redis.internal");
