@@ -20,13 +20,13 @@
 #include "api/forward.h"
 #include "api/forward_auth.h"
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/read_pool.h"
 #include "api/rest_internal.h"
 #include "core/event_input.h"
 #include "core/types.h"
 #include "net/json_writer.h"
 #include "net/system_clock.h"
+#include "portal/portal.h"
 #include "views/records.h"
 
 namespace ringcast::api {

@@ -53,11 +53,11 @@
 
 #include "api/forward.h"
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/principal.h"
 #include "core/engine.h"
 #include "core/result.h"
 #include "net/http_server.h"
+#include "portal/portal.h"
 
 namespace ringcast::api {
 
@@ -90,7 +90,7 @@ struct RestApiOptions {
   KeyRegistry* keys = nullptr;
   // The merchant portal (/portal/…, portal links, sessions). Its secret is independent of the
   // admin token (SPEC R14); empty: the portal is off.
-  PortalOptions portal;
+  ringcast::portal::PortalOptions portal;
   // The portal's 24-hour attempts chart reads at most this many of the tenant's deliveries
   // (newest first); beyond, its answer says "truncated": true.
   uint32_t stats_max_deliveries = 2000;
@@ -148,7 +148,7 @@ class RestApi final : public HttpHandler {
   std::unique_ptr<Parsers> parsers_;
   std::unique_ptr<ReadPool> reads_;       // null when options_.read_threads == 0
   std::shared_ptr<Forwarder> forwarder_;  // null unless options_.forward.find_owner is set
-  std::unique_ptr<Portal> portal_;
+  std::unique_ptr<ringcast::portal::Portal> portal_;
   std::unique_ptr<AuthThrottle> throttle_;
 
   // A /v1/tenants/{t}/… call by `who` (authorized already): on the owner, or forwarded to it

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/principal.h"
 #include "api/rest_internal.h"
 #include "api/routes.h"
 #include "core/time.h"
+#include "portal/portal.h"
 
 namespace ringcast::api {
 

@@ -20,7 +20,6 @@
 
 #include "api/http_names.h"
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/principal.h"
 #include "api/read_pool.h"
 #include "api/rest_api.h"
@@ -30,10 +29,20 @@
 #include "core/time.h"
 #include "core/types.h"
 #include "net/json_writer.h"
+#include "portal/portal.h"
 
 namespace ringcast::api {
 
 using net::JsonWriter;
+// The merchant portal (portal/portal.h): its sessions are principals (SPEC R14.1), its links
+// are minted here (SPEC R14.3), and its key signs the address confirmation (SPEC R14).
+using portal::parse_portal_scope;
+using portal::Portal;
+using portal::PortalCheck;
+using portal::PortalOptions;
+using portal::portal_scope_name;
+using portal::PortalScope;
+using portal::PortalSession;
 
 namespace od = simdjson::ondemand;
 

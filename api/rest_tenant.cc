@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/rest_internal.h"
 #include "core/engine.h"
 #include "core/input_rules.h"
 #include "core/time.h"
 #include "core/types.h"
 #include "net/http_server.h"
+#include "portal/portal.h"
 #include "views/records.h"
 
 namespace ringcast::api {

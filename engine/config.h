@@ -61,7 +61,7 @@ struct ServerConfig {
   std::string tls_key;
 };
 
-// [portal] (docs/operations.md "The portal"): the merchant portal and its links (api/portal.h).
+// [portal] (docs/operations.md "The portal"): the merchant portal and its links (portal/portal.h).
 struct PortalConfig {
   // Signs links and sessions (at least 32 characters); empty: a random 256-bit secret made
   // once and kept in the store (shared by every node through Redis), never derived from

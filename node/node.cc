@@ -10,7 +10,6 @@
 
 #include "api/from_config.h"
 #include "api/keys.h"
-#include "api/portal.h"
 #include "api/rest_api.h"
 #include "cluster/advertise_url.h"
 #include "cluster/status_json.h"
@@ -28,6 +27,7 @@
 #include "net/signing.h"
 #include "net/system_clock.h"
 #include "node/services.h"
+#include "portal/portal.h"
 #include "redis/connection.h"
 
 namespace ringcast::node {
@@ -126,7 +126,7 @@ struct Node::Parts {
   // the store is open; until then a confirmation e-mail waits on the mailer's ladder.
   struct ConfirmSigner {
     std::mutex mu;
-    std::unique_ptr<api::Portal> portal;
+    std::unique_ptr<ringcast::portal::Portal> portal;
   };
   std::shared_ptr<ConfirmSigner> signer = std::make_shared<ConfirmSigner>();
   // Retention (SPEC R10.1) on its own thread: a long pass must not delay a stop.
@@ -442,7 +442,7 @@ bool Node::Parts::start_api(std::string& why) {
   }
   {
     std::lock_guard<std::mutex> lock(signer->mu);
-    signer->portal = std::make_unique<api::Portal>(api_opts.portal);
+    signer->portal = std::make_unique<portal::Portal>(api_opts.portal);
   }
   if (!cfg.intake.redis.empty()) {
     api_opts.intake_status = [this] {

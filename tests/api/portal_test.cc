@@ -1,7 +1,7 @@
-// api/portal: links and sessions are signed, expire on the server's clock, cannot be moved to
+// portal/portal: links and sessions are signed, expire on the server's clock, cannot be moved to
 // another tenant or turned from one kind into the other; the session cookie's attributes, the
 // CSRF token, and the security headers on every portal answer (docs/operations.md "The portal").
-#include "api/portal.h"
+#include "portal/portal.h"
 #include "tests/support/require.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-namespace ringcast::api {
+namespace ringcast::portal {
 namespace {
 
 const WallTime kT0 = WallTime::from_ns(1'800'000'000'000'000'000);
@@ -199,7 +199,7 @@ TEST(PortalRoutes, EveryAnswerCarriesTheSecurityHeaders) {
 TEST(PortalRoutes, TheAssetsAreServedFromTheBinary) {
   Portal p(options());
   const PortalAsset* index = find_portal_asset("index.html");
-  if (index == nullptr) RINGCAST_SKIP_MISSING() << "no assets in api/portal/assets in this tree";
+  if (index == nullptr) RINGCAST_SKIP_MISSING() << "no assets in portal/assets in this tree";
   net::HttpResponse r = p.handle(request("GET", "/portal/"), kT0);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
@@ -312,4 +312,4 @@ TEST(PortalTokens, AnAddressConfirmationTokenIsItsOwnKind) {
 }
 
 }  // namespace
-}  // namespace ringcast::api
+}  // namespace ringcast::portal

@@ -17,6 +17,7 @@
 #include "api/keys.h"
 #include "api/rest_api.h"
 #include "net/system_clock.h"
+#include "portal/portal.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/stub_engine.h"
 
@@ -121,9 +122,11 @@ class RouteMatrix : public ::testing::Test {
     if (!body.empty()) req.headers.push_back({"content-type", content_type});
     if (!who.authorization.empty()) req.headers.push_back({"authorization", who.authorization});
     if (!who.cookie.empty()) {
-      req.headers.push_back({"cookie", std::string(Portal::kCookieName) + "=" + who.cookie});
+      req.headers.push_back(
+          {"cookie", std::string(portal::Portal::kCookieName) + "=" + who.cookie});
     }
-    if (!who.csrf.empty()) req.headers.push_back({std::string(Portal::kCsrfHeader), who.csrf});
+    if (!who.csrf.empty())
+      req.headers.push_back({std::string(portal::Portal::kCsrfHeader), who.csrf});
     if (who.forged_forward) {
       // Signed under another secret: what a node without cluster.secret, or someone who saw
       // one forwarded call and changed it, could send.

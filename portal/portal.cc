@@ -1,4 +1,4 @@
-#include "api/portal.h"
+#include "portal/portal.h"
 
 #include <openssl/mem.h>
 
@@ -9,7 +9,7 @@
 #include "net/signing.h"
 #include "views/records.h"
 
-namespace ringcast::api {
+namespace ringcast::portal {
 
 using net::JsonWriter;
 using views::rfc3339;
@@ -413,4 +413,4 @@ net::HttpResponse Portal::handle(const net::HttpRequest& req, WallTime now) cons
   return r;
 }
 
-}  // namespace ringcast::api
+}  // namespace ringcast::portal

@@ -1,5 +1,5 @@
 // The merchant portal's server side (docs/operations.md "The portal"): signed portal links,
-// sessions, and the assets compiled into the binary (api/portal/assets, embedded at build time: no
+// sessions, and the assets compiled into the binary (portal/assets, embedded at build time: no
 // CDN, no runtime build).
 //
 // A platform mints a link for one tenant (POST /v1/tenants/{t}/portal-links → an URL ending in
@@ -23,7 +23,7 @@
 #include "core/time.h"
 #include "net/http_server.h"
 
-namespace ringcast::api {
+namespace ringcast::portal {
 
 enum class PortalScope : uint8_t { kView, kManage };
 const char* portal_scope_name(PortalScope s);
@@ -130,7 +130,7 @@ class Portal {
   std::string csp_;
 };
 
-// The embedded assets (generated from api/portal/assets at build time).
+// The embedded assets (generated from portal/assets at build time).
 struct PortalAsset {
   std::string_view name;  // "index.html", "portal.js", ...
   std::string_view content_type;
@@ -138,4 +138,4 @@ struct PortalAsset {
 };
 const PortalAsset* find_portal_asset(std::string_view name);
 
-}  // namespace ringcast::api
+}  // namespace ringcast::portal
