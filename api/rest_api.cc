@@ -407,6 +407,9 @@ size_t RestApi::queued_reads() const {
 size_t RestApi::max_body_bytes(const HttpRequest& head) {
   // One limit for every request that carries no valid credential, however its path is spelled
   // ("/v1/…", "//v1/…", "/portal/…", an unknown path): only an authenticated call earns more.
+  // The portal's pages hold their requests to it too (portal::PortalPages, api/front.h); what
+  // still reaches here under "/portal" (the confirmation page, "/portals…") keeps it whatever
+  // the credential.
   std::string_view path = head.path();
   if (forwarder_ && head.header(kForwardedHeader) != nullptr &&
       head.header(kPrincipalHeader) != nullptr) {
@@ -471,11 +474,9 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
     }
     return responder.send(metrics_response());
   }
+  // The portal's other pages are not this adapter's: api::ApiFront mounts them beside it.
   if (path == "/portal/confirm-email") {
     return confirm_email_page(std::move(request), std::move(responder), now);
-  }
-  if (path == "/portal" || path.starts_with("/portal/")) {
-    return responder.send(portal_->handle(request, wall_now()));
   }
   auto segs = split_path(path);
   if (!segs)

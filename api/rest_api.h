@@ -26,7 +26,10 @@
 //   GET|POST /v1/tenants/{t}/keys, DELETE /v1/tenants/{t}/keys/{id}   tenant keys (admin only)
 //   POST /v1/tenants/{t}/portal-links         {"scope","ttl_seconds"} → a portal URL (R14.3)
 //   GET  /v1/tenants/{t}/stats/attempts       the last 24 h of attempts by outcome, per hour
-//   /portal/…                                 the merchant portal (api/portal.h)
+//   GET|POST /portal/confirm-email            the owner-address confirmation page (SPEC R14)
+// The portal's other pages (/portal, /portal/…) are portal::PortalPages, mounted beside this
+// adapter by api::ApiFront (api/front.h), the handler the API listener serves; given one of
+// those paths directly, the adapter answers 404 not_found.
 // Authentication (SPEC R14.1): `Authorization: Bearer <admin token>` reaches everything;
 // `Bearer rck_…` (a tenant key) or the portal's session cookie (+ X-CSRF-Token on every
 // method but GET/HEAD) reach their tenant's routes only: another tenant's are 404
@@ -139,6 +142,10 @@ class RestApi final : public HttpHandler {
   HttpResponse metrics_response() const;
   // The forwarder (cluster mode), for its counters; null when forwarding is off.
   const Forwarder* forwarder() const { return forwarder_.get(); }
+  // The portal this adapter checks sessions and mints links with (its options plus the keys'
+  // checks, SPEC R14.1, R14.3): the portal's pages are served on the same one (api/front.h).
+  const ringcast::portal::Portal& portal() const { return *portal_; }
+  const RestApiOptions& options() const { return options_; }
 
   struct Parsers;  // simdjson state (kept out of this header)
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/from_config.h"
+#include "api/front.h"
 #include "api/keys.h"
 #include "api/rest_api.h"
 #include "cluster/advertise_url.h"
@@ -140,6 +141,7 @@ struct Node::Parts {
   std::unique_ptr<engine::Embedded> core;
   std::unique_ptr<api::KeyRegistry> keys;
   std::unique_ptr<api::RestApi> api;
+  std::unique_ptr<api::ApiFront> front;  // what the API listener serves: the REST API and portal
   std::unique_ptr<net::HttpServerThread> server;
   std::unique_ptr<MetricsOnly> metrics_handler;
   std::unique_ptr<net::HttpServerThread> metrics_server;
@@ -422,9 +424,10 @@ bool Node::Parts::start_intake(std::string& why) {
       .ok();
 }
 
-// The REST API with the portal (its options from the config, api/from_config.h); its stop
-// lets the delivery-log reads still running finish against the live engine and answers the
-// queued ones 503.
+// The REST API with the portal (its options from the config, api/from_config.h), and the front
+// the listener serves (api/front.h): the portal's pages mounted beside the REST API, on its
+// Portal; its stop lets the delivery-log reads still running finish against the live engine and
+// answers the queued ones 503.
 bool Node::Parts::start_api(std::string& why) {
   api::RestApiOptions api_opts = api::rest_api_options(cfg);
   api_opts.read_threads = cfg.server.read_threads;  // delivery-log reads off the HTTP loop
@@ -475,6 +478,7 @@ bool Node::Parts::start_api(std::string& why) {
     };
   }
   api = std::make_unique<api::RestApi>(core->engine(), std::move(api_opts));
+  front = std::make_unique<api::ApiFront>(*api);
   return services
       .start(
           "api", [] { return ok(); }, [this] { api->stop_reads(); })
@@ -484,7 +488,7 @@ bool Node::Parts::start_api(std::string& why) {
 // The API's listener; its stop takes no new requests and answers what it has (bounded by
 // server.shutdown_grace). In cluster mode the node then publishes where it is reached.
 bool Node::Parts::start_http(std::string& why) {
-  server = std::make_unique<net::HttpServerThread>(*api, engine::server_options(cfg));
+  server = std::make_unique<net::HttpServerThread>(*front, engine::server_options(cfg));
   Result<void> r = services.start(
       "http", [this] { return server->start(); },
       [this] { server->stop(cfg.server.shutdown_grace); });

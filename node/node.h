@@ -1,9 +1,9 @@
 // One ringcast node as a library (docs/architecture.md "The node"): from one Config, the store
 // and the engine on it, the operator webhook's notifier and the owner's mailer, the tenant keys,
-// the bus intake sources, the REST API with the portal on the HTTP server (and the metrics
-// listener), and retention — each a service of node/services.h, started in that order and
-// stopped in the reverse one; the store closes after the last. `ringcast serve` keeps the
-// signals and what it prints; an embedding program gets the same node.
+// the bus intake sources, the REST API with the portal's pages beside it on the HTTP server
+// (api/front.h; and the metrics listener), and retention — each a service of node/services.h,
+// started in that order and stopped in the reverse one; the store closes after the last.
+// `ringcast serve` keeps the signals and what it prints; an embedding program gets the same node.
 //
 // Invariants: open() answers a running node, or an Error with `why` set to one line naming the
 // part that did not start and the reason (what started before it is stopped again, the store

@@ -1,6 +1,8 @@
 // The merchant portal's server side (docs/operations.md "The portal"): signed portal links,
 // sessions, and the assets compiled into the binary (portal/assets, embedded at build time: no
-// CDN, no runtime build).
+// CDN, no runtime build). Its pages are an HTTP handler of their own, portal::PortalPages
+// (portal/pages.h), mounted beside the REST adapter; the adapter uses this class too, to take a
+// session as a principal and to mint links (api/rest_auth.cc, api/rest_tenant.cc).
 //
 // A platform mints a link for one tenant (POST /v1/tenants/{t}/portal-links → an URL ending in
 // "/portal/#link=<token>"). The fragment never reaches a server or a Referer; the page POSTs it

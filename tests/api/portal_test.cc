@@ -1,13 +1,17 @@
 // portal/portal: links and sessions are signed, expire on the server's clock, cannot be moved to
 // another tenant or turned from one kind into the other; the session cookie's attributes, the
-// CSRF token, and the security headers on every portal answer (docs/operations.md "The portal").
+// CSRF token, and the security headers on every portal answer (docs/operations.md "The portal");
+// portal/pages: the pages as an HTTP handler, on its clock's time, with one body limit.
 #include "portal/portal.h"
+#include "portal/pages.h"
 #include "tests/support/require.h"
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace ringcast::portal {
 namespace {
@@ -207,6 +211,39 @@ TEST(PortalRoutes, TheAssetsAreServedFromTheBinary) {
   // No inline script: every script is a file of its own, allowed by script-src 'self'.
   EXPECT_EQ(r.body.find("<script>"), std::string::npos);
   EXPECT_EQ(r.body.find(" onclick="), std::string::npos);
+}
+
+// The pages as a handler of their own (mounted beside the REST adapter, api/front.h): each
+// request is the Portal's answer at the clock's wall time; every path has the one body limit.
+TEST(PortalPages, AnswerOnTheClocksTimeWithOneBodyLimit) {
+  Portal p(options());
+  ManualClock clock(kT0);
+  PortalPages pages(p, 777, clock);
+  for (const char* path : {"/portal", "/portal/", "/portal/session", "/portal/portal.js"}) {
+    EXPECT_EQ(pages.max_body_bytes(request("POST", path)), 777u) << path;
+  }
+  auto call = [&pages](net::HttpRequest req) {
+    std::optional<net::HttpResponse> out;
+    pages.handle(std::move(req), net::Responder::from_function(
+                                     [&out](net::HttpResponse r) { out = std::move(r); }));
+    EXPECT_TRUE(out.has_value());
+    return out ? std::move(*out) : net::HttpResponse{};
+  };
+  const std::string link = p.mint_link("acme", PortalScope::kView, kT0 + minutes(10));
+  const std::string body = R"({"link":")" + link + "\"}";
+  net::HttpResponse r =
+      call(request("POST", "/portal/session", body, {{"content-type", "application/json"}}));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(cookie_of(r).empty());
+  clock.advance(minutes(10));  // the link's end, on the pages' clock
+  r = call(request("POST", "/portal/session", body, {{"content-type", "application/json"}}));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("link_expired"), std::string::npos) << r.body;
+  r = call(request("GET", "/portal"));
+  EXPECT_EQ(r.status, 301);
+  ASSERT_NE(header(r, "Location"), nullptr);
+  EXPECT_EQ(*header(r, "Location"), "/portal/");
+  EXPECT_NE(header(r, "Content-Security-Policy"), nullptr);
 }
 
 // SPEC R14.3: a link names the key that minted it, and so does every session opened from it;

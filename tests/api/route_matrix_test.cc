@@ -1,7 +1,9 @@
 // The route × principal matrix (SPEC R14): every row of the route table in code (api/routes.h)
 // is called by every kind of principal, and each cell's status is asserted. The rows come from
 // route_table() itself, so a new route cannot skip the matrix; a handler route without a row is
-// not served at all (RouteTable.ARouteTheTableDoesNotNameIsNotServed).
+// not served at all (RouteTable.ARouteTheTableDoesNotNameIsNotServed). Every call goes through
+// the front the API listener serves (api/front.h), so the portal sessions the tenant rows are
+// called with are opened at /portal/session beside the adapter, as in production.
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "api/forward_auth.h"
+#include "api/front.h"
 #include "api/keys.h"
 #include "api/rest_api.h"
 #include "net/system_clock.h"
@@ -111,6 +114,7 @@ class RouteMatrix : public ::testing::Test {
       return ForwardTarget{};
     };
     api_ = std::make_unique<RestApi>(engine_, o);
+    front_ = std::make_unique<ApiFront>(*api_);
   }
 
   HttpResponse call(const std::string& method, const std::string& target, std::string body,
@@ -140,8 +144,8 @@ class RouteMatrix : public ::testing::Test {
     req.body.reserve(body.size() + net::kBodyPadding);
     req.body.assign(body);
     std::optional<HttpResponse> out;
-    api_->handle(std::move(req),
-                 Responder::from_function([&](HttpResponse r) { out = std::move(r); }));
+    front_->handle(std::move(req),
+                   Responder::from_function([&](HttpResponse r) { out = std::move(r); }));
     EXPECT_TRUE(out.has_value()) << method << " " << target;
     return out ? std::move(*out) : HttpResponse::error(599, "no_answer", "");
   }
@@ -204,6 +208,7 @@ class RouteMatrix : public ::testing::Test {
   MemoryStore store_;
   KeyRegistry keys_{KeyRegistryOptions{&store_, Duration::zero()}};
   std::unique_ptr<RestApi> api_;
+  std::unique_ptr<ApiFront> front_;
 };
 
 // The expected answer of one cell (SPEC R14.1, R14.2).
