@@ -278,8 +278,11 @@ constexpr const char* kDurationHint =
     "expected a duration like \"100ms\", \"15m\", \"2h\", \"30d\"";
 
 std::string describe(const Input& in) {
-  if (in.text) return "\"" + std::string(*in.text) + "\"";
   std::ostringstream os;
+  if (in.text) {  // streamed, not "\"" + std::string: GCC 12's false -Wrestrict at -O3
+    os << '"' << *in.text << '"';
+    return os.str();
+  }
   if (in.node->is_string()) {
     os << '"' << in.node->as_string()->get() << '"';
   } else {
