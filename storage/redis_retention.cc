@@ -218,8 +218,9 @@ Result<RetentionStats> RedisStore::run_retention(WallTime now, const std::vector
   RetentionStats st;
   const int64_t cutoff = (now - im.opt.retention).ms();
   if (cutoff <= 0) return st;
-  const std::string below = "(" + std::to_string(cutoff);
   const std::string cut = std::to_string(cutoff);
+  std::string below = "(";  // appended: GCC 12's false -Wrestrict on "literal" + std::string&&
+  below += cut;
   const size_t chunk = std::max<size_t>(1, im.opt.retention_chunk);
   redis::CommandOptions eval_opts;
   eval_opts.key_index = 3;  // the lease key: the partition's slot
