@@ -49,6 +49,19 @@ inline int64_t metric(engine::EngineImpl& e, const std::string& name) {
   return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
 }
 
+// Cluster mode, once a partition was just acquired: creates the endpoint as soon as the
+// partition has loaded (a create before that answers not_owner), within kEngineWait.
+inline Result<Endpoint> create_endpoint_once_loaded(engine::EngineImpl& eng,
+                                                    const std::string& tenant,
+                                                    const EndpointSpec& spec) {
+  Result<Endpoint> ep = make_error(Errc::kUnavailable, "not tried");
+  wait_until([&] {
+    ep = await<Endpoint>([&](auto done) { eng.create_endpoint(tenant, spec, done); });
+    return ep.ok();
+  });
+  return ep;
+}
+
 // `shards` shards, plain HTTP to 127.0.0.0/8 allowed, and a policy "fast" that retries every
 // `step` for `steps` attempts without jitter and off the tenant breaker (R4), so that a
 // retried delivery fits in a test and one endpoint's failures cannot hold the others.

@@ -74,11 +74,8 @@ TEST(EngineHeldSends, ASendHeldAcrossALossAndRetakeOfItsPartitionComesBackUnsent
   EndpointSpec spec;
   spec.url = sink.base_url() + "/hooks";
   spec.policy = "fast";
-  Result<Endpoint> ep = make_error(Errc::kUnavailable, "not tried");
-  ASSERT_TRUE(test::wait_until([&] {  // once the partition has loaded
-    ep = await<Endpoint>([&](auto done) { eng->create_endpoint(tenant, spec, done); });
-    return ep.ok();
-  })) << ep.error().message;
+  Result<Endpoint> ep = test::create_endpoint_once_loaded(*eng, tenant, spec);
+  ASSERT_TRUE(ep.ok()) << ep.error().message;
 
   // The first attempt gets a 503; the store stops confirming; the retry (500 ms later) is
   // leased at epoch 1 and its request waits for that lease's batch.

@@ -97,11 +97,8 @@ TEST(EngineLostLease, AnEventTakenInJustBeforeItsPartitionIsLostIsNeverAcknowled
   EndpointSpec spec;
   spec.url = sink.base_url() + "/hooks";
   spec.policy = "fast";
-  Result<Endpoint> ep = make_error(Errc::kUnavailable, "not tried");
-  ASSERT_TRUE(test::wait_until([&] {  // once the partition has loaded
-    ep = await<Endpoint>([&](auto done) { eng->create_endpoint(tenant, spec, done); });
-    return ep.ok();
-  })) << ep.error().message;
+  Result<Endpoint> ep = test::create_endpoint_once_loaded(*eng, tenant, spec);
+  ASSERT_TRUE(ep.ok()) << ep.error().message;
   auto before = await<BatchResults>([&](auto done) {
     eng->submit_batch({{tenant, "evt-before", "t", "{\"n\":0}"}},
                       [done](BatchResults r) { done(r); });
