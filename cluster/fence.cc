@@ -1,20 +1,14 @@
 #include "cluster/fence.h"
 
 #include "cluster/keys.h"
+#include "cluster/lua_scripts.h"
 
 namespace ringcast::cluster {
 
 // HMGET on a missing (expired, released) lease gives false, false: fenced as well. Redis 7
 // freezes time for the length of a script, so a lease that expires "during" the body cannot
 // be seen alive by the check and dead by the write.
-const std::string_view kFencePrelude = R"lua(
-local rc_lease = redis.call('HMGET', KEYS[1], 'node', 'epoch')
-if rc_lease[1] ~= ARGV[1] or rc_lease[2] ~= ARGV[2] then
-  return redis.error_reply('FENCED ' .. KEYS[1] .. ' is held by ' .. (rc_lease[1] or '-') ..
-                           ' at epoch ' .. (rc_lease[2] or '-') .. ', not ' .. ARGV[1] ..
-                           ' at epoch ' .. ARGV[2])
-end
-)lua";
+const std::string_view kFencePrelude = lua::fence_prelude;
 
 std::string fenced_source(std::string_view body) {
   std::string s(kFencePrelude);

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cluster/keys.h"
+#include "cluster/lua_scripts.h"
 #include "cluster/membership.h"
 #include "core/rendezvous.h"
 #include "net/loop.h"
@@ -22,43 +23,14 @@ namespace {
 // {1, epoch} taken (absent, or held by this node: a restart, or an acquire whose reply was
 // lost); {0, holder, epoch} held by another node. The epoch never goes back: should the
 // counter ever be behind the lease (restored from an older backup), it jumps past it.
-constexpr const char* kAcquireLua = R"lua(
-local holder = redis.call('HGET', KEYS[1], 'node')
-if holder and holder ~= ARGV[1] then
-  return {0, holder, redis.call('HGET', KEYS[1], 'epoch') or ''}
-end
-local e = redis.call('INCR', KEYS[2])
-local held = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0') or 0
-if e <= held then
-  e = held + 1
-  redis.call('SET', KEYS[2], e)
-end
-redis.call('HSET', KEYS[1], 'node', ARGV[1], 'epoch', e)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, e}
-)lua";
+constexpr std::string_view kAcquireLua = lua::lease_acquire;
 
 // KEYS[1] own; ARGV[1] node, ARGV[2] epoch, ARGV[3] ttl ms. 1 renewed, 0 gone (expired or
 // deleted), -1 held by another node or epoch. Never re-creates an expired lease.
-constexpr const char* kRenewLua = R"lua(
-local l = redis.call('HMGET', KEYS[1], 'node', 'epoch')
-if l[1] == ARGV[1] and l[2] == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return 1
-end
-if not l[1] then return 0 end
-return -1
-)lua";
+constexpr std::string_view kRenewLua = lua::lease_renew;
 
 // KEYS[1] own; ARGV[1] node, ARGV[2] epoch. 1 deleted, 0 not ours (any more).
-constexpr const char* kReleaseLua = R"lua(
-local l = redis.call('HMGET', KEYS[1], 'node', 'epoch')
-if l[1] == ARGV[1] and l[2] == ARGV[2] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-return 0
-)lua";
+constexpr std::string_view kReleaseLua = lua::lease_release;
 
 constexpr size_t kMaxNodeIdBytes = 256;
 
@@ -101,9 +73,9 @@ struct LeaseManager::Impl {
         opt(self.options_),
         cb(self.callbacks_),
         c(self.counters_),
-        acquire_script(kAcquireLua),
-        renew_script(kRenewLua),
-        release_script(kReleaseLua) {
+        acquire_script(std::string(kAcquireLua)),
+        renew_script(std::string(kRenewLua)),
+        release_script(std::string(kReleaseLua)) {
     for (uint32_t p = 0; p < kPartitions; ++p) {
       own_keys[p] = own_key(opt.ns, static_cast<Partition>(p));
       epoch_keys[p] = epoch_key(opt.ns, static_cast<Partition>(p));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cluster/keys.h"
+#include "cluster/lua_scripts.h"
 
 namespace ringcast::cluster {
 
@@ -11,25 +12,10 @@ namespace {
 // KEYS[1] members, KEYS[2] addr; ARGV: node id, now ms, live above (exclusive), forget below
 // (exclusive), this node's address ('' = none). Returns {live ids, their addresses (false =
 // none)}. Pruned members lose their address too; the lists stay small (one entry per node).
-constexpr const char* kBeatLua = R"lua(
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[5]) end
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
-if #gone > 0 then
-  redis.call('ZREM', KEYS[1], unpack(gone))
-  redis.call('HDEL', KEYS[2], unpack(gone))
-end
-local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[3], '+inf')
-local addrs = {}
-if #live > 0 then addrs = redis.call('HMGET', KEYS[2], unpack(live)) end
-return {live, addrs}
-)lua";
+constexpr std::string_view kBeatLua = lua::membership_beat;
 
 // KEYS[1] members, KEYS[2] addr; ARGV[1] node id.
-constexpr const char* kLeaveLua = R"lua(
-redis.call('HDEL', KEYS[2], ARGV[1])
-return redis.call('ZREM', KEYS[1], ARGV[1])
-)lua";
+constexpr std::string_view kLeaveLua = lua::membership_leave;
 
 }  // namespace
 
@@ -39,8 +25,8 @@ Membership::Membership(net::Loop& loop, redis::Client& client, MembershipOptions
       client_(client),
       options_(std::move(options)),
       on_beat_(std::move(on_beat)),
-      script_(kBeatLua),
-      leave_script_(kLeaveLua),
+      script_(std::string(kBeatLua)),
+      leave_script_(std::string(kLeaveLua)),
       key_(members_key(options_.ns)),
       addr_key_(addr_key(options_.ns)) {
   live_.push_back(options_.node_id);

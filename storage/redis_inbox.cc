@@ -15,6 +15,7 @@
 #include "redis/connection.h"
 #include "redis/slot.h"
 #include "storage/codec.h"
+#include "storage/lua_scripts.h"
 
 namespace ringcast::storage {
 namespace {
@@ -24,54 +25,16 @@ using redis::Reply;
 // KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in sixes: key field
 // (tenant \0 id), tenant, event id, type, payload, be64(payload hash). One answer per event:
 // "N" queued now, "U" unknown tenant, "Q"..be64(hash) queued before, "S"..T key's value.
-constexpr std::string_view kPushScript = R"lua(
-local out = {}
-for i = 1, #ARGV, 6 do
-  local f = ARGV[i]
-  local cur = redis.call('HGET', KEYS[3], f)
-  if cur then
-    out[#out + 1] = 'S' .. cur
-  else
-    local q = redis.call('HGET', KEYS[2], f)
-    if q then
-      out[#out + 1] = 'Q' .. q
-    elseif redis.call('HEXISTS', KEYS[4], ARGV[i + 1]) == 0 then
-      out[#out + 1] = 'U'
-    else
-      redis.call('XADD', KEYS[1], '*', 't', ARGV[i + 1], 'i', ARGV[i + 2], 'y', ARGV[i + 3],
-                 'p', ARGV[i + 4], 'h', ARGV[i + 5])
-      redis.call('HSET', KEYS[2], f, ARGV[i + 5])
-      out[#out + 1] = 'N'
-    end
-  end
-end
-return out
-)lua";
+constexpr std::string_view kPushScript = lua::inbox_push;
 
 // KEYS[1] = T in, KEYS[2] = T ik; ARGV[1] = how many entry ids follow, then the ids, then the
 // key fields.
-constexpr std::string_view kAckScript = R"lua(
-local n = tonumber(ARGV[1])
-if n > 0 then redis.call('XDEL', KEYS[1], unpack(ARGV, 2, n + 1)) end
-if #ARGV > n + 1 then redis.call('HDEL', KEYS[2], unpack(ARGV, n + 2, #ARGV)) end
-return 1
-)lua";
+constexpr std::string_view kAckScript = lua::inbox_ack;
 
 // KEYS[1] = the doorbell set; ARGV = the caller's partitions. SREMs and answers those rung:
 // one SMEMBERS (the set holds only what rang since its owners last looked: small), then one
 // SREM of the caller's among them, if any.
-constexpr std::string_view kTakeRungScript = R"lua(
-local rung = redis.call('SMEMBERS', KEYS[1])
-if #rung == 0 then return {} end
-local mine = {}
-for i = 1, #ARGV do mine[ARGV[i]] = true end
-local out = {}
-for _, p in ipairs(rung) do
-  if mine[p] then out[#out + 1] = p end
-end
-if #out > 0 then redis.call('SREM', KEYS[1], unpack(out)) end
-return out
-)lua";
+constexpr std::string_view kTakeRungScript = lua::inbox_take_rung;
 
 Error unavailable(std::string_view why) {
   (void)why;

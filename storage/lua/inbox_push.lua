@@ -1,0 +1,21 @@
+local out = {}
+for i = 1, #ARGV, 6 do
+  local f = ARGV[i]
+  local cur = redis.call('HGET', KEYS[3], f)
+  if cur then
+    out[#out + 1] = 'S' .. cur
+  else
+    local q = redis.call('HGET', KEYS[2], f)
+    if q then
+      out[#out + 1] = 'Q' .. q
+    elseif redis.call('HEXISTS', KEYS[4], ARGV[i + 1]) == 0 then
+      out[#out + 1] = 'U'
+    else
+      redis.call('XADD', KEYS[1], '*', 't', ARGV[i + 1], 'i', ARGV[i + 2], 'y', ARGV[i + 3],
+                 'p', ARGV[i + 4], 'h', ARGV[i + 5])
+      redis.call('HSET', KEYS[2], f, ARGV[i + 5])
+      out[#out + 1] = 'N'
+    end
+  end
+end
+return out
