@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/types.h"
 #include "tests/support/redis_server.h"
 
 namespace ringcast::e2e {
@@ -413,10 +414,12 @@ void Daemon::start(Millis timeout) {
   if (nodes_.size() > 1) {
     const auto left =
         std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()));
-    if (!wait_until([&] { return converged(); }, left, 25ms)) {
+    if (!wait_until([&] { return converged() && addresses_known(); }, left, 25ms)) {
       for (auto& m : nodes_) m->process.kill();
-      throw std::runtime_error("the cluster's nodes did not take all 256 partitions in time\n" +
-                               output());
+      throw std::runtime_error(
+          "the cluster's nodes did not take all 256 partitions (or learn each other's "
+          "addresses) in time\n" +
+          output());
     }
   }
 }
@@ -429,6 +432,34 @@ bool Daemon::converged() const {
     live.emplace_back(nodes_[i]->id, r.status == 200 ? r.json() : Json());
   }
   return cluster_views_converged(live);
+}
+
+bool Daemon::addresses_known() const {
+  if (nodes_.size() == 1) return true;
+  std::vector<std::set<uint32_t>> owned(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Reply r = call_node(i, "GET", "/v1/cluster");
+    if (r.status != 200) return false;
+    const Json view = r.json();  // (a temporary's member would dangle in the loop)
+    for (const Json& o : view["owned"].items())
+      owned[i].insert(static_cast<uint32_t>(o["partition"].i64()));
+    if (owned[i].empty()) return false;
+  }
+  for (size_t to = 0; to < nodes_.size(); ++to) {
+    std::string tenant;  // one that `to` holds (unknown to it: answered 404 there)
+    for (int k = 0; k < 10000 && tenant.empty(); ++k) {
+      const std::string t = "address-probe-" + std::to_string(k);
+      if (owned[to].count(partition_of(t))) tenant = t;
+    }
+    if (tenant.empty()) return false;
+    for (size_t from = 0; from < nodes_.size(); ++from) {
+      if (from == to) continue;
+      const Reply r = call_node(from, "GET", "/v1/tenants/" + tenant + "/endpoints");
+      if (r.status == 503 && r.body.find("\"owner_unreachable\"") != std::string::npos)
+        return false;
+    }
+  }
+  return true;
 }
 
 void Daemon::kill9() {

@@ -150,6 +150,10 @@ class Daemon {
   // Cluster mode: every node that runs answers GET /v1/cluster synced, holds what rendezvous
   // assigns it, releases nothing, and together they hold all 256 partitions. True on one node.
   bool converged() const;
+  // Cluster mode: every node forwards to every other (it has read their published addresses):
+  // a tenant call from each node for a partition each other node holds is not answered
+  // owner_unreachable. True on one node.
+  bool addresses_known() const;
   // stdout and stderr of every run so far (for failure messages), the last `max_per_file`
   // bytes of each file.
   std::string output(size_t max_per_file = 6000) const;
