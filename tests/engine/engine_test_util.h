@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "engine/build.h"
 #include "engine/config.h"
 #include "engine/engine_impl.h"
 
@@ -77,6 +78,16 @@ inline Config loopback_config(uint32_t shards, int steps, Duration step) {
   fast.breaker = false;
   cfg.policies["fast"] = fast;
   return cfg;
+}
+
+// One shard on loopback_config(1, 5, 500ms) in cluster mode: `ownership` is the test playing the
+// lease manager (which partitions this node holds, at which epoch).
+inline engine::EngineOptions owned_engine_options(engine::PartitionOwnership ownership) {
+  Config cfg = loopback_config(1, 5, std::chrono::milliseconds(500));
+  cfg.validate();
+  engine::EngineOptions eopts = engine::engine_options(cfg);
+  eopts.ownership = std::move(ownership);
+  return eopts;
 }
 
 }  // namespace ringcast::test

@@ -57,15 +57,11 @@ TEST(EngineHeldSends, ASendHeldAcrossALossAndRetakeOfItsPartitionComesBackUnsent
   const Partition part = partition_of(tenant);
   std::atomic<uint64_t> epoch{0};  // the epoch this node holds `part` at (0: none)
 
-  Config cfg = test::loopback_config(1, 5, 500ms);
-  cfg.validate();
-  engine::EngineOptions eopts = engine::engine_options(cfg);
   engine::PartitionOwnership ownership;
   ownership.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == epoch; };
   ownership.set_epoch = [](Partition, uint64_t) {};
   ownership.fenced = [](Partition, uint64_t) { return false; };
-  eopts.ownership = ownership;
-  auto started = engine::EngineImpl::start(std::move(eopts), store);
+  auto started = engine::EngineImpl::start(test::owned_engine_options(ownership), store);
   ASSERT_TRUE(started.ok()) << started.error().message;
   std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
 

@@ -77,17 +77,13 @@ TEST(EngineLostLease, AnEventTakenInJustBeforeItsPartitionIsLostIsNeverAcknowled
   const Partition part = partition_of(tenant);
   std::atomic<uint64_t> held{0};  // the epoch this node's lease manager holds `part` at
 
-  Config cfg = test::loopback_config(1, 5, 500ms);
-  cfg.validate();
-  engine::EngineOptions eopts = engine::engine_options(cfg);
   engine::PartitionOwnership ownership;
   ownership.valid = [&](Partition p, uint64_t e, MonoTime) { return p == part && e == held; };
   ownership.set_epoch = [&](Partition p, uint64_t e) {
     if (p == part) store.set_epoch(e);
   };
   ownership.fenced = [&](Partition p, uint64_t e) { return p == part && store.fenced(e); };
-  eopts.ownership = ownership;
-  auto started = engine::EngineImpl::start(std::move(eopts), store);
+  auto started = engine::EngineImpl::start(test::owned_engine_options(ownership), store);
   ASSERT_TRUE(started.ok()) << started.error().message;
   std::unique_ptr<engine::EngineImpl> eng = std::move(*started);
 
