@@ -54,6 +54,11 @@ struct EngineOptions {
   // left leased (kInFlight) and become `lease_expired` attempts at the next start.
   Duration stop_grace = seconds(5);
   uint64_t rng_seed = 0;  // 0: seeded from the wall clock at start
+  // Where a shard's loop reads the time (null: the system clock) and where it draws its random
+  // bytes — the message-id generator's seed and generated signing secrets (empty: the system
+  // CSPRNG). The seeded simulation (tests/sim) sets both: a manual clock and a seeded stream.
+  Clock* clock = nullptr;
+  std::function<void(uint8_t* out, size_t n)> entropy;
   // A shard takes at most this many events of one submit_batch per loop turn (one store write
   // each); a larger batch goes in parts, the next once the one before it is durable, and is
   // answered once, in input order, when the last part is durable (Shard::submit_batch).

@@ -122,6 +122,31 @@ void Shard::prune_settling() {
 
 Shard::~Shard() {
   stop();
+  if (inline_ && !closed_) {
+    // A crash (the simulation): nothing more is written or answered; the transport goes first,
+    // while the slots its operations point at still exist.
+    discarding_ = true;
+    running_.store(false, std::memory_order_release);
+    transport_.reset();
+  }
+}
+
+Result<void> Shard::start_inline(std::vector<Partition> partitions) {
+  inline_ = true;
+  return open_parts(std::move(partitions));
+}
+
+bool Shard::run_turn(Duration max_wait) {
+  return loop_turn(max_wait);
+}
+
+bool Shard::close_inline() {
+  if (closed_) return false;
+  if (!closing_) begin_close();
+  loop_->run_once(Duration(0));
+  if (flush_step()) return true;
+  end_close();
+  return false;
 }
 
 Result<void> Shard::start(std::vector<Partition> partitions) {
@@ -168,14 +193,31 @@ std::string Shard::new_message_id(WallTime now) {
 void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started) {
   const std::string name = "rc-shard-" + std::to_string(index_);  // top -H, perf, gdb
   ::pthread_setname_np(::pthread_self(), name.c_str());
-  auto loop = net::Loop::create({});
-  if (!loop.ok()) {
-    started.set_value(loop.error());
-    return;
+  Result<void> opened = open_parts(std::move(partitions));
+  const bool serving = opened.ok();
+  started.set_value(std::move(opened));
+  if (!serving) return;
+  while (loop_turn(std::nullopt)) {
   }
+  close_parts();
+}
+
+void Shard::random_bytes(uint8_t* out, size_t n) {
+  if (options_.entropy) {
+    options_.entropy(out, n);
+  } else {
+    RAND_bytes(out, n);
+  }
+}
+
+Result<void> Shard::open_parts(std::vector<Partition> partitions) {
+  net::LoopOptions lo;
+  lo.clock = options_.clock;
+  auto loop = net::Loop::create(lo);
+  if (!loop.ok()) return loop.error();
   loop_ = std::move(*loop);
   loop_->refresh_now();
-  RAND_bytes(reinterpret_cast<uint8_t*>(msg_rng_), sizeof msg_rng_);
+  random_bytes(reinterpret_cast<uint8_t*>(msg_rng_), sizeof msg_rng_);
   if ((msg_rng_[0] | msg_rng_[1]) == 0) msg_rng_[1] = 1;  // xorshift must not start at zero
   WallTime now = loop_->wall_now();
   uint64_t seed = options_.rng_seed ? options_.rng_seed + index_
@@ -186,66 +228,79 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   Recovery visitor(*this, now);
   for (Partition p : partitions) {
     auto stats = store_.recover(p, now, visitor);
-    if (!stats.ok()) {
-      started.set_value(stats.error());
-      return;
-    }
+    if (!stats.ok()) return stats.error();
     next_seq_[p] = stats->next_sequence;
   }
   if (!missing_policies_.empty()) {
-    started.set_value(make_error(Errc::kInvalidArgument,
-                                 "stored endpoints use a retry policy that is not in the config",
-                                 "policies", "unknown_policy"));
-    return;
+    return make_error(Errc::kInvalidArgument,
+                      "stored endpoints use a retry policy that is not in the config", "policies",
+                      "unknown_policy");
   }
   transport_ = options_.transport_factory(*loop_);
   if (!transport_) {  // the factory says why (engine/build.cc); never a null transport later
-    started.set_value(make_error(Errc::kInvalidArgument, "the HTTP transport could not be created",
-                                 "transport", "transport_failed"));
-    return;
+    return make_error(Errc::kInvalidArgument, "the HTTP transport could not be created",
+                      "transport", "transport_failed");
   }
   running_.store(true, std::memory_order_release);
-  started.set_value(ok());
+  return ok();
+}
 
-  MonoTime drain_deadline;
-  for (;;) {
-    Duration wait = milliseconds(100);
-    if (!acks_.empty() || !held_sends_.empty()) wait = options_.durable_poll;
-    if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
-    if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
-    if (write_held_ || store_.disk_health() == DiskHealth::kFull) wait = std::min(wait, kDiskRetry);
-    if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
-      wait = std::min<Duration>(wait,
-                                std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
-    if (!draining_) {
-      if (auto next = scheduler_->next_wakeup()) {
-        Duration until = *next - loop_->wall_now();
-        // At least 1 ms when due work could not go out (in-flight limits): completions wake
-        // the loop anyway, so this is no busy spin.
-        if (until < milliseconds(1)) until = commands_.empty() ? milliseconds(1) : Duration(0);
-        wait = std::min(wait, until);
-      }
+Duration Shard::next_wait() const {
+  Duration wait = milliseconds(100);
+  if (!acks_.empty() || !held_sends_.empty()) wait = options_.durable_poll;
+  if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
+  if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
+  if (write_held_ || store_.disk_health() == DiskHealth::kFull) wait = std::min(wait, kDiskRetry);
+  if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
+    wait =
+        std::min<Duration>(wait, std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
+  if (!draining_) {
+    if (auto next = scheduler_->next_wakeup()) {
+      Duration until = *next - loop_->wall_now();
+      // At least 1 ms when due work could not go out (in-flight limits): completions wake
+      // the loop anyway, so this is no busy spin.
+      if (until < milliseconds(1)) until = commands_.empty() ? milliseconds(1) : Duration(0);
+      wait = std::min(wait, until);
     }
-    loop_->run_once(wait);
-    if (stop_requested_.load(std::memory_order_acquire) && !draining_) {
-      draining_ = true;
-      drain_deadline = loop_->now() + options_.stop_grace;
-    }
-    turn();
-    if (draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() &&
-                       inbox_ops_ == 0 && loading_.empty() && held_sends_.empty()) ||
-                      loop_->now() >= drain_deadline))
-      break;
   }
+  return wait;
+}
 
-  // Flush: the last batch is written; wait (bounded) until it is durable, then answer.
+bool Shard::loop_turn(std::optional<Duration> max_wait) {
+  Duration wait = next_wait();
+  if (max_wait) wait = std::min(wait, *max_wait);
+  loop_->run_once(wait);
+  if (stop_requested_.load(std::memory_order_acquire) && !draining_) {
+    draining_ = true;
+    drain_deadline_ = loop_->now() + options_.stop_grace;
+  }
+  turn();
+  return !(draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() &&
+                          inbox_ops_ == 0 && loading_.empty() && held_sends_.empty()) ||
+                         loop_->now() >= drain_deadline_));
+}
+
+void Shard::close_parts() {
+  begin_close();
+  while (flush_step()) loop_->run_once(milliseconds(1));
+  end_close();
+}
+
+// Flush: the last batch is written; wait (bounded) until it is durable, then answer.
+void Shard::begin_close() {
+  closing_ = true;
   next_disk_retry_ = loop_->now();  // a batch the disk refused is tried once more
   commit();
-  MonoTime flush_deadline = loop_->now() + seconds(2);
-  while (!acks_.empty() && loop_->now() < flush_deadline) {
-    flush_durable_acks();
-    if (!acks_.empty()) loop_->run_once(milliseconds(1));
-  }
+  flush_deadline_ = loop_->now() + seconds(2);
+}
+
+bool Shard::flush_step() {
+  flush_durable_acks();
+  return !acks_.empty() && loop_->now() < flush_deadline_;
+}
+
+void Shard::end_close() {
+  closed_ = true;
   if (!store_failed_ && store_.disk_health() == DiskHealth::kFailed)
     on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
   if (store_.disk_health() == DiskHealth::kFull) {

@@ -145,6 +145,20 @@ class Shard final : public IdAllocator {
   // IdAllocator: (partition << 48) | next sequence of that partition.
   uint64_t next_id(Partition p) override;
 
+  // ---- the shard's parts on the caller's thread (the seeded simulation, tests/sim) ----------
+  // start() without a thread: recovery on the caller's thread, which is then the shard thread.
+  // run_turn() is one loop turn that waits at most `max_wait` (a manual clock never moves by
+  // itself: the simulation passes zero and moves it); false once a requested stop (stop_inline)
+  // has drained. close_inline() then ends it as stop() does, one step a call: true while the
+  // last batch waits to be durable (the caller moves the clock and calls again). next_wait() is
+  // how long the shard would sleep now. Destroying an inline shard that was not closed is a
+  // crash: nothing more is written, attempts on the wire stay leased.
+  Result<void> start_inline(std::vector<Partition> partitions);
+  bool run_turn(Duration max_wait);
+  Duration next_wait() const;
+  void stop_inline() { stop_requested_.store(true, std::memory_order_release); }
+  bool close_inline();
+
   const ShardMetrics& metrics() const { return metrics_; }
   uint32_t index() const { return index_; }
   // After a start() that failed with reason "unknown_policy": stored endpoints whose policy is
@@ -157,6 +171,22 @@ class Shard final : public IdAllocator {
   class Recovery;
 
   void thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started);
+  // thread_main's three parts: the loop, the scheduler and the recovered partitions; one turn of
+  // the loop (false once a stop has drained); the last batch flushed and the transport gone.
+  Result<void> open_parts(std::vector<Partition> partitions);
+  bool loop_turn(std::optional<Duration> max_wait);
+  void close_parts();
+  // close_parts in steps: the last commit; one wait for durability (true: wait more); the end.
+  void begin_close();
+  bool flush_step();
+  void end_close();
+  bool closing_ = false;
+  MonoTime flush_deadline_;
+  // EngineOptions::entropy, or the system CSPRNG.
+  void random_bytes(uint8_t* out, size_t n);
+  bool inline_ = false;  // started by start_inline: no thread
+  bool closed_ = false;  // close_parts ran
+  MonoTime drain_deadline_;
   void turn();
   void commit();
   void flush_durable_acks();

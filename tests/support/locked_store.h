@@ -67,6 +67,10 @@ class LockedStore : public Store {
     return inner_.recover(p, now, v);
   }
 
+ protected:
+  MemoryStore& inner() { return inner_; }  // for a derived test store (single-threaded use)
+  const MemoryStore& inner() const { return inner_; }
+
  private:
   mutable std::mutex mu_;
   MemoryStore inner_;

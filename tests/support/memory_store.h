@@ -52,6 +52,13 @@ class MemoryStore final : public Store {
   }
 
   // ---- test helpers ----
+  // Forgets everything (a store that lost its data; the simulation then replays what it kept).
+  void clear_all() {
+    keys_.clear(), events_.clear(), deliveries_.clear(), delivery_tenant_.clear();
+    tenant_by_hash_.clear(), attempts_.clear(), endpoints_.clear(), tenants_.clear();
+    notifications_.clear();
+    commit_seq_ = 0;
+  }
   // The next `n` writes fail with kIo (and change nothing).
   void fail_next_writes(int n) { fail_writes_ = n; }
   // The next `n` event reads (find_event_key, load_event) fail with kIo.

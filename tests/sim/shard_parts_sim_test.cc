@@ -1,0 +1,852 @@
+// Seeded simulation of the real shard (engine::Shard, STYLE 11): its intake, commit, durability,
+// send path and operator calls run on this thread (Shard::start_inline / run_turn) on a manual
+// clock, over a simulated store and a simulated transport.
+// - The store keeps what it is given in memory; per seed it confirms writes at once (RocksDB: a
+//   write returns durable) or later, in order (Redis: Store::durable_on_write() false), and its
+//   asynchronous lookups answer late and in any order.
+// - The transport answers every outcome class (2xx, 4xx, 410, 429 with Retry-After, 5xx, 502
+//   after acting, refused, a hang to the timeout, a reset after the receiver acted), defers
+//   sends (pacing, connection limits: no attempt, SPEC R2.3) and answers status checks (R12.11)
+//   with what the receiver got.
+// - Operators pause, resume, re-enable, flip subscriptions, reset breakers and send test events;
+//   the process crashes at any point (the shard is destroyed mid-turn-sequence: nothing more is
+//   written, what is on the wire is lost) or stops gracefully, and a new shard recovers.
+// Checked at every send: the lease is durable before the request leaves (R12.2), one request
+// of a delivery on the wire at a time, the endpoint's in-flight limit, budgets and ceilings
+// (R5, R6), never a send after a delivery ended. At the end: every acknowledged event is in the
+// store with all its deliveries, each terminal (liveness once faults stop), every attempt
+// recorded, `delivered` only when the receiver has it, and no acknowledgement contradicted by
+// a later answer for the same key.
+// RINGCAST_SIM_SEED=N reruns one seed; RINGCAST_SIM_SEEDS=N sets how many run (default 500;
+// tools/sim-soak.sh runs 10^4).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/time.h"
+#include "core/transport.h"
+#include "engine/shard.h"
+#include "tests/support/locked_store.h"
+
+namespace ringcast {
+namespace {
+
+using K = ErrorCode::Kind;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kScaleDown = 3;  // Debug + ASan: every seed, fewer events each
+#else
+constexpr int kScaleDown = 1;
+#endif
+
+PolicyRegistry sim_policies() {
+  PolicyRegistry reg;
+  RetryPolicy sm = RetryPolicy::smengo();
+  sm.name = "smengo-sim";
+  sm.fast_pauses = {milliseconds(20),  milliseconds(50),   milliseconds(100), milliseconds(200),
+                    milliseconds(500), milliseconds(1000), milliseconds(1000)};
+  sm.absolute_ceiling = seconds(60);
+  (void)reg.put(sm);
+  RetryPolicy x = RetryPolicy::xhub();
+  x.name = "xhub-sim";
+  x.fast_pauses.clear();
+  for (int i = 0; i < 9; ++i) x.fast_pauses.push_back(milliseconds(10 << i));  // 10 ms..2.56 s
+  x.slow_pauses = {milliseconds(100), milliseconds(200), milliseconds(400), milliseconds(800),
+                   milliseconds(1600)};
+  x.slow_ceiling = seconds(5);
+  x.absolute_ceiling = seconds(60);
+  (void)reg.put(x);
+  return reg;
+}
+
+SchedulerOptions sim_scheduler() {
+  SchedulerOptions o;
+  o.fairness_cap = 5;
+  o.default_max_in_flight = 4;
+  o.max_sends_per_poll = 16;
+  o.max_fire_per_poll = 64;
+  o.breaker_recheck = milliseconds(300);
+  o.subscription_postpone = seconds(2);
+  o.breaker.window = seconds(5);
+  o.breaker.first_pause = milliseconds(500);
+  o.breaker.max_pause = seconds(3);
+  o.breaker.hold_ceiling = seconds(5);
+  o.breaker.probe_timeout = seconds(2);
+  o.slab_chunk_size = 256;
+  return o;
+}
+
+enum class Mode : uint8_t {
+  kHealthy,
+  k5xx,
+  kRefused,
+  kTimeout,
+  kResetAfterActing,
+  k4xx,
+  k429,
+  k502,
+};
+
+class Sim;
+
+// The store: everything in memory (the MemoryStore behind LockedStore), confirmed at once or
+// later; asynchronous reads run when called and answer at a later simulated instant.
+class SimStore final : public test::LockedStore {
+ public:
+  SimStore(ManualClock& clock, Rng& rng, bool confirms_later)
+      : clock_(clock), rng_(rng), later_(confirms_later) {}
+
+  Result<uint64_t> write(const Mutations& m) override {
+    for (const DeliveryPut& p : m.deliveries) {
+      auto it = inner().deliveries().find(p.delivery.id);
+      if (it != inner().deliveries().end() && is_terminal(it->second.status))
+        ADD_FAILURE() << "delivery " << p.delivery.id << " rewritten after it ended ("
+                      << delivery_status_name(it->second.status) << " → "
+                      << delivery_status_name(p.delivery.status) << ")";
+    }
+    Result<uint64_t> r = LockedStore::write(m);
+    if (!r.ok()) return r;
+    if (later_) {
+      log_.push_back({m, 0, WallTime()});
+      end_of_write_.push_back(log_.size());
+    }
+    for (const DeliveryPut& p : m.deliveries) {
+      written_in_[p.delivery.id] = *r;
+      written_at_[p.delivery.id] = clock_.wall_now();
+    }
+    if (later_) {
+      // Confirmed in order, 1..15 ms after the one before.
+      WallTime at = clock_.wall_now() + milliseconds(1 + static_cast<int64_t>(rng_.below(15)));
+      if (!confirms_.empty()) at = std::max(at, confirms_.back().first);
+      confirms_.emplace_back(at, *r);
+    }
+    return r;
+  }
+  // Recovery records what it finds in flight as `lease_expired` attempts (MemoryStore, like the
+  // real stores): logged too, so a store that loses unconfirmed writes keeps them.
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override {
+    if (later_) {
+      log_.push_back({std::nullopt, p, now});
+      last_recover_end_ = log_.size();
+    }
+    return LockedStore::recover(p, now, v);
+  }
+  uint64_t durable_seq() const override { return later_ ? confirmed_ : LockedStore::durable_seq(); }
+  bool durable_on_write() const override { return !later_; }
+
+  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                             EventKeysDone done) override {
+    auto r = find_event_keys(keys);
+    answer_later(on, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+  }
+  void load_event_async(EventSeq seq, Poster& on, EventDone done) override {
+    auto r = load_event(seq);
+    answer_later(on, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+  }
+
+  // The simulation's side.
+  MemoryStore& mem() { return inner(); }
+  // The last write that carried delivery d (its lease, when it is in flight).
+  uint64_t written_in(DeliveryId d) const {
+    auto it = written_in_.find(d);
+    return it == written_in_.end() ? 0 : it->second;
+  }
+  // When delivery d was last written (its lease was taken then, when it is in flight).
+  WallTime written_at(DeliveryId d) const {
+    auto it = written_at_.find(d);
+    return it == written_at_.end() ? WallTime() : it->second;
+  }
+  std::optional<WallTime> next_due() const {
+    std::optional<WallTime> t;
+    if (!confirms_.empty()) t = confirms_.front().first;
+    for (const Answer& a : answers_)
+      if (!t || a.at < *t) t = a.at;
+    return t;
+  }
+  // Confirms and answers due by now; the answers in a random order (reordered completions).
+  void deliver_due() {
+    const WallTime now = clock_.wall_now();
+    while (!confirms_.empty() && confirms_.front().first <= now) {
+      confirmed_ = confirms_.front().second;
+      confirms_.pop_front();
+    }
+    std::vector<Answer> due;
+    for (auto it = answers_.begin(); it != answers_.end();) {
+      if (it->at <= now) {
+        due.push_back(std::move(*it));
+        it = answers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (size_t i = due.size(); i > 1; --i) std::swap(due[i - 1], due[rng_.below(i)]);
+    for (Answer& a : due) a.on->post(std::move(a.fn));
+  }
+  // The process died: its outstanding reads die with it. A store that confirms later may lose
+  // what it had not confirmed (a server that failed over): every confirmed write stays, of the
+  // rest a random prefix.
+  void crash() {
+    answers_.clear();
+    confirms_.clear();
+    if (!later_) return;
+    const uint64_t written = end_of_write_.size();
+    const uint64_t keep = confirmed_ + rng_.below(written - confirmed_ + 1);
+    if (keep < written) {
+      ++lost_writes_;
+      const size_t cut = std::max<size_t>(keep ? end_of_write_[keep - 1] : 0, last_recover_end_);
+      log_.resize(cut);
+      end_of_write_.resize(keep);
+      inner().clear_all();
+      CollectingVisitor ignore;
+      for (const Logged& l : log_) {
+        if (l.m) {
+          static_cast<void>(LockedStore::write(*l.m));
+        } else {
+          static_cast<void>(LockedStore::recover(l.p, l.at, ignore));
+        }
+      }
+      for (auto it = written_in_.begin(); it != written_in_.end();)
+        it = it->second > keep ? written_in_.erase(it) : std::next(it);
+    }
+    confirmed_ = keep;
+  }
+  uint64_t lost_writes() const { return lost_writes_; }
+  bool idle() const { return answers_.empty() && confirms_.empty(); }
+
+ private:
+  struct Answer {
+    WallTime at;
+    Poster* on;
+    std::function<void()> fn;
+  };
+  void answer_later(Poster& on, std::function<void()> fn) {
+    answers_.push_back({clock_.wall_now() + milliseconds(static_cast<int64_t>(rng_.below(20))), &on,
+                        std::move(fn)});
+  }
+
+  ManualClock& clock_;
+  Rng& rng_;
+  const bool later_;
+  uint64_t confirmed_ = 0;
+  std::deque<std::pair<WallTime, uint64_t>> confirms_;
+  std::vector<Answer> answers_;
+  std::map<DeliveryId, uint64_t> written_in_;
+  std::map<DeliveryId, WallTime> written_at_;
+  struct Logged {
+    std::optional<Mutations> m;  // a write, or else a recovery of p at `at`
+    Partition p;
+    WallTime at;
+  };
+  std::vector<Logged> log_;           // every write and recovery, in order (confirms later)
+  std::vector<size_t> end_of_write_;  // write k (1-based) ends at log_[end_of_write_[k - 1]]
+  size_t last_recover_end_ = 0;
+  uint64_t lost_writes_ = 0;  // crashes that lost unconfirmed writes
+};
+
+class SimTransport final : public Transport {
+ public:
+  explicit SimTransport(Sim& sim) : sim_(sim) {}
+  void send(SendOp* op) override;
+
+ private:
+  Sim& sim_;
+};
+
+class Sim {
+ public:
+  explicit Sim(uint64_t seed)
+      : seed_(seed),
+        rng_(seed * 0x9E3779B97F4A7C15ull + 7),
+        store_(clock_, rng_, rng_.below(2) == 1) {
+    start_ = clock_.wall_now();
+    faults_end_ = start_ + seconds(12);
+    opts_.scheduler = sim_scheduler();
+    opts_.policies = sim_policies();
+    opts_.rng_seed = seed;
+    opts_.clock = &clock_;
+    opts_.stop_grace = seconds(1);
+    opts_.durable_poll = milliseconds(2);
+    opts_.entropy = [this](uint8_t* out, size_t n) {
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(entropy_.next());
+    };
+    opts_.transport_factory = [this](net::Loop&) -> std::unique_ptr<Transport> {
+      return std::make_unique<SimTransport>(*this);
+    };
+  }
+
+  void run() {
+    setup();
+    if (::testing::Test::HasFatalFailure()) return;
+    const WallTime hard_end = faults_end_ + seconds(120);
+    int same_instant = 0;
+    while (now() < hard_end) {
+      step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (now() >= faults_end_ && all_done()) break;
+      WallTime next = now() + shard_->next_wait();
+      for (const Op& op : ops_) next = std::min(next, op.done);
+      if (!script_.empty()) next = std::min(next, script_.begin()->first);
+      if (auto d = store_.next_due()) next = std::min(next, *d);
+      if (next <= now()) {
+        ASSERT_LT(++same_instant, 100000) << "no progress at one instant (livelock)";
+      } else {
+        same_instant = 0;
+        clock_.advance(next - now());
+      }
+    }
+    ASSERT_TRUE(all_done()) << "deliveries still live " << to_ms(now() - faults_end_)
+                            << " ms after faults stopped";
+    EXPECT_LE(now(), faults_end_ + seconds(40))
+        << "took " << to_ms(now() - faults_end_) << " ms after faults stopped";
+    final_checks();
+    shard_->stop_inline();
+    while (shard_->run_turn(Duration(0))) {
+      store_.deliver_due();
+      complete_due(true);
+      clock_.advance(milliseconds(1));
+    }
+    while (shard_->close_inline()) {
+      store_.deliver_due();
+      clock_.advance(milliseconds(1));
+    }
+  }
+
+  // ---- the transport's side (SimTransport::send) ----------------------------------------------
+  void on_send(SendOp* so) {
+    const SendRequest& rq = so->request;
+    so->started_at = now();
+    ++sends_;
+    Op op;
+    op.so = so;
+    op.delivery = rq.delivery_id;
+    op.check = rq.status_check;
+    auto found = store_.mem().deliveries().find(rq.delivery_id);
+    ASSERT_NE(found, store_.mem().deliveries().end()) << "send of an unknown delivery";
+    const Delivery& d = found->second;
+    op.endpoint = d.endpoint;
+    if (trace_)
+      std::fprintf(stderr, "%lld send d=%llu #%u check=%d store: %s attempts=%u\n",
+                   (long long)to_ms(now() - start_), (unsigned long long)d.id, rq.attempt, op.check,
+                   delivery_status_name(d.status), d.attempts);
+    // R12.2: the lease is durable before the request leaves (a status check, R12.11, is no
+    // attempt and takes none; the delivery waits for its answer, not ended).
+    if (!op.check) {
+      EXPECT_EQ(d.status, DeliveryStatus::kInFlight)
+          << "send without a lease: delivery " << d.id << " is " << delivery_status_name(d.status);
+      EXPECT_GE(store_.durable_seq(), store_.written_in(d.id))
+          << "delivery " << d.id << " sent before its lease was durable";
+      EXPECT_EQ(d.attempts, rq.attempt) << "delivery " << d.id;
+    } else {
+      EXPECT_FALSE(is_terminal(d.status)) << "status check of ended delivery " << d.id;
+    }
+    EXPECT_TRUE(on_wire_.insert(d.id).second)
+        << "delivery " << d.id << " sent while a request of it is on the wire";
+    auto ep = store_.mem().endpoints().find(d.endpoint);
+    ASSERT_NE(ep, store_.mem().endpoints().end()) << "send to a deleted endpoint";
+    const RetryPolicy& p = *opts_.policies.find(ep->second.policy);
+    op.counted = !d.test() && !op.check;
+    if (op.counted) {
+      const uint32_t limit = ep->second.max_in_flight != 0 ? ep->second.max_in_flight
+                                                           : opts_.scheduler.default_max_in_flight;
+      EXPECT_LE(++per_endpoint_[d.endpoint], limit)
+          << "endpoint " << d.endpoint << " over its in-flight limit";
+    }
+    if (!d.test()) {
+      EXPECT_LE(d.fast_attempts, p.fast_budget()) << "fast budget exceeded";
+      EXPECT_LE(d.slow_attempts, p.slow_budget()) << "slow budget exceeded";
+      // The attempt was decided when its lease was taken; a store that confirms later holds
+      // the request until the lease is durable (R12.2), which may be past the ceiling.
+      EXPECT_LE(store_.written_at(d.id), delivery_deadline(d, p))
+          << "leased past a ceiling: " << d.id;
+    }
+    answer(op, d, ep->second);
+    ops_.push_back(std::move(op));
+  }
+
+ private:
+  struct Op {
+    SendOp* so = nullptr;
+    DeliveryId delivery = 0;
+    EndpointId endpoint = 0;
+    bool check = false;
+    bool acted = false;
+    bool counted = true;  // in per_endpoint_
+    WallTime done;
+    TransportResult result;
+  };
+  struct Receiver {
+    uint32_t seen = 0;
+    bool acted = false;
+  };
+  struct Acked {
+    EventSeq seq = 0;
+    uint32_t deliveries = 0;
+  };
+
+  WallTime now() { return clock_.wall_now(); }
+  uint64_t rnd(uint64_t n) { return rng_.below(n); }
+  bool chance(int percent) { return rnd(100) < static_cast<uint64_t>(percent); }
+
+  void open_shard() {
+    shard_ = std::make_unique<engine::Shard>(0, opts_, store_);
+    std::vector<Partition> parts(partitions_.begin(), partitions_.end());
+    Result<void> r = shard_->start_inline(parts);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+
+  // The world: tenants and endpoints (created through the shard), fault windows, the script.
+  void setup() {
+    const int tenants = 2 + static_cast<int>(rnd(3));
+    for (int t = 0; t < tenants; ++t) {
+      const std::string tenant = "tenant" + std::to_string(t);
+      tenants_.push_back(tenant);
+      partitions_.insert(partition_of(tenant));
+    }
+    open_shard();
+    if (::testing::Test::HasFatalFailure()) return;
+    for (const std::string& tenant : tenants_) {
+      const int eps = 1 + static_cast<int>(rnd(3));
+      for (int i = 0; i < eps; ++i) {
+        EndpointSpec spec;
+        spec.url = "https://ep" + std::to_string(next_url_++) + ".sim.test/hook";
+        spec.policy = chance(50) ? "xhub-sim" : "smengo-sim";
+        if (chance(30)) spec.event_types = {"payment.*"};
+        spec.max_in_flight = static_cast<uint32_t>(rnd(4));
+        if (chance(25)) {
+          spec.on_unknown = OnUnknown::kReconcile;
+          spec.status_url = "https://status.sim.test/{webhook_id}";
+        }
+        std::optional<Result<Endpoint>> got;
+        shard_->create_endpoint(tenant, spec, [&](Result<Endpoint> r) { got = std::move(r); });
+        settle([&] { return got.has_value(); });
+        ASSERT_TRUE(got && got->ok()) << (got ? got->error().message : "no answer");
+        const EndpointId id = (*got)->id;
+        std::vector<std::pair<int64_t, Mode>>& ws = faults_[id];
+        const int64_t end_ms = to_ms(faults_end_ - start_);
+        for (int64_t t_ms = 0; t_ms < end_ms;) {
+          Mode mode = chance(55) ? static_cast<Mode>(1 + rnd(7)) : Mode::kHealthy;
+          ws.emplace_back(t_ms, mode);
+          t_ms += 200 + static_cast<int64_t>(rnd(2500));
+        }
+        gone_at_ms_[id] =
+            chance(10) ? static_cast<int64_t>(rnd(static_cast<uint64_t>(end_ms))) : -1;
+      }
+    }
+    start_ = now();
+    faults_end_ = start_ + seconds(12);
+    const int64_t window_ms = to_ms(faults_end_ - start_);
+    const int events = (150 + static_cast<int>(rnd(100))) / kScaleDown;
+    for (int i = 0; i < events; ++i)
+      script_.insert({start_ + milliseconds(static_cast<int64_t>(rnd(window_ms))), 0});
+    for (int i = 0; i < 12; ++i)
+      script_.insert({start_ + milliseconds(static_cast<int64_t>(rnd(window_ms))),
+                      1 + static_cast<int>(rnd(6))});
+    const int restarts = static_cast<int>(rnd(4));
+    for (int i = 0; i < restarts; ++i)
+      script_.insert(
+          {start_ + milliseconds(static_cast<int64_t>(rnd(window_ms))), chance(70) ? 7 : 9});
+    script_.insert({faults_end_, 8});
+  }
+
+  // Runs turns at this instant until `done` holds (or a bound); for setup calls.
+  template <class F>
+  void settle(F done) {
+    for (int i = 0; i < 200 && !done(); ++i) {
+      step();
+      clock_.advance(milliseconds(1));
+    }
+  }
+
+  // One instant: store confirmations and answers, transport completions, the script, a turn.
+  void step() {
+    store_.deliver_due();
+    complete_due(false);
+    while (!script_.empty() && script_.begin()->first <= now()) {
+      const int kind = script_.begin()->second;
+      script_.erase(script_.begin());
+      act(kind);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    shard_->run_turn(Duration(0));
+  }
+
+  void complete_due(bool all) {
+    std::sort(ops_.begin(), ops_.end(), [](const Op& a, const Op& b) {
+      return a.done != b.done ? a.done < b.done : a.delivery < b.delivery;
+    });
+    size_t i = 0;
+    for (; i < ops_.size() && (all || ops_[i].done <= now()); ++i) {
+      Op& op = ops_[i];
+      if (op.acted) receiver_[op.delivery].acted = true;
+      on_wire_.erase(op.delivery);
+      if (op.counted) --per_endpoint_[op.endpoint];
+      if (trace_)
+        std::fprintf(stderr, "%lld done d=%llu status=%u deferred=%d code=%s\n",
+                     (long long)to_ms(now() - start_), (unsigned long long)op.delivery,
+                     op.result.http_status, (int)op.result.deferred, op.result.code.str().c_str());
+      op.so->result = op.result;
+      op.so->on_complete();
+    }
+    ops_.erase(ops_.begin(), ops_.begin() + static_cast<ptrdiff_t>(i));
+  }
+
+  Mode mode_at(EndpointId ep, WallTime t) const {
+    if (t >= faults_end_) return Mode::kHealthy;
+    const int64_t ms = to_ms(t - start_);
+    auto it = faults_.find(ep);
+    if (it == faults_.end()) return Mode::kHealthy;
+    Mode m = Mode::kHealthy;
+    for (const auto& [from, mode] : it->second) {
+      if (from > ms) break;
+      m = mode;
+    }
+    return m;
+  }
+
+  // What the receiver does with the request, and what comes back.
+  void answer(Op& op, const Delivery& d, const Endpoint& ep) {
+    TransportResult& r = op.result;
+    op.done = now() + milliseconds(1 + static_cast<int64_t>(rnd(30)));
+    if (op.check) {  // R12.11: the status URL says whether the receiver has it
+      r.connect_attempted = r.request_written = r.response_received = true;
+      const bool has = receiver_[d.id].acted;
+      r.http_status = now() < faults_end_ && chance(20) ? 503 : has ? 200 : 404;
+      return;
+    }
+    r.connect_attempted = true;
+    auto respond = [&](int status) {
+      r.response_received = r.request_written = true;
+      r.http_status = static_cast<uint16_t>(status);
+      op.acted = status >= 200 && status < 300;
+    };
+    const int64_t gone = gone_at_ms_[ep.id];
+    const Mode mode = d.test() ? Mode::kHealthy : mode_at(ep.id, now());
+    if (now() < faults_end_ && chance(8)) {
+      // Pacing or connection limits: given back unsent (SPEC R2.3), no attempt.
+      r = TransportResult{};
+      r.deferred = chance(50) ? DeferReason::kPacing : DeferReason::kConnections;
+      r.not_before = now() + milliseconds(static_cast<int64_t>(rnd(500)));
+      op.done = now() + milliseconds(1 + static_cast<int64_t>(rnd(20)));
+      ++deferred_;
+      return;
+    }
+    ++receiver_[d.id].seen;
+    if (!d.test() && gone >= 0 && to_ms(now() - start_) >= gone && now() < faults_end_) {
+      respond(410);
+      return;
+    }
+    switch (mode) {
+      case Mode::kHealthy:
+        respond(chance(80) ? 200 : 204);
+        break;
+      case Mode::k5xx:
+        respond(chance(70) ? 503 : 500);
+        if (chance(30)) r.retry_after = "1";
+        break;
+      case Mode::k4xx:
+        respond(chance(50) ? 400 : 422);
+        break;
+      case Mode::k429:
+        respond(429);
+        r.retry_after = chance(50) ? "1" : "0";
+        break;
+      case Mode::k502:
+        respond(502);
+        op.acted = chance(50);  // the upstream may have acted (R12.1)
+        break;
+      case Mode::kRefused:
+        r.code = ErrorCode::network(ECONNREFUSED);
+        --receiver_[d.id].seen;
+        break;
+      case Mode::kTimeout:  // hangs until the whole-request deadline
+        r.request_written = true;
+        r.code = ErrorCode::of(K::kTimeout);
+        op.done = now() + seconds(1);
+        op.acted = chance(50);
+        break;
+      case Mode::kResetAfterActing:  // R12.9: the receiver has it, the response is lost
+        r.request_written = true;
+        r.code = ErrorCode::network(ECONNRESET);
+        op.acted = true;
+        break;
+    }
+  }
+
+  void act(int kind) {
+    const std::string tenant = tenants_[rnd(tenants_.size())];
+    std::vector<EndpointId> eps;
+    for (const auto& [id, e] : store_.mem().endpoints())
+      if (e.tenant == tenant) eps.push_back(id);
+    const EndpointId ep = eps.empty() ? 0 : eps[rnd(eps.size())];
+    switch (kind) {
+      case 0: {  // an event, or a producer's retry of an earlier one (the same key)
+        static const char* kTypes[] = {"payment.status_changed", "payment.status_changed",
+                                       "refund.completed", "order.created"};
+        EventInput in;
+        in.tenant = tenant;
+        if (!sent_keys_.empty() && chance(10)) {
+          const auto& [t, id, type, payload] = sent_keys_[rnd(sent_keys_.size())];
+          in.tenant = t;
+          in.id = id;
+          in.type = type;
+          in.payload = payload;
+        } else {
+          in.id = "e" + std::to_string(next_event_++);
+          in.type = kTypes[rnd(4)];
+          in.payload = R"({"n":)" + std::to_string(next_event_) + "}";
+          sent_keys_.push_back({in.tenant, in.id, in.type, in.payload});
+        }
+        const std::pair<std::string, std::string> key{in.tenant, in.id};
+        shard_->submit(std::move(in), [this, key, gen = generation_](Result<SubmitResult> r) {
+          if (gen != generation_) return;  // answered by a shard that is gone (never happens)
+          if (!r.ok()) return;             // not acknowledged: nothing promised
+          auto it = acked_.find(key);
+          if (it != acked_.end()) {
+            EXPECT_EQ(r->kind, SubmitResult::Kind::kDuplicate)
+                << "event " << key.second << " acknowledged twice as new";
+            EXPECT_EQ(r->event, it->second.seq) << "a duplicate names another event";
+            return;
+          }
+          if (r->kind == SubmitResult::Kind::kAccepted) {
+            acked_[key] = {r->event, r->deliveries};
+          } else {
+            acked_[key] = {r->event, UINT32_MAX};  // accepted before an answer was lost
+          }
+        });
+        break;
+      }
+      case 1:
+      case 2:
+        if (ep != 0)
+          shard_->endpoint_action(tenant, ep,
+                                  kind == 1 ? EndpointAction::kPause : EndpointAction::kResume,
+                                  [](Result<Endpoint>) {});
+        break;
+      case 3: {
+        auto t = store_.mem().tenants().find(tenant);
+        const bool active = t == store_.mem().tenants().end() || t->second.subscription_active;
+        shard_->set_subscription(tenant, !active, [](Result<bool>) {});
+        break;
+      }
+      case 4:
+        shard_->reset_breaker(tenant, [](Result<BreakerView>) {});
+        break;
+      case 5:
+        if (ep != 0)
+          shard_->endpoint_action(tenant, ep, EndpointAction::kEnable, [](Result<Endpoint>) {});
+        break;
+      case 6:
+        if (ep != 0) shard_->test_endpoint(tenant, ep, [](Result<DeliveryId>) {});
+        break;
+      case 7:  // the process dies: what is on the wire is lost, some of it reached receivers
+        ++crashes_;
+        for (const Op& op : ops_)
+          if (op.acted || (!op.check && chance(50))) receiver_[op.delivery].acted = true;
+        ops_.clear();
+        on_wire_.clear();
+        per_endpoint_.clear();
+        shard_.reset();
+        store_.crash();
+        ++generation_;
+        open_shard();
+        break;
+      case 9: {  // SIGTERM: a graceful stop (bounded by stop_grace), then a new start
+        ++stops_;
+        shard_->stop_inline();
+        int turns = 0;
+        while (shard_->run_turn(Duration(0)) && ++turns < 100000) {
+          store_.deliver_due();
+          complete_due(false);
+          clock_.advance(milliseconds(1));
+        }
+        while (shard_->close_inline()) {
+          store_.deliver_due();
+          clock_.advance(milliseconds(1));
+        }
+        for (const Op& op : ops_)
+          if (op.acted) receiver_[op.delivery].acted = true;
+        ops_.clear();
+        on_wire_.clear();
+        per_endpoint_.clear();
+        shard_.reset();
+        store_.crash();
+        ++generation_;
+        open_shard();
+        break;
+      }
+      case 8:  // faults stop: resume everything, subscriptions on
+        for (const std::string& t : tenants_) {
+          shard_->set_subscription(t, true, [](Result<bool>) {});
+          for (const auto& [id, e] : store_.mem().endpoints()) {
+            if (e.tenant != t) continue;
+            if (e.state == EndpointState::kPaused)
+              shard_->endpoint_action(t, id, EndpointAction::kResume, [](Result<Endpoint>) {});
+          }
+        }
+        break;
+    }
+  }
+
+  bool all_done() {
+    if (!ops_.empty() || !script_.empty() || !store_.idle()) return false;
+    for (const auto& [id, d] : store_.mem().deliveries())
+      if (!is_terminal(d.status)) return false;
+    return true;
+  }
+
+  void final_checks() {
+    std::map<EventSeq, uint32_t> per_event;
+    for (const auto& [id, d] : store_.mem().deliveries()) {
+      std::vector<Attempt> attempts;  // the attempts, without the status checks' records
+      for (const Attempt& a : store_.mem().attempts_of(id))
+        if (!is_check_record(a.number)) attempts.push_back(a);
+      EXPECT_TRUE(is_terminal(d.status)) << "delivery " << id;
+      EXPECT_EQ(attempts.size(), d.attempts) << "delivery " << id;
+      for (size_t k = 0; k < attempts.size(); ++k)
+        EXPECT_EQ(attempts[k].number, k + 1) << "delivery " << id;
+      const Receiver& rc = receiver_[id];
+      EXPECT_LE(rc.seen, d.attempts) << "delivery " << id << ": more requests than attempts";
+      if (d.status == DeliveryStatus::kDelivered) {
+        EXPECT_TRUE(rc.acted) << "delivered " << id << " never reached its receiver";
+      } else {
+        EXPECT_FALSE(d.last_code.is_none()) << "ended without a reason: " << id;
+      }
+      ++ended_[d.status];
+      if (rc.acted && rc.seen > 1) ++redelivered_after_acting_;
+      if (!d.test()) ++per_event[d.event];
+    }
+    // No acknowledged event lost: its key and all its deliveries are in the store.
+    for (const auto& [key, a] : acked_) {
+      auto rec = store_.mem().find_event_key(key.first, key.second);
+      ASSERT_TRUE(rec.ok());
+      ASSERT_TRUE(rec->has_value()) << "acknowledged event " << key.second << " lost";
+      EXPECT_EQ((*rec)->seq, a.seq) << "event " << key.second;
+      if (a.deliveries != UINT32_MAX) {
+        EXPECT_EQ(per_event[a.seq], a.deliveries) << "event " << key.second << " lost deliveries";
+      }
+    }
+    for (const Notification& n : store_.mem().notifications()) ++notifications_[n.kind];
+    disabled_ = shard_->metrics().endpoints_disabled.load();
+  }
+
+ public:
+  struct Summary {
+    uint64_t seeds_later = 0, lost_writes = 0, acked = 0, deliveries = 0, delivered = 0,
+             ended_other = 0, sends = 0, crashes = 0, stops = 0, deferred = 0,
+             redelivered_after_acting = 0, notifications = 0;
+  };
+  void add_to(Summary& s) const {
+    s.seeds_later += store_.durable_on_write() ? 0 : 1;
+    s.lost_writes += store_.lost_writes();
+    s.acked += acked_.size();
+    for (const auto& [st, n] : ended_) {
+      s.deliveries += n;
+      (st == DeliveryStatus::kDelivered ? s.delivered : s.ended_other) += n;
+    }
+    s.sends += sends_;
+    s.crashes += static_cast<uint64_t>(crashes_);
+    s.stops += static_cast<uint64_t>(stops_);
+    s.deferred += deferred_;
+    s.redelivered_after_acting += redelivered_after_acting_;
+    for (const auto& [k, n] : notifications_) s.notifications += n;
+  }
+
+ private:
+  friend class SimTransport;
+  uint64_t seed_;
+  ManualClock clock_;
+  Rng rng_;
+  Rng entropy_{seed_ ^ 0x5EED};
+  SimStore store_;
+  engine::EngineOptions opts_;
+  std::unique_ptr<engine::Shard> shard_;
+  WallTime start_, faults_end_;
+  std::vector<std::string> tenants_;
+  std::set<Partition> partitions_;
+  std::map<EndpointId, std::vector<std::pair<int64_t, Mode>>> faults_;
+  std::map<EndpointId, int64_t> gone_at_ms_;
+  std::multimap<WallTime, int> script_;
+  std::vector<Op> ops_;
+  std::set<DeliveryId> on_wire_;
+  std::map<EndpointId, uint32_t> per_endpoint_;
+  std::map<DeliveryId, Receiver> receiver_;
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> sent_keys_;
+  std::map<std::pair<std::string, std::string>, Acked> acked_;
+  std::map<DeliveryStatus, uint64_t> ended_;
+  std::map<std::string, uint64_t> notifications_;
+  uint64_t sends_ = 0, deferred_ = 0, redelivered_after_acting_ = 0, disabled_ = 0;
+  uint64_t next_event_ = 0, next_url_ = 0, generation_ = 0;
+  int crashes_ = 0, stops_ = 0;
+  bool trace_ = std::getenv("RINGCAST_SIM_TRACE") != nullptr;
+};
+
+void SimTransport::send(SendOp* op) {
+  sim_.on_send(op);
+}
+
+uint64_t env_u64(const char* name, uint64_t def) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  return std::strtoull(v, nullptr, 10);
+}
+
+TEST(ShardPartsSim, ManySeeds) {
+  std::vector<uint64_t> seeds;
+  if (const char* one = std::getenv("RINGCAST_SIM_SEED"); one != nullptr && *one != '\0') {
+    seeds.push_back(std::strtoull(one, nullptr, 10));
+  } else {
+    const uint64_t n = env_u64("RINGCAST_SIM_SEEDS", 500);
+    for (uint64_t s = 1; s <= n; ++s) seeds.push_back(s);
+  }
+  Sim::Summary sum;
+  for (uint64_t seed : seeds) {
+    SCOPED_TRACE("seed " + std::to_string(seed) +
+                 " (rerun: RINGCAST_SIM_SEED=" + std::to_string(seed) + ")");
+    Sim sim(seed);
+    sim.run();
+    sim.add_to(sum);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "simulation failed for seed " << seed
+                    << "; rerun with RINGCAST_SIM_SEED=" << seed;
+      break;
+    }
+  }
+  // Not a vacuous pass: both store kinds ran, most deliveries got through, and every kind of
+  // fault happened.
+  if (seeds.size() >= 50 && !::testing::Test::HasFailure()) {
+    EXPECT_GT(sum.seeds_later, 0u);
+    EXPECT_LT(sum.seeds_later, seeds.size());
+    EXPECT_GT(sum.delivered * 2, sum.deliveries);
+    EXPECT_GT(sum.ended_other, 0u);
+    EXPECT_GT(sum.crashes, 0u);
+    EXPECT_GT(sum.lost_writes, 0u);
+    EXPECT_GT(sum.stops, 0u);
+    EXPECT_GT(sum.deferred, 0u);
+    EXPECT_GT(sum.redelivered_after_acting, 0u);
+    EXPECT_GT(sum.notifications, 0u);
+  }
+  std::printf(
+      "shard sim: %zu seeds (%lu confirming later; %lu crashes lost unconfirmed writes), %lu "
+      "events acknowledged, %lu deliveries "
+      "(%lu delivered, %lu ended otherwise), %lu sends, %lu crashes, %lu graceful stops, %lu "
+      "deferred, %lu redelivered after the receiver acted, %lu operator notifications\n",
+      seeds.size(), (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
+      (unsigned long)sum.acked, (unsigned long)sum.deliveries, (unsigned long)sum.delivered,
+      (unsigned long)sum.ended_other, (unsigned long)sum.sends, (unsigned long)sum.crashes,
+      (unsigned long)sum.stops, (unsigned long)sum.deferred,
+      (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.notifications);
+}
+
+}  // namespace
+}  // namespace ringcast
