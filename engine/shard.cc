@@ -9,7 +9,6 @@
 
 #include <openssl/rand.h>
 
-#include "core/classify.h"
 #include "core/endpoint_headers.h"
 #include "core/endpoint_rules.h"
 #include "core/event_input.h"
@@ -1141,21 +1140,22 @@ void Shard::on_send_complete(SendSlot* slot) {
         unknown_since_.erase(since);
       }
     }
-    scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
-    for (const DeliveryPut& p : mutations_.deliveries) {
-      if (p.delivery.id == slot->cmd.delivery && p.delivery.status == DeliveryStatus::kUnknown &&
-          p.delivery.last_code.kind == ErrorCode::Kind::kReconcileExpired) {
-        metrics_.reconcile_expired.fetch_add(1, std::memory_order_relaxed);
-        break;
-      }
-    }
+    const ResultReport report =
+        scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+    if (report.reconcile_expired)
+      metrics_.reconcile_expired.fetch_add(1, std::memory_order_relaxed);
     slot->release();
     free_slots_.push_back(slot);
     return;
   }
-  Classification c = classify(r, now);
-  metrics_.attempts_by_outcome[static_cast<size_t>(c.outcome)].fetch_add(1,
-                                                                         std::memory_order_relaxed);
+  // The scheduler classifies the attempt (R12.1) and says what followed: its report, not a
+  // second classification or a scan of mutations_, feeds the metrics.
+  const ResultReport report =
+      scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
+  if (report.endpoint_disabled) metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
+  if (report.outcome)
+    metrics_.attempts_by_outcome[static_cast<size_t>(*report.outcome)].fetch_add(
+        1, std::memory_order_relaxed);
   metrics_.attempts_by_status_class[r.response_received ? status_class(r.http_status) : 0]
       .fetch_add(1, std::memory_order_relaxed);
   if (!r.response_received) {
@@ -1186,22 +1186,16 @@ void Shard::on_send_complete(SendSlot* slot) {
   // (or its end: a delivery that ends `unknown` is measured when it is resolved).
   DeliveryId id = slot->cmd.delivery;
   auto since = unknown_since_.find(id);
-  if (c.outcome == Outcome::kUnknown) {
+  if (report.outcome == Outcome::kUnknown) {
     metrics_.unknown_attempts.fetch_add(1, std::memory_order_relaxed);
     if (since == unknown_since_.end()) unknown_since_.emplace(id, slot->started_at);
-  } else if (since != unknown_since_.end()) {
+  } else if (report.outcome && since != unknown_since_.end()) {
     const Duration spent = std::max(Duration(0), now - since->second);
     metrics_.unknown_seconds_us.fetch_add(static_cast<uint64_t>(spent.count() / 1000),
                                           std::memory_order_relaxed);
     metrics_.unknown_duration.observe(spent);
     unknown_since_.erase(since);
   }
-
-  size_t eps_before = mutations_.endpoints.size();
-  scheduler_->on_result(slot->cmd, r, slot->started_at, now, mutations_);
-  for (size_t i = eps_before; i < mutations_.endpoints.size(); ++i)
-    if (mutations_.endpoints[i].state == EndpointState::kDisabled)
-      metrics_.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
   slot->release();
   free_slots_.push_back(slot);
 }
