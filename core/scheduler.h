@@ -68,6 +68,19 @@ struct SendCommand {
   bool check = false;
 };
 
+// What one on_result() did (the caller's metrics, without classifying again or scanning the
+// Mutations): set where the transitions happen (core/scheduler_results.cc).
+struct ResultReport {
+  // The attempt's classification (R12.1, R12.8); empty for a send the transport gave back
+  // unsent (R2.3), a status check (R12.11), and a stale or orphaned result.
+  std::optional<Outcome> outcome;
+  // How the result's own delivery ended (finish()), if it did; empty while it goes on (a retry,
+  // a reconciliation, a deferred send waiting) and for a stale or orphaned result.
+  std::optional<DeliveryStatus> ended_as;
+  bool endpoint_disabled = false;  // this result auto-disabled its endpoint (R8.2)
+  bool reconcile_expired = false;  // a status check's delivery ended unknown at its deadline
+};
+
 // The engine assigns ids: make_id(partition, next sequence).
 class IdAllocator {
  public:
@@ -211,8 +224,9 @@ class Scheduler {
   // transport gave back unsent (r.deferred) is no attempt (SPEC R2.3): the lease is released
   // with the attempt not spent, nothing recorded, no breaker sample, and the delivery waits
   // until r.not_before. A Retry-After (429, 5xx) holds the endpoint's queue until then (R7).
-  void on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
-                 WallTime now, Mutations& m);
+  // Returns what it did (ResultReport); callers that do not need it may ignore it.
+  ResultReport on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
+                         WallTime now, Mutations& m);
   // ---- cluster mode (docs/cluster.md) ---------------------------------------------------------
   // Forgets everything of partition p — its tenants (breakers, timers), endpoints (ready lists,
   // rate timers) and queued/scheduled deliveries — without writing anything (the next owner
@@ -285,6 +299,8 @@ class Scheduler {
                       IdAllocator& ids, Mutations& m, std::vector<EndpointId>* created);
   static bool wants_check(const EpState& ep, const Delivery& d);
   void lease_check(EpState& ep, Pending* s, WallTime now, std::vector<SendCommand>& out);
+  void take_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
+                   WallTime now, Mutations& m);
   void on_check_result(const SendCommand& cmd, Pending* s, const TransportResult& r,
                        WallTime started_at, WallTime now, Mutations& m);
   uint32_t take_inflight_index(Pending* s);
@@ -338,6 +354,10 @@ class Scheduler {
     uint32_t checks = 0;
   };
   std::unordered_map<DeliveryId, Reconcile> reconciling_;
+  // The report of the on_result() running now (nullptr outside one) and the delivery it is for
+  // (nullptr once that one ended): finish(), disable_endpoint() and on_check_result() fill it.
+  ResultReport* report_ = nullptr;
+  const Pending* report_for_ = nullptr;
   SchedulerStats counters_;
   mutable SchedulerStats gauges_;  // the walked gauges, cached (see stats())
   mutable WallTime gauges_at_;

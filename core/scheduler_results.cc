@@ -36,6 +36,10 @@ void Scheduler::finish(Pending* s, DeliveryStatus st, ErrorCode code, Mutations&
   }
   if (code.kind == K::kBreakerHoldExpired) ++counters_.hold_expired;
   if (code.kind == K::kDeadlineExceeded) ++counters_.deadline_exceeded;
+  if (report_ != nullptr && s == report_for_) {  // the result's own delivery (not its backlog)
+    report_->ended_as = st;
+    report_for_ = nullptr;  // its record is recycled now
+  }
   put(s, false, m);
   free_pending(s);
 }
@@ -219,6 +223,7 @@ void Scheduler::on_check_result(const SendCommand& cmd, Pending* s, const Transp
     // The last check is the one at the deadline (the timer may fire it a little early).
     if (now + kCheckSlack >= deadline) {
       ++counters_.reconcile_expired;
+      if (report_ != nullptr) report_->reconcile_expired = true;
       finish(s, DeliveryStatus::kUnknown, ErrorCode::of(K::kReconcileExpired), m);
     } else {
       const auto& sched = opts_.reconcile_schedule;
@@ -233,8 +238,18 @@ void Scheduler::on_check_result(const SendCommand& cmd, Pending* s, const Transp
   activate(*ep, now);
 }
 
-void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
-                          WallTime now, Mutations& m) {
+ResultReport Scheduler::on_result(const SendCommand& cmd, const TransportResult& r,
+                                  WallTime started_at, WallTime now, Mutations& m) {
+  ResultReport report;
+  report_ = &report;
+  take_result(cmd, r, started_at, now, m);
+  report_ = nullptr;
+  report_for_ = nullptr;
+  return report;
+}
+
+void Scheduler::take_result(const SendCommand& cmd, const TransportResult& r, WallTime started_at,
+                            WallTime now, Mutations& m) {
   if (cmd.inflight_index >= inflight_.size() || inflight_[cmd.inflight_index] == nullptr ||
       inflight_[cmd.inflight_index]->d.id != cmd.delivery ||
       inflight_[cmd.inflight_index]->d.status != DeliveryStatus::kInFlight) {
@@ -253,6 +268,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
     return;
   }
   --inflight_count_;
+  report_for_ = s;
   if (cmd.check) {
     on_check_result(cmd, s, r, started_at, now, m);
     return;
@@ -266,6 +282,7 @@ void Scheduler::on_result(const SendCommand& cmd, const TransportResult& r, Wall
   Delivery& d = s->d;
   const Classification c = classify(r, now);
   ++counters_.outcome[static_cast<int>(c.outcome)];
+  report_->outcome = c.outcome;
   // A kill while in flight (R8.3 disable, delete) left its mark in last_code.
   const bool killed =
       d.last_code.kind == K::kEndpointDisabled || d.last_code.kind == K::kEndpointDeleted;
@@ -427,6 +444,7 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
   ep.cfg = disabled_endpoint(ep.cfg, reason, now);  // SPEC R8.2
   m.endpoints.push_back(ep.cfg);
   ++counters_.endpoints_disabled;
+  if (report_ != nullptr) report_->endpoint_disabled = true;
   kill_backlog(ep.cfg.id, ErrorCode::of(K::kEndpointDisabled), m);  // SPEC R8.3
   Notification n = disable_notification(ep.cfg, reason, trigger.id, trigger.attempts, now);
   if (ids_ != nullptr) n.seq = ids_->next_id(static_cast<Partition>(ep.tenant->hash % kPartitions));

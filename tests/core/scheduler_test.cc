@@ -959,6 +959,101 @@ TEST_F(SchedulerTest, ReviewEndsUnknownAtOnce) {
   EXPECT_EQ(s->live(), 0u);
 }
 
+// ---- on_result()'s report: what the shard's metrics take instead of scanning the Mutations ----
+
+TEST_F(SchedulerTest, TheReportOfASuccessSaysDelivered) {
+  add_ep("acme", "xhub");
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const ResultReport rep = s->on_result(out[0], http(200), now, now, m);
+  EXPECT_EQ(rep.outcome, Outcome::kSuccess);
+  EXPECT_EQ(rep.ended_as, DeliveryStatus::kDelivered);
+  EXPECT_FALSE(rep.endpoint_disabled);
+  EXPECT_FALSE(rep.reconcile_expired);
+  // The same command again is stale: nothing happened.
+  const ResultReport stale = s->on_result(out[0], http(200), now, now, m);
+  EXPECT_FALSE(stale.outcome.has_value());
+  EXPECT_FALSE(stale.ended_as.has_value());
+  EXPECT_FALSE(stale.endpoint_disabled);
+}
+
+TEST_F(SchedulerTest, TheReportOfARetryableFailureEndsNothing) {
+  add_ep("acme", "xhub");  // 429: the fast ladder, no breaker (R4.5)
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const ResultReport rep = s->on_result(out[0], http(429), now, now, m);
+  EXPECT_EQ(rep.outcome, Outcome::kRetryable);
+  EXPECT_FALSE(rep.ended_as.has_value());
+  EXPECT_FALSE(rep.endpoint_disabled);
+  EXPECT_FALSE(rep.reconcile_expired);
+  EXPECT_EQ(last_put(out[0].delivery)->status, DeliveryStatus::kPending);
+  // A send the transport gave back unsent is no attempt (R2.3): no outcome either.
+  now += seconds(1);
+  out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  TransportResult unsent;
+  unsent.deferred = DeferReason::kConnections;
+  unsent.not_before = now + seconds(1);
+  const ResultReport deferred = s->on_result(out[0], unsent, now, now, m);
+  EXPECT_FALSE(deferred.outcome.has_value());
+  EXPECT_FALSE(deferred.ended_as.has_value());
+}
+
+TEST_F(SchedulerTest, TheReportSaysWhenAResultDisablesTheEndpoint) {
+  Endpoint e = add_ep("acme", "smengo", {}, 2);
+  for (int i = 0; i < 3; ++i) submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 2u);
+  const ResultReport gone = s->on_result(out[0], http(410), now, now, m);  // SPEC R6, R8
+  EXPECT_EQ(gone.outcome, Outcome::kRejected);
+  EXPECT_EQ(gone.ended_as, DeliveryStatus::kDead);
+  EXPECT_TRUE(gone.endpoint_disabled);
+  EXPECT_FALSE(gone.reconcile_expired);
+  ASSERT_EQ(s->find_endpoint(e.id)->state, EndpointState::kDisabled);
+  // The one still in flight ends dead when it returns; the endpoint was disabled before.
+  const ResultReport after = s->on_result(out[1], http(500), now, now, m);
+  EXPECT_EQ(after.outcome, Outcome::kRetryable);
+  EXPECT_EQ(after.ended_as, DeliveryStatus::kDead);
+  EXPECT_FALSE(after.endpoint_disabled);
+}
+
+TEST_F(SchedulerTest, TheReportSaysWhenAReconcileExpires) {
+  opts.reconcile_schedule = {seconds(5), seconds(20)};
+  opts.reconcile_deadline = seconds(30);
+  s = std::make_unique<Scheduler>(opts, reg, 7, now);
+  Endpoint e = add_ep("acme", "xhub");
+  Endpoint cfg = *s->find_endpoint(e.id);
+  cfg.on_unknown = OnUnknown::kReconcile;
+  cfg.status_url = "https://r.example/s/{webhook_id}";
+  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  submit("acme");
+  std::vector<SendCommand> out = poll();
+  ASSERT_EQ(out.size(), 1u);
+  const ResultReport first = s->on_result(out[0], net_timeout(), now, now, m);
+  EXPECT_EQ(first.outcome, Outcome::kUnknown);
+  EXPECT_FALSE(first.ended_as.has_value());  // reconciled, not ended
+  std::vector<ResultReport> checks;
+  for (int i = 0; i < 10 && s->live() > 0; ++i) {
+    ASSERT_TRUE(s->next_wakeup().has_value());
+    now = std::max(now, *s->next_wakeup());
+    for (const SendCommand& c : poll()) {
+      ASSERT_TRUE(c.check);
+      checks.push_back(s->on_result(c, http(503), now, now, m));
+    }
+  }
+  ASSERT_EQ(checks.size(), 3u);  // at 5 s, 25 s, and the deadline (30 s)
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const bool last = i + 1 == checks.size();
+    EXPECT_FALSE(checks[i].outcome.has_value()) << i;  // a status check is no attempt
+    EXPECT_EQ(checks[i].reconcile_expired, last) << i;
+    EXPECT_EQ(checks[i].ended_as.has_value(), last) << i;
+    EXPECT_FALSE(checks[i].endpoint_disabled) << i;
+  }
+  EXPECT_EQ(checks.back().ended_as, DeliveryStatus::kUnknown);
+}
+
 // Resend (operations.md "Delivery log"): a resend reopens an ended delivery — same id and event,
 // the attempt count goes on (the receiver sees attempt N+1), a fresh budget and ceilings from now —
 // written as a rewrite; a pending one, a test delivery and a disabled endpoint's are refused.
