@@ -7,7 +7,6 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include <openssl/rand.h>
 
 #include "core/endpoint_headers.h"
 #include "core/endpoint_rules.h"
@@ -19,7 +18,7 @@ namespace ringcast::engine {
 
 std::string Shard::new_secret() {
   uint8_t raw[24];
-  RAND_bytes(raw, sizeof raw);
+  random_bytes(raw, sizeof raw);
   return std::string(reinterpret_cast<char*>(raw), sizeof raw);
 }
 
