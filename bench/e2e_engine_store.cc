@@ -29,13 +29,16 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/support/loopback_peers.h"
+#include "core/store_helpers.h"
 #include "engine/build.h"
 #include "engine/config.h"
 #include "engine/embedded.h"
@@ -70,14 +73,36 @@ class LockedMemoryStore final : public Store {
     std::lock_guard g(mu_);
     return s_.durable_seq();
   }
+  bool durable_on_write() const override { return true; }
+  bool degraded() const override { return false; }
+  bool full() const override { return false; }
+  DiskHealth disk_health() const override { return DiskHealth::kOk; }
+  bool retry_disk() override { return retry_disk_by_health(*this); }
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view id) override {
     std::lock_guard g(mu_);
     return s_.find_event_key(tenant, id);
   }
+  Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
+      const std::vector<EventKeyRef>& keys) override {
+    return find_event_keys_one_by_one(*this, keys);
+  }
   Result<std::optional<Event>> load_event(EventSeq seq) override {
     std::lock_guard g(mu_);
     return s_.load_event(seq);
+  }
+  Result<std::vector<std::optional<Event>>> load_events(
+      const std::vector<EventSeq>& seqs) override {
+    return load_events_one_by_one(*this, seqs);
+  }
+  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                             EventKeysDone done) override {
+    (void)on;
+    find_event_keys_at_once(*this, keys, std::move(done));
+  }
+  void load_event_async(EventSeq seq, Poster& on, EventDone done) override {
+    (void)on;
+    load_event_at_once(*this, seq, std::move(done));
   }
   Result<std::optional<Event>> find_event(std::string_view tenant, std::string_view id) override {
     std::lock_guard g(mu_);
@@ -87,6 +112,11 @@ class LockedMemoryStore final : public Store {
     std::lock_guard g(mu_);
     return s_.get_delivery(id);
   }
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) override {
+    return get_deliveries_one_by_one(*this, ids);
+  }
+  Result<std::vector<Delivery>> event_deliveries(EventSeq) override { return no_event_index(); }
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
     std::lock_guard g(mu_);
     return s_.recent_deliveries(tenant, limit);
@@ -106,6 +136,29 @@ class LockedMemoryStore final : public Store {
     std::lock_guard g(mu_);
     return s_.recover(p, now, v);
   }
+  void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) override {
+    (void)on;
+    recover_collecting(*this, p, now, std::move(done));
+  }
+  // No key registry, no secrets, no outbox entries; nothing removed.
+  Result<void> put_api_key(const ApiKey&) override { return no_api_keys(); }
+  Result<void> delete_api_key(std::string_view) override { return no_api_keys(); }
+  Result<ApiKeySet> load_api_keys() override { return ApiKeySet{}; }
+  Result<void> put_portal_cutoff(std::string_view, WallTime) override { return no_api_keys(); }
+  Result<uint64_t> api_keys_version() override { return uint64_t{0}; }
+  Result<std::string> node_secret(std::string_view, std::string_view) override {
+    return no_secrets();
+  }
+  std::vector<Notification> take_outbox() override { return {}; }
+  Result<void> outbox_done(uint64_t) override { return ok(); }
+  std::vector<Notification> take_mail_outbox() override { return {}; }
+  Result<void> mail_outbox_done(uint64_t) override { return ok(); }
+  Result<RetentionStats> run_retention(WallTime, const std::function<bool()>&) override {
+    return RetentionStats{};
+  }
+  OpenReport open_report() const override { return {}; }
+  std::string metrics_text() const override { return {}; }
+  bool shared() const override { return false; }
 
  private:
   mutable std::mutex mu_;

@@ -1,12 +1,18 @@
-// The persistence contract the shards rely on (SPEC R10, R12.2, R12.5). storage/ implements
-// it on RocksDB; the simulation uses an in-memory fake. A shard gathers everything one loop
-// turn changed into one Mutations and writes it as one batch (group commit).
+// The persistence contract (SPEC R10, R12.2, R12.5), by role (docs/architecture.md "The store's
+// roles"): the shard's Journal, the DeliveryLog's reads, the KeyStore, the notification
+// Outboxes, Retention and the StoreInfo the composition asks; Store is all of them. storage/
+// implements it on RocksDB and on Redis; the simulation uses an in-memory fake. Every method of a
+// role is pure: each backend says what it does, and what several share is a free helper of
+// core/store_helpers.h that they call explicitly. A shard gathers everything one loop turn
+// changed into one Mutations and writes it as one batch (group commit).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -114,7 +120,7 @@ struct RecoveryStats {
 };
 
 // A partition's state, collected: what recover() hands its visitor, in the same order
-// (Store::recover_async).
+// (Journal::recover_async).
 struct RecoveredPartition {
   RecoveryStats stats;
   std::vector<Endpoint> endpoints;
@@ -139,13 +145,59 @@ class Poster {
   virtual void post(std::function<void()> fn) = 0;
 };
 
-class Store {
+// What one retention pass (SPEC R10.1) removed: every backend reports the same struct
+// (engine/retention.h counts it for /metrics).
+struct RetentionStats {
+  uint64_t deliveries = 0, attempts = 0, events = 0, notifications = 0;
+  uint64_t payloads_moved = 0;    // payloads of long-lived events copied to the active segment
+  uint64_t payload_segments = 0;  // payload log segments removed
+  uint64_t expiry_entries = 0;    // index entries processed
+  bool stopped = false;           // `stop` was seen: the rest waits for the next pass
+};
+
+// What a store's open found that its operator should hear of (StoreInfo::open_report).
+struct OpenReport {
+  // Events dropped at open because their payload did not survive (a power loss after the
+  // WAL record reached the disk but before the payload log did: never acknowledged).
+  uint64_t torn_events_dropped = 0;
+  // Leases of an earlier run that were newer than their delivery's record and were written
+  // into it at open (each becomes a lease_expired attempt at recovery).
+  uint64_t leases_applied = 0;
+};
+
+// ---- the shard's journal ----------------------------------------------------------------------
+// What a shard needs: its turn's batch, durable; the idempotency keys and payloads of intake and
+// the send path; the store's state that pauses intake or sends; rebuilding a partition.
+class Journal {
  public:
-  virtual ~Store() = default;
+  virtual ~Journal() = default;
 
   // One atomic batch. Returns its commit sequence; it is durable once durable_seq() >= it.
   virtual Result<uint64_t> write(const Mutations& m) = 0;
   virtual uint64_t durable_seq() const = 0;
+  // True when a write() is persisted as far as sends are concerned once it returns (RocksDB:
+  // in the WAL). False for a networked store that confirms later (durable_seq()): the shards
+  // then hold a turn's sends until its batch is durable, so that nothing goes on the wire
+  // before its lease and its event are stored (SPEC R12.2: a crash never makes an attempt, or
+  // an event's webhook id, that the store does not know).
+  virtual bool durable_on_write() const = 0;
+
+  // A networked store that cannot confirm its writes right now (Redis unreachable or failing
+  // over): the shards pause sends and answer intake 503 until it recovers. Local stores never.
+  virtual bool degraded() const = 0;
+  // A store that is about to run out of space (Redis near its maxmemory, docs/cluster.md
+  // "Memory back-pressure"): intake answers 503 store_full until it is not, while deliveries and
+  // attempts keep being written (they finish work and retention frees space). Any thread, cheap.
+  // Local stores never.
+  virtual bool full() const = 0;
+  // The disk's state (DiskHealth). Any thread, cheap. A networked store says kFull while its
+  // server refuses writes it cannot persist (Redis: MISCONF), never kFailed.
+  virtual DiskHealth disk_health() const = 0;
+  // kFull: a small write to find out whether the disk takes writes again (after a background
+  // error, RocksDB resumes first); true once it does. A caller that has no write of its own to
+  // try calls it now and then, so that kFull ends by itself. A store with nothing to try
+  // answers disk_health() == kOk (retry_disk_by_health, core/store_helpers.h).
+  virtual bool retry_disk() = 0;
 
   virtual Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                                std::string_view event_id) = 0;
@@ -156,52 +208,62 @@ class Store {
     // does not answer it with its own queued key. Others: every queued key counts as taken.
     bool from_inbox = false;
   };
+  // A store without a batched lookup asks one by one (find_event_keys_one_by_one).
   virtual Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
-      const std::vector<EventKeyRef>& keys) {
-    std::vector<std::optional<EventKeyRecord>> out;
-    out.reserve(keys.size());
-    for (const EventKeyRef& k : keys) {
-      auto r = find_event_key(k.tenant, k.event_id);
-      if (!r.ok()) return r.error();
-      out.push_back(std::move(*r));
-    }
-    return out;
-  }
+      const std::vector<EventKeyRef>& keys) = 0;
   virtual Result<std::optional<Event>> load_event(EventSeq seq) = 0;
+  // Several at once, aligned with the argument (a page of the delivery log names many: a
+  // networked store answers them in one round trip, not one each; others ask one by one,
+  // load_events_one_by_one).
+  virtual Result<std::vector<std::optional<Event>>> load_events(
+      const std::vector<EventSeq>& seqs) = 0;
+
+  // ---- asynchronous forms for a shard's loop (cluster mode) ---------------------------------
+  // A networked store (cluster mode) must not block a shard thread on the network, so the
+  // shards look intake keys up and load payloads through these. `done` runs on `on`'s thread
+  // exactly once: a local store (RocksDB, the in-memory fake) answers before returning — it
+  // calls the synchronous forms (find_event_keys_at_once, load_event_at_once) —, a networked
+  // store later, posted through `on` (which also tells it whose connection to use). Ordering: a
+  // lookup sees every write() that returned before it was issued; writes made while it is
+  // outstanding may or may not be seen (the shard covers the keys it wrote meanwhile itself,
+  // Shard::take_in). The views in `keys` stay valid until `done` runs. A store completes every
+  // call before it is destroyed, and never after `on`'s loop has stopped (it answers an error
+  // when it closes first).
+  using EventKeysDone = std::function<void(Result<std::vector<std::optional<EventKeyRecord>>>)>;
+  using EventDone = std::function<void(Result<std::optional<Event>>)>;
+  virtual void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                                     EventKeysDone done) = 0;
+  virtual void load_event_async(EventSeq seq, Poster& on, EventDone done) = 0;
+
+  // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
+  // Blocks the caller for the whole load: for start-up, never for a running shard's loop.
+  virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;
+  // The same for a running shard taking a partition over (cluster mode): `done` gets the
+  // partition's state, collected, on `on`'s thread exactly once, and the caller's thread is not
+  // blocked meanwhile by a networked store (it loads on a thread of its own); a local store
+  // answers before returning (recover_collecting). Nothing is visited on failure.
+  using RecoverDone = std::function<void(Result<RecoveredPartition>)>;
+  virtual void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) = 0;
+};
+
+// ---- the delivery log's reads ------------------------------------------------------------------
+// What the REST API and the portal read (SPEC R10.2; docs/operations.md "Delivery log"), off the
+// shards' loops.
+class DeliveryLog {
+ public:
+  virtual ~DeliveryLog() = default;
+
   virtual Result<std::optional<Event>> find_event(std::string_view tenant,
                                                   std::string_view event_id) = 0;
-
   virtual Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) = 0;
-  // Several at once, aligned with the argument (a page of the delivery log names many: a
-  // networked store answers them in one round trip, not one each). The defaults ask one by one.
-  virtual Result<std::vector<std::optional<Event>>> load_events(const std::vector<EventSeq>& seqs) {
-    std::vector<std::optional<Event>> out;
-    out.reserve(seqs.size());
-    for (EventSeq s : seqs) {
-      auto r = load_event(s);
-      if (!r.ok()) return r.error();
-      out.push_back(std::move(*r));
-    }
-    return out;
-  }
+  // Several at once, aligned with the argument (a networked store answers them in a few round
+  // trips; others ask one by one, get_deliveries_one_by_one).
   virtual Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
-      const std::vector<DeliveryId>& ids) {
-    std::vector<std::optional<DeliveryDetail>> out;
-    out.reserve(ids.size());
-    for (DeliveryId id : ids) {
-      auto r = get_delivery(id);
-      if (!r.ok()) return r.error();
-      out.push_back(std::move(*r));
-    }
-    return out;
-  }
+      const std::vector<DeliveryId>& ids) = 0;
   // Replay missing (docs/operations.md "Delivery log"): every delivery of event `seq` the store
-  // still holds (any state), from its event → deliveries index. Any order.
-  virtual Result<std::vector<Delivery>> event_deliveries(EventSeq seq) {
-    (void)seq;
-    return make_error(Errc::kUnavailable, "this store does not index deliveries by event", nullptr,
-                      "not_supported");
-  }
+  // still holds (any state), from its event → deliveries index. Any order. A store without that
+  // index answers kUnavailable, reason "not_supported" (no_event_index()).
+  virtual Result<std::vector<Delivery>> event_deliveries(EventSeq seq) = 0;
 
   // R10.2: the newest `limit` deliveries across all endpoints of a tenant.
   virtual Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant,
@@ -212,102 +274,90 @@ class Store {
                                                std::string_view cursor) = 0;
   virtual Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                                size_t limit) = 0;
+};
 
-  // SPEC R14.1: the tenant-scoped API keys — one small registry for the whole store, not
-  // partitioned (any node checks any tenant's key). put and delete are durable when they
-  // return and bump the version; load_api_keys reads every key with the version, and
-  // api_keys_version lets a node poll cheaply for another node's change.
-  virtual Result<void> put_api_key(const ApiKey& key) {
-    (void)key;
-    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
-  }
-  virtual Result<void> delete_api_key(std::string_view id) {
-    (void)id;
-    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
-  }
-  virtual Result<ApiKeySet> load_api_keys() { return ApiKeySet{}; }
+// ---- the tenant keys ---------------------------------------------------------------------------
+// SPEC R14.1: the tenant-scoped API keys — one small registry for the whole store, not
+// partitioned (any node checks any tenant's key). put and delete are durable when they return
+// and bump the version; load_api_keys reads every key with the version, and api_keys_version
+// lets a node poll cheaply for another node's change. A store that keeps no keys answers
+// kUnavailable, reason "not_supported" (no_api_keys()), to a change, and an empty set at
+// version 0 to a read.
+class KeyStore {
+ public:
+  virtual ~KeyStore() = default;
+
+  virtual Result<void> put_api_key(const ApiKey& key) = 0;
+  virtual Result<void> delete_api_key(std::string_view id) = 0;
+  virtual Result<ApiKeySet> load_api_keys() = 0;
   // Ends every portal link and session of `tenant` issued before `not_before` (SPEC R14.3):
   // durable when it returns, bumps the key version, and load_api_keys returns it.
-  virtual Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) {
-    (void)tenant;
-    (void)not_before;
-    return make_error(Errc::kUnavailable, "this store keeps no API keys", nullptr, "not_supported");
-  }
-  virtual Result<uint64_t> api_keys_version() { return uint64_t{0}; }
-
+  virtual Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) = 0;
+  virtual Result<uint64_t> api_keys_version() = 0;
   // A node-wide secret (e.g. the portal's signing key when portal.secret is unset, SPEC R14):
   // the value stored under `name`, or, when none is, `candidate`, stored durably first. Every
   // node of a store gets the same value (set-if-absent), so the first node's candidate wins.
-  virtual Result<std::string> node_secret(std::string_view name, std::string_view candidate) {
-    (void)name;
-    (void)candidate;
-    return make_error(Errc::kUnavailable, "this store keeps no secrets", nullptr, "not_supported");
-  }
+  // A store that keeps none answers kUnavailable, reason "not_supported" (no_secrets()).
+  virtual Result<std::string> node_secret(std::string_view name, std::string_view candidate) = 0;
+};
 
-  // ---- asynchronous forms for a shard's loop (cluster mode) ---------------------------------
-  // A networked store (cluster mode) must not block a shard thread on the network, so the
-  // shards look intake keys up and load payloads through these. `done` runs on `on`'s thread
-  // exactly once: a local store (RocksDB, the in-memory fake) answers before returning — the
-  // defaults below call the synchronous forms —, a networked store later, posted through `on`
-  // (which also tells it whose connection to use). Ordering: a lookup sees every write() that
-  // returned before it was issued; writes made while it is outstanding may or may not be seen
-  // (the shard covers the keys it wrote meanwhile itself, Shard::take_in). The views in `keys`
-  // stay valid until `done` runs. A store completes every call before it is destroyed, and
-  // never after `on`'s loop has stopped (it answers an error when it closes first).
-  using EventKeysDone = std::function<void(Result<std::vector<std::optional<EventKeyRecord>>>)>;
-  using EventDone = std::function<void(Result<std::optional<Event>>)>;
-  virtual void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
-                                     EventKeysDone done) {
-    (void)on;
-    done(find_event_keys(keys));
-  }
-  virtual void load_event_async(EventSeq seq, Poster& on, EventDone done) {
-    (void)on;
-    done(load_event(seq));
-  }
+// ---- the notification outboxes ------------------------------------------------------------------
+// SPEC R8.4 across a crash (docs/notifications.md "Delivery: at least once, never in the way"):
+// a notification written while the operator webhook (or an SMTP relay, for the owner's e-mail)
+// is configured keeps an outbox entry until its channel is through with it, so that what a
+// crash or a stop kept from the channel is sent again after the next start, with the same id.
+class Outboxes {
+ public:
+  virtual ~Outboxes() = default;
 
-  // A networked store that cannot confirm its writes right now (Redis unreachable or failing
-  // over): the shards pause sends and answer intake 503 until it recovers. Local stores never.
-  virtual bool degraded() const { return false; }
+  // The operator webhook's entries this store holds for the caller to send now (oldest first),
+  // handed out once: a store whose entries are handed over otherwise (per partition, to the
+  // node that takes it) answers an empty list.
+  virtual std::vector<Notification> take_outbox() = 0;
+  // The notification reached the operator webhook or was given up: its entry goes.
+  virtual Result<void> outbox_done(uint64_t notification_seq) = 0;
+  // The same two for the owner's e-mail (SPEC R8.4), independent of the webhook's.
+  virtual std::vector<Notification> take_mail_outbox() = 0;
+  virtual Result<void> mail_outbox_done(uint64_t notification_seq) = 0;
+};
 
-  // True when a write() is persisted as far as sends are concerned once it returns (RocksDB:
-  // in the WAL). False for a networked store that confirms later (durable_seq()): the shards
-  // then hold a turn's sends until its batch is durable, so that nothing goes on the wire
-  // before its lease and its event are stored (SPEC R12.2: a crash never makes an attempt, or
-  // an event's webhook id, that the store does not know).
-  virtual bool durable_on_write() const { return true; }
+// ---- retention ---------------------------------------------------------------------------------
+class Retention {
+ public:
+  virtual ~Retention() = default;
 
-  // A store that is about to run out of space (Redis near its maxmemory, docs/cluster.md
-  // "Memory back-pressure"): intake answers 503 store_full until it is not, while deliveries and
-  // attempts keep being written (they finish work and retention frees space). Any thread, cheap.
-  // Local stores never.
-  virtual bool full() const { return false; }
+  // Deletes what became deletable before now - the store's retention (SPEC R10.1): terminal
+  // deliveries with their attempts and index entries, events without deliveries left,
+  // notifications, each in what this node owns. `stop`, when set, is asked before each chunk
+  // with work: once it answers true the pass returns what it did (stats.stopped), and the next
+  // pass goes on from there. Runs on the calling thread (never a shard's); safe concurrently
+  // with write().
+  virtual Result<RetentionStats> run_retention(WallTime now, const std::function<bool()>& stop) = 0;
+};
 
-  // The disk's state (DiskHealth). Any thread, cheap. A networked store says kFull while its
-  // server refuses writes it cannot persist (Redis: MISCONF), never kFailed.
-  virtual DiskHealth disk_health() const { return DiskHealth::kOk; }
-  // kFull: a small write to find out whether the disk takes writes again (after a background
-  // error, RocksDB resumes first); true once it does. A caller that has no write of its own to
-  // try calls it now and then, so that kFull ends by itself.
-  virtual bool retry_disk() { return disk_health() == DiskHealth::kOk; }
+// ---- what the composition asks a store about itself ---------------------------------------------
+class StoreInfo {
+ public:
+  virtual ~StoreInfo() = default;
 
-  // Rebuilds one partition (see RecoveryVisitor). `now` stamps lease_expired attempts.
-  // Blocks the caller for the whole load: for start-up, never for a running shard's loop.
-  virtual Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) = 0;
+  // What the store's open found (node/ logs it at start).
+  virtual OpenReport open_report() const = 0;
+  // The store's own figures for /metrics, as Prometheus text (empty: none). Any thread.
+  virtual std::string metrics_text() const = 0;
+  // True when other processes may change what this store holds behind this one (a store shared
+  // by the nodes of a cluster): a node then polls what it caches (the tenant keys, SPEC R14.1).
+  virtual bool shared() const = 0;
+};
 
-  // The same for a running shard taking a partition over (cluster mode): `done` gets the
-  // partition's state, collected, on `on`'s thread exactly once, and the caller's thread is not
-  // blocked meanwhile by a networked store (it loads on a thread of its own); a local store
-  // answers before returning (the default). Nothing is visited on failure.
-  using RecoverDone = std::function<void(Result<RecoveredPartition>)>;
-  virtual void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) {
-    (void)on;
-    CollectingVisitor c;
-    auto st = recover(p, now, c);
-    if (!st.ok()) return done(st.error());
-    c.out.stats = *st;
-    done(std::move(c.out));
-  }
+// Every role: what a node runs on. A method name belongs to one role only.
+class Store : public Journal,
+              public DeliveryLog,
+              public KeyStore,
+              public Outboxes,
+              public Retention,
+              public StoreInfo {
+ public:
+  ~Store() override = default;
 };
 
 }  // namespace ringcast

@@ -1,7 +1,9 @@
 #include "engine/embedded.h"
 
+#include <atomic>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace ringcast::engine {
 
@@ -17,7 +19,6 @@ Result<std::unique_ptr<Embedded>> Embedded::open(storage::StoreOptions store, En
   };
   auto opened = storage::RocksStore::open(std::move(store));
   if (!opened.ok()) return opened.error();
-  e->rocks_ = opened->get();
   e->store_ = std::move(*opened);
   auto started = EngineImpl::start(std::move(engine), *e->store_, why);
   if (!started.ok()) return started.error();
@@ -33,6 +34,17 @@ Result<std::unique_ptr<Embedded>> Embedded::open_redis(RedisModeOptions options,
   if (options.ownership) {
     options.store.node_id = options.ownership->node_id;  // the store fences with the leases
     options.ownership->ns = options.store.ns;            // same hash tags: one slot per partition
+    // Retention covers the partitions the lease manager holds, each fenced at its epoch
+    // (docs/cluster.md "Retention"); none once it has stopped. Without ownership the store
+    // covers every partition itself (alone on Redis).
+    options.store.retention_owned = [self = e.get()] {
+      std::vector<storage::OwnedEpoch> owned;
+      if (cluster::LeaseManager* lm = self->ownership_view_.load(std::memory_order_acquire)) {
+        for (const cluster::OwnedPartition& o : lm->owned())
+          owned.push_back({o.partition, o.epoch});
+      }
+      return owned;
+    };
     storage::RedisInboxOptions io;
     io.servers = options.store.servers;
     io.cluster = options.store.cluster;
@@ -106,7 +118,6 @@ void Embedded::stop() {
 void Embedded::close() {
   stop();
   store_.reset();
-  rocks_ = nullptr;
   redis_ = nullptr;
 }
 

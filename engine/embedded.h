@@ -47,10 +47,10 @@ class Embedded {
   Embedded(const Embedded&) = delete;
   Embedded& operator=(const Embedded&) = delete;
 
-  EngineImpl& engine() { return *engine_; }                        // until stop()
-  Store& store() { return *store_; }                               // until close()
-  storage::RocksStore* rocks() { return rocks_; }                  // null on Redis
-  storage::RedisStore* redis() { return redis_; }                  // null on RocksDB
+  EngineImpl& engine() { return *engine_; }  // until stop()
+  // Until close(). Every role of the store (core/store.h) through one interface, whatever the
+  // backend: what is the backend's own stays behind it.
+  Store& store() { return *store_; }
   cluster::LeaseManager* ownership() { return ownership_.get(); }  // cluster mode only
   storage::RedisInbox* inbox() { return inbox_.get(); }            // cluster mode only
 
@@ -66,7 +66,8 @@ class Embedded {
 
   std::atomic<EngineImpl*> live_{nullptr};  // read by the store's sync thread
   std::unique_ptr<Store> store_;
-  storage::RocksStore* rocks_ = nullptr;
+  // On Redis: the partition epochs and fences the engine's ownership drives, and the partition
+  // loads to cancel when the engine stops. Null on RocksDB.
   storage::RedisStore* redis_ = nullptr;
   std::unique_ptr<EngineImpl> engine_;
   std::atomic<cluster::LeaseManager*> ownership_view_{nullptr};  // the shards' valid() checks

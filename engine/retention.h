@@ -1,7 +1,7 @@
 // The store's retention (SPEC R10.1) on a thread of its own: a pass at start, then one every
 // `interval`, so a long pass never delays the thread that takes the daemon's signals. stop()
-// ends a running pass between chunks (RocksStore::run_retention's stop check) and joins: a
-// shutdown waits for at most one chunk. Counters for /metrics.
+// ends a running pass between chunks (Retention::run_retention's stop check, core/store.h) and
+// joins: a shutdown waits for at most one chunk. Counters for /metrics.
 #pragma once
 
 #include <atomic>
@@ -13,15 +13,15 @@
 #include <thread>
 
 #include "core/result.h"
+#include "core/store.h"
 #include "core/time.h"
-#include "storage/rocks_store.h"
 
 namespace ringcast::engine {
 
 class RetentionThread {
  public:
   // One pass; `stop` answers true once the pass should end (between chunks).
-  using Pass = std::function<Result<storage::RetentionStats>(const std::function<bool()>& stop)>;
+  using Pass = std::function<Result<RetentionStats>(const std::function<bool()>& stop)>;
 
   RetentionThread(Pass pass, Duration interval);
   ~RetentionThread();  // stop()

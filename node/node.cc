@@ -119,10 +119,9 @@ struct Node::Parts {
   // outboxes).
   std::unique_ptr<engine::Notifier> notifier;
   std::unique_ptr<engine::Mailer> mailer;
-  // The store, once open (null before open and after stop): the outbox marks and the
-  // store-size gauges of /metrics.
-  std::atomic<storage::RocksStore*> open_store{nullptr};
-  std::atomic<storage::RedisStore*> open_redis{nullptr};
+  // The store, once open (null before open and after stop): the outbox marks and the store's
+  // gauges of /metrics.
+  std::atomic<Store*> open_store{nullptr};
   // The portal's signer for owner-address confirmation links (SPEC R14): its key is known once
   // the store is open; until then a confirmation e-mail waits on the mailer's ladder.
   struct ConfirmSigner {
@@ -196,20 +195,17 @@ void Node::Parts::stop() {
   stopped = true;
   services.stop_all();
   open_store.store(nullptr, std::memory_order_release);
-  open_redis.store(nullptr, std::memory_order_release);
   if (core) core->close();
 }
 
 // What the notifier (mail = false) or the mailer (mail = true) calls once a notification is
-// through: its entry leaves the open store's outbox (RocksDB; Redis mode: the partition's T ob
-// or T om). With no store open it stays there and is sent again after the next start.
+// through: its entry leaves the open store's outbox (Outboxes, core/store.h). With no store open
+// it stays there and is sent again after the next start.
 std::function<void(const Notification&)> Node::Parts::outbox_marker(bool mail) {
   return [this, mail](const Notification& note) {
     Result<void> r = ok();
-    if (storage::RocksStore* store = open_store.load(std::memory_order_acquire)) {
+    if (Store* store = open_store.load(std::memory_order_acquire)) {
       r = mail ? store->mail_outbox_done(note.seq) : store->outbox_done(note.seq);
-    } else if (storage::RedisStore* redis = open_redis.load(std::memory_order_acquire)) {
-      r = mail ? redis->mail_outbox_done(note.seq) : redis->outbox_done(note.seq);
     }
     if (!r.ok()) {
       log::error("{} outbox: {}", mail ? "owner e-mail" : "notification", r.error().message);
@@ -276,17 +272,8 @@ std::string Node::Parts::extra_metrics() const {
     out += intake::render_metrics(*v);
   if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
     out += r->metrics_text();
-  if (storage::RedisStore* r = open_redis.load(std::memory_order_acquire)) {
-    const storage::RedisMemory m = r->memory();
-    out +=
-        engine::render_redis_memory_metrics({m.used_bytes, m.limit_bytes, m.mark_bytes, m.full,
-                                             m.poll_errors, m.full_spells, r->retention_fenced()});
-  }
-  if (storage::RocksStore* s = open_store.load(std::memory_order_acquire)) {
-    const storage::StoreSizes z = s->sizes();
-    out += engine::render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes,
-                                        z.payload_log_bytes, z.lease_log_bytes);
-  }
+  // The store's own (RocksDB: its bytes; Redis: its memory view).
+  if (Store* s = open_store.load(std::memory_order_acquire)) out += s->metrics_text();
   // Every Redis connection of the process (store, leases, bus intake): commands written and
   // pipelined writes (round trips), for bench/e2e_cluster.sh's per-delivery Redis cost.
   const redis::ProcessTotals rt = redis::process_totals();
@@ -360,22 +347,21 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
   core = std::move(*opened);
   info.data = on_redis ? where : cfg.storage.data_dir;
   info.shards = core->engine().shard_count();
-  open_store.store(core->rocks(), std::memory_order_release);
-  open_redis.store(core->redis(), std::memory_order_release);
-  if (storage::RocksStore* rocks = core->rocks()) {
-    if (const uint64_t torn = rocks->torn_events_dropped(); torn > 0)
-      log::warn(
-          "{} events whose payload did not reach the disk before a power loss (never "
-          "acknowledged) were dropped at open",
-          torn);
-    if (notifier) {
-      // What an earlier run stored but did not get to the operator webhook (a crash, a stop
-      // with the receiver down): sent now, with the same webhook-id.
-      for (const Notification& n : rocks->take_outbox()) notifier->enqueue(n);
-    }
-    if (mailer) {  // the owner e-mails an earlier run did not get to the relay
-      for (const Notification& n : rocks->take_mail_outbox()) mailer->enqueue(n);
-    }
+  Store& store = core->store();
+  open_store.store(&store, std::memory_order_release);
+  if (const uint64_t torn = store.open_report().torn_events_dropped; torn > 0)
+    log::warn(
+        "{} events whose payload did not reach the disk before a power loss (never "
+        "acknowledged) were dropped at open",
+        torn);
+  // What an earlier run stored but did not get to the operator webhook (a crash, a stop with the
+  // receiver down): sent now, with the same webhook-id. On Redis the lists are empty: a
+  // partition's entries go out from the node that takes it (ro.store.on_outbox above).
+  if (notifier) {
+    for (const Notification& n : store.take_outbox()) notifier->enqueue(n);
+  }
+  if (mailer) {  // the owner e-mails an earlier run did not get to the relay
+    for (const Notification& n : store.take_mail_outbox()) mailer->enqueue(n);
   }
   return services
       .start(
@@ -383,10 +369,11 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
       .ok();
 }
 
-// Tenant-scoped keys (SPEC R14.1), from the store; on Redis another node may change them.
+// Tenant-scoped keys (SPEC R14.1), from the store; in a shared store (Redis) another node may
+// change them, so they are read again every server.key_refresh.
 bool Node::Parts::start_keys(std::string& why) {
   keys = std::make_unique<api::KeyRegistry>(api::KeyRegistryOptions{
-      &core->store(), core->redis() != nullptr ? cfg.server.key_refresh : Duration::zero()});
+      &core->store(), core->store().shared() ? cfg.server.key_refresh : Duration::zero()});
   Result<void> r = services.start(
       "keys", [this] { return keys->start(); }, [this] { keys->stop(); });
   if (!r.ok()) why = std::string("cannot load the API keys: ") + r.error().message;
@@ -539,31 +526,14 @@ bool Node::Parts::start_metrics_http(std::string& why) {
 // Retention: off the shards' hot path and off the caller's thread, at start and every
 // storage.retention_interval. On Redis (docs/cluster.md "Retention") the pass covers the
 // partitions this node owns, each fenced at its epoch (cluster mode: as ownership says; alone on
-// Redis: all of them, unfenced). Its stop ends a running pass at its next chunk.
+// Redis: all of them, unfenced): the store learns them from engine::Embedded. Its stop ends a
+// running pass at its next chunk.
 void Node::Parts::start_retention() {
-  if (storage::RedisStore* store = core->redis()) {
-    cluster::LeaseManager* lm = core->ownership();
-    retention = std::make_unique<engine::RetentionThread>(
-        [store, lm](const std::function<bool()>& stop) {
-          std::vector<storage::RedisStore::OwnedEpoch> owned;
-          if (lm != nullptr) {
-            for (const cluster::OwnedPartition& o : lm->owned())
-              owned.push_back({o.partition, o.epoch});
-          } else {
-            for (uint32_t p = 0; p < kPartitions; ++p)
-              owned.push_back({static_cast<Partition>(p), 0});
-          }
-          return store->run_retention(net::SystemClock().wall_now(), owned, stop);
-        },
-        cfg.storage.retention_interval);
-  } else if (storage::RocksStore* store = core->rocks()) {
-    retention = std::make_unique<engine::RetentionThread>(
-        [store](const std::function<bool()>& stop) {
-          return store->run_retention(net::SystemClock().wall_now(), stop);
-        },
-        cfg.storage.retention_interval);
-  }
-  if (!retention) return;
+  retention = std::make_unique<engine::RetentionThread>(
+      [store = &core->store()](const std::function<bool()>& stop) {
+        return store->run_retention(net::SystemClock().wall_now(), stop);
+      },
+      cfg.storage.retention_interval);
   static_cast<void>(services.start(
       "retention",
       [this] {

@@ -20,6 +20,7 @@
 #include "cluster/keys.h"
 #include "core/result.h"
 #include "core/store.h"
+#include "core/store_helpers.h"
 #include "core/types.h"
 #include "log/log.h"
 #include "net/loop.h"
@@ -628,6 +629,10 @@ bool RedisStore::degraded() const {
 DiskHealth RedisStore::disk_health() const {
   return impl_->persist_refused.load(std::memory_order_acquire) ? DiskHealth::kFull
                                                                 : DiskHealth::kOk;
+}
+
+bool RedisStore::retry_disk() {
+  return retry_disk_by_health(*this);
 }
 
 uint64_t RedisStore::replays() const {

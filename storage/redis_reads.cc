@@ -4,6 +4,7 @@
 #include "storage/redis_store.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -23,6 +24,7 @@
 #include "redis/client.h"
 #include "redis/reply.h"
 #include "storage/codec.h"
+#include "storage/log_query.h"
 #include "storage/redis_store_internal.h"
 
 namespace ringcast::storage {
@@ -55,8 +57,6 @@ Error bad_reply() {
 }  // namespace redis_detail
 
 namespace {
-
-constexpr size_t kFetchChunk = 64;
 
 Result<std::vector<std::optional<EventKeyRecord>>> parse_key_lookup(const KeyLookup& l,
                                                                     const Replies& rs) {
@@ -402,124 +402,130 @@ Result<std::vector<Delivery>> RedisStore::event_deliveries(EventSeq seq) {
 }
 
 // ---- log queries ------------------------------------------------------------------------------
+// The semantics are storage/log_query.h's; here only how the index ZSETs are read.
 
+namespace {
+
+// A lexicographic index ZSET of be64(~id) members (T ti:, T ei:), newest first, read with
+// ZRANGEBYLEX from an exclusive bound (the cursor: "(" + the last member read). `chunk`: ids per
+// read at most. `once`: the index is read once, `at_most` members (recent_deliveries); else each
+// read asks one member more, which only says whether the index goes on.
+class IndexScan final : public DeliveryScan {
+ public:
+  IndexScan(RedisStore::Impl& impl, std::string key, std::optional<DeliveryId> after, size_t chunk,
+            bool once, const char* bad_member)
+      : impl_(impl),
+        key_(std::move(key)),
+        from_(after ? exclusive(*after) : std::string("-")),
+        chunk_(chunk),
+        once_(once),
+        bad_member_(bad_member) {}
+
+  Result<std::vector<DeliveryId>> next(size_t at_most) override {
+    const size_t n = std::min(at_most, chunk_);
+    auto r = impl_.run1(
+        {"ZRANGEBYLEX", key_, from_, "+", "LIMIT", "0", std::to_string(once_ ? n : n + 1)});
+    auto c = check(r);
+    if (!c) return c.error();
+    if (!(*c)->is_array()) return bad_reply();
+    std::vector<DeliveryId> ids;
+    for (const Reply& m : (*c)->elements()) {
+      if (m.str().size() != 8) return make_error(Errc::kCorruption, bad_member_);
+      ids.push_back(~get_be64(m.str().data()));
+    }
+    goes_on_ = !once_ && ids.size() > n;
+    if (goes_on_) ids.pop_back();
+    if (!ids.empty()) from_ = exclusive(ids.back());
+    return ids;
+  }
+  bool goes_on() const override { return goes_on_; }
+  Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) override {
+    return impl_.fetch(ids);
+  }
+
+ private:
+  // "(" + member, built by appends: GCC 12's false -Wrestrict at -O3 on "literal" +
+  // std::string&&.
+  static std::string exclusive(DeliveryId id) {
+    std::string k = "(";
+    k += be64s(~id);
+    return k;
+  }
+
+  RedisStore::Impl& impl_;
+  const std::string key_;
+  std::string from_;
+  const size_t chunk_;
+  const bool once_;
+  const char* bad_member_;
+  bool goes_on_ = false;
+};
+
+// A tenant hash's notification ZSET (T nt:<hex th>, members be64(~seq) + the notification),
+// newest first, read once: `at_most` members.
+class NotesScan final : public NotificationScan {
+ public:
+  NotesScan(RedisStore::Impl& impl, uint64_t th) : impl_(impl), th_(th) {}
+
+  Result<std::vector<Notification>> next(size_t at_most) override {
+    auto r =
+        impl_.run1({"ZRANGEBYLEX", impl_.prefix(partition_of_hash(th_)) + notifications_key(th_),
+                    "-", "+", "LIMIT", "0", std::to_string(at_most)});
+    auto c = check(r);
+    if (!c) return c.error();
+    if (!(*c)->is_array()) return bad_reply();
+    std::vector<Notification> out;
+    for (const Reply& m : (*c)->elements()) {
+      const std::string& s = m.str();
+      if (s.size() < 8) return make_error(Errc::kCorruption, "notification: bad member");
+      auto k = notification_key(th_, ~get_be64(s.data()));
+      auto n = decode_notification(k.view(), std::string_view(s).substr(8));
+      if (!n) return n.error();
+      out.push_back(std::move(*n));
+    }
+    return out;
+  }
+  bool goes_on() const override { return false; }
+
+ private:
+  RedisStore::Impl& impl_;
+  const uint64_t th_;
+};
+
+}  // namespace
+
+// One read of the tenant index, as many members as asked: a delivery retention removed between
+// that read and the fetch leaves the list short (it is not read again).
 Result<std::vector<Delivery>> RedisStore::recent_deliveries(std::string_view tenant, size_t limit) {
-  limit = std::min(limit, kListLimitMax);
-  std::vector<Delivery> out;
-  if (limit == 0) return out;
   const uint64_t th = tenant_hash(tenant);
-  auto r = impl_->run1({"ZRANGEBYLEX", impl_->prefix(partition_of_hash(th)) + tenant_index(th), "-",
-                        "+", "LIMIT", "0", std::to_string(limit)});
-  auto c = check(r);
-  if (!c) return c.error();
-  if (!(*c)->is_array()) return bad_reply();
-  std::vector<DeliveryId> ids;
-  for (const Reply& m : (*c)->elements()) {
-    if (m.str().size() != 8) return make_error(Errc::kCorruption, "tenant index: bad member");
-    ids.push_back(~get_be64(m.str().data()));
-  }
-  auto ds = impl_->fetch(ids);
-  if (!ds) return ds.error();
-  for (auto& d : *ds) {
-    if (d) out.push_back(*d);
-  }
-  return out;
+  IndexScan scan(*impl_, impl_->prefix(partition_of_hash(th)) + tenant_index(th), std::nullopt,
+                 SIZE_MAX, /*once=*/true, "tenant index: bad member");
+  return collect_recent(limit, scan);
 }
 
 Result<DeliveryPage> RedisStore::list_deliveries(std::string_view tenant,
                                                  std::optional<EndpointId> endpoint,
                                                  std::optional<DeliveryStatus> status, size_t limit,
                                                  std::string_view cursor) {
-  limit = std::clamp<size_t>(limit, 1, kListLimitMax);
-  auto parsed = decode_list_cursor(cursor);
-  if (!parsed) return parsed.error();
-  const std::optional<DeliveryId> after = *parsed;
+  auto q = page_query(status, limit, cursor);
+  if (!q) return q.error();
   const uint64_t th = tenant_hash(tenant);
-  const std::string key = impl_->prefix(partition_of_hash(th)) +
-                          (endpoint ? endpoint_index(th, *endpoint) : tenant_index(th));
-  // "(" + key, built by appends: GCC 12's false -Wrestrict at -O3 on "literal" + std::string&&.
-  auto exclusive = [](uint64_t id) {
-    std::string k = "(";
-    k += be64s(~id);
-    return k;
-  };
-  std::string from = after ? exclusive(*after) : std::string("-");
-  // A chunk as large as the page (at least kFetchChunk, at most 1 000): a page of 1 000 is then
-  // two round trips, not 32 (the filters may need more).
-  const size_t chunk_n = std::clamp<size_t>(limit, kFetchChunk, 1000);
-  DeliveryPage page;
-  size_t scanned = 0;
-  DeliveryId last_consumed = 0;
-  bool more = false;
-  while (true) {
-    // One more than a chunk: the extra one only says whether the index goes on.
-    auto r =
-        impl_->run1({"ZRANGEBYLEX", key, from, "+", "LIMIT", "0", std::to_string(chunk_n + 1)});
-    auto c = check(r);
-    if (!c) return c.error();
-    if (!(*c)->is_array()) return bad_reply();
-    std::vector<DeliveryId> chunk;
-    for (const Reply& m : (*c)->elements()) {
-      if (m.str().size() != 8) return make_error(Errc::kCorruption, "delivery index: bad member");
-      chunk.push_back(~get_be64(m.str().data()));
-    }
-    const bool index_goes_on = chunk.size() > chunk_n;
-    if (index_goes_on) chunk.pop_back();
-    const size_t room = kListScanMax - scanned;
-    bool scan_cut = false;
-    if (chunk.size() > room) {
-      chunk.resize(room);
-      scan_cut = true;
-    }
-    if (chunk.empty()) break;
-    scanned += chunk.size();
-    auto ds = impl_->fetch(chunk);
-    if (!ds) return ds.error();
-    bool full = false;
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      last_consumed = chunk[i];
-      const auto& d = (*ds)[i];
-      if (d && (!status || d->status == *status)) {
-        page.items.push_back(*d);
-        if (page.items.size() == limit) {
-          more = i + 1 < chunk.size() || index_goes_on || scan_cut;
-          full = true;
-          break;
-        }
-      }
-    }
-    if (full) break;
-    if (scanned >= kListScanMax) {
-      more = index_goes_on || scan_cut;
-      break;
-    }
-    if (!index_goes_on) break;
-    from = exclusive(chunk.back());
-  }
-  if (more) page.next_cursor = encode_cursor(last_consumed);
-  return page;
+  std::string key = impl_->prefix(partition_of_hash(th));
+  key += endpoint ? endpoint_index(th, *endpoint) : tenant_index(th);
+  // A chunk as large as the page (at least kListFetchChunk, at most 1 000): a page of 1 000 is
+  // then two round trips, not 32 (the filters may need more).
+  IndexScan scan(*impl_, std::move(key), q->after,
+                 std::clamp<size_t>(q->limit, kListFetchChunk, 1000), /*once=*/false,
+                 "delivery index: bad member");
+  return collect_page(*q, scan);
 }
 
+// One read of the notification index, as many members as asked: a member of another tenant with
+// the same hash leaves the list short (it is not read again).
 Result<std::vector<Notification>> RedisStore::list_notifications(std::string_view tenant,
                                                                  size_t limit) {
-  limit = std::min(limit, kListLimitMax);
-  std::vector<Notification> out;
-  if (limit == 0) return out;
-  const uint64_t th = tenant_hash(tenant);
-  auto r = impl_->run1({"ZRANGEBYLEX", impl_->prefix(partition_of_hash(th)) + notifications_key(th),
-                        "-", "+", "LIMIT", "0", std::to_string(limit)});
-  auto c = check(r);
-  if (!c) return c.error();
-  if (!(*c)->is_array()) return bad_reply();
-  for (const Reply& m : (*c)->elements()) {
-    const std::string& s = m.str();
-    if (s.size() < 8) return make_error(Errc::kCorruption, "notification: bad member");
-    auto k = notification_key(th, ~get_be64(s.data()));
-    auto n = decode_notification(k.view(), std::string_view(s).substr(8));
-    if (!n) return n.error();
-    if (n->tenant == tenant) out.push_back(std::move(*n));  // a 64-bit hash collision
-  }
-  return out;
+  NotesScan scan(*impl_, tenant_hash(tenant));
+  return collect_notifications(tenant, limit, scan);
 }
 
 }  // namespace ringcast::storage

@@ -31,7 +31,7 @@
 #include "redis/slot.h"
 #include "storage/codec.h"
 #include "storage/redis_store_internal.h"
-#include "storage/retention_stats.h"
+#include "storage/store_metrics.h"
 
 namespace ringcast::storage {
 
@@ -209,10 +209,31 @@ uint64_t RedisStore::retention_fenced() const {
   return impl_->retention_fenced.load(std::memory_order_relaxed);
 }
 
+std::string RedisStore::metrics_text() const {
+  const RedisMemory m = memory();
+  return render_redis_memory_metrics({m.used_bytes, m.limit_bytes, m.mark_bytes, m.full,
+                                      m.poll_errors, m.full_spells, retention_fenced()});
+}
+
 // ---- retention ----------------------------------------------------------------------------------
 
-Result<RetentionStats> RedisStore::run_retention(WallTime now, const std::vector<OwnedEpoch>& owned,
-                                                 const std::function<bool()>& stop) {
+// The partitions come from whoever composed the node (RedisStoreOptions::retention_owned: the
+// lease manager's, each at its epoch); alone on Redis, this node owns every partition, unfenced
+// (docs/cluster.md "Retention").
+Result<RetentionStats> RedisStore::run_retention(WallTime now, const std::function<bool()>& stop) {
+  std::vector<OwnedEpoch> owned;
+  if (impl_->opt.retention_owned) {
+    owned = impl_->opt.retention_owned();
+  } else {
+    owned.reserve(kPartitions);
+    for (uint32_t p = 0; p < kPartitions; ++p) owned.push_back({static_cast<Partition>(p), 0});
+  }
+  return run_retention_on(now, owned, stop);
+}
+
+Result<RetentionStats> RedisStore::run_retention_on(WallTime now,
+                                                    const std::vector<OwnedEpoch>& owned,
+                                                    const std::function<bool()>& stop) {
   Impl& im = *impl_;
   std::lock_guard guard(im.retention_mu);
   RetentionStats st;

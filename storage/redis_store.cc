@@ -1,6 +1,6 @@
 // The Redis store's lifecycle (docs/cluster.md "The store on Redis"): open (the loop thread,
 // the client, the memory policy check) and close; API keys and node secrets (SPEC R14.1); the
-// outboxes' done marks (SPEC R8.4). The other roles' files: storage/redis_store_internal.h.
+// outboxes (SPEC R8.4). The other roles' files: storage/redis_store_internal.h.
 #include "storage/redis_store.h"
 
 #include <pthread.h>
@@ -323,6 +323,17 @@ Result<uint64_t> RedisStore::api_keys_version() {
   if (!c) return c.error();
   if ((*c)->is_nil()) return uint64_t{0};
   return uint64_t{std::strtoull((*c)->str().c_str(), nullptr, 10)};
+}
+
+// A partition's outbox entries go to the node that takes the partition, from recover(p)
+// (RedisStoreOptions::on_outbox, on_mail_outbox; docs/operations.md "8. Cluster mode": "The
+// notification outbox on Redis"): nothing is handed out at start.
+std::vector<Notification> RedisStore::take_outbox() {
+  return {};
+}
+
+std::vector<Notification> RedisStore::take_mail_outbox() {
+  return {};
 }
 
 Result<void> RedisStore::outbox_done(uint64_t notification_seq) {

@@ -89,9 +89,15 @@
 #include "core/store.h"
 #include "core/time.h"
 #include "redis/tls_options.h"
-#include "storage/retention_stats.h"
 
 namespace ringcast::storage {
+
+// A partition this node holds, at the epoch of its lease (cluster/lease.h): what a retention
+// pass covers (RedisStore::run_retention).
+struct OwnedEpoch {
+  Partition partition = 0;
+  uint64_t epoch = 0;
+};
 
 struct RedisStoreOptions {
   std::vector<std::string> servers;  // "127.0.0.1:6379"; several only with cluster = true
@@ -116,6 +122,11 @@ struct RedisStoreOptions {
 
   // ---- retention (SPEC R10.1) and memory (docs/cluster.md "Memory back-pressure") ----
   Duration retention = days(30);  // run_retention() deletes what ended before now - this
+  // The partitions run_retention(now, stop) covers, with the epoch each is held at, asked at each
+  // pass (docs/cluster.md "Retention"). Set by whoever composes the node with a lease manager
+  // (engine::Embedded: LeaseManager::owned()); unset, this node is alone on its Redis and owns
+  // every partition, at epoch 0 (unfenced). Called on the retention caller's thread.
+  std::function<std::vector<OwnedEpoch>()> retention_owned;
   // Stamps the retention indexes (T done, T eo, T nto) at write(). Null: the system wall clock.
   // Tests inject a ManualClock; only wall_now() is used, on the writer's thread.
   Clock* clock = nullptr;
@@ -159,6 +170,8 @@ struct RedisMemory {
 
 class RedisStore final : public Store {
  public:
+  using OwnedEpoch = storage::OwnedEpoch;
+
   // Starts the store's loop thread and client and checks the server answers (PING).
   static Result<std::unique_ptr<RedisStore>> open(RedisStoreOptions options);
   // Fails what is still outstanding (async calls complete with an error) and joins the thread.
@@ -166,6 +179,7 @@ class RedisStore final : public Store {
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
+  // ---- Journal
   Result<uint64_t> write(const Mutations& m) override;
   uint64_t durable_seq() const override { return durable_.load(std::memory_order_acquire); }
   // Blocks until durable_seq() >= seq, the store failed, or the timeout; true when durable.
@@ -179,6 +193,9 @@ class RedisStore final : public Store {
   // kFull while Redis refuses writes it cannot persist (MISCONF: its disk is full or failing;
   // docs/durability.md); the writes are sent again until one is confirmed.
   DiskHealth disk_health() const override;
+  // No disk of its own to probe: the writes are sent again until Redis takes them
+  // (retry_disk_by_health, core/store_helpers.h).
+  bool retry_disk() override;
   bool durable_on_write() const override { return false; }  // confirmed by durable_seq() only
   uint64_t replays() const;                                 // how often that happened
   // Store::full(): some primary's memory reached the high-water mark (RedisStoreOptions::
@@ -194,19 +211,7 @@ class RedisStore final : public Store {
   Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
       const std::vector<EventKeyRef>& keys) override;
   Result<std::optional<Event>> load_event(EventSeq seq) override;
-  Result<std::optional<Event>> find_event(std::string_view tenant,
-                                          std::string_view event_id) override;
-  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
   Result<std::vector<std::optional<Event>>> load_events(const std::vector<EventSeq>& seqs) override;
-  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
-      const std::vector<DeliveryId>& ids) override;
-  Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
-  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
-  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
-                                       std::optional<DeliveryStatus> status, size_t limit,
-                                       std::string_view cursor) override;
-  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
-                                                       size_t limit) override;
   void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
                              EventKeysDone done) override;
   void load_event_async(EventSeq seq, Poster& on, EventDone done) override;
@@ -219,14 +224,35 @@ class RedisStore final : public Store {
   // Embedded stops the engine, cancels, then destroys it); a load still running ends on its
   // own, bounded by the command timeouts, and is joined by the destructor.
   void cancel_recovers();
+
+  // ---- DeliveryLog (docs/cluster.md "Delivery-log reads"; paging: storage/log_query.h)
+  Result<std::optional<Event>> find_event(std::string_view tenant,
+                                          std::string_view event_id) override;
+  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) override;
+  Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
+  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
+  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
+                                       std::optional<DeliveryStatus> status, size_t limit,
+                                       std::string_view cursor) override;
+  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
+                                                       size_t limit) override;
+
+  // ---- Outboxes. Nothing to take at start: a partition's entries (T ob, T om) go to the node
+  // that takes the partition, from recover(p) through RedisStoreOptions::on_outbox and
+  // on_mail_outbox (docs/operations.md "8. Cluster mode": "The notification outbox on Redis"),
+  // so these two answer an empty list.
+  std::vector<Notification> take_outbox() override;
+  std::vector<Notification> take_mail_outbox() override;
   // The notification reached the operator webhook or was given up: its outbox entry goes
   // (RedisStoreOptions::notification_outbox). Any thread; blocks on Redis.
-  Result<void> outbox_done(uint64_t notification_seq);
+  Result<void> outbox_done(uint64_t notification_seq) override;
   // The owner's e-mail was accepted by the relay or given up: its T om entry goes (mail_outbox).
-  Result<void> mail_outbox_done(uint64_t notification_seq);
+  Result<void> mail_outbox_done(uint64_t notification_seq) override;
 
-  // SPEC R14.1: API keys in one hash of their own slot ({<ns>:keys}:k, field = key id) with a
-  // version counter ({<ns>:keys}:v) that every change bumps in the same script; with
+  // ---- KeyStore. SPEC R14.1: API keys in one hash of their own slot ({<ns>:keys}:k, field = key
+  // id) with a version counter ({<ns>:keys}:v) that every change bumps in the same script; with
   // wait_replicas > 0 a change returns once WAIT counted that many replicas, so a revocation
   // acknowledged to the admin survives a failover like an acknowledged event.
   Result<void> put_api_key(const ApiKey& key) override;
@@ -235,6 +261,13 @@ class RedisStore final : public Store {
   Result<uint64_t> api_keys_version() override;
   Result<std::string> node_secret(std::string_view name, std::string_view candidate) override;
   Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) override;
+
+  // ---- StoreInfo. Nothing is dropped at open (a batch is confirmed whole or sent again).
+  OpenReport open_report() const override { return {}; }
+  // The memory view (memory()) and retention_fenced(), storage/store_metrics.h.
+  std::string metrics_text() const override;
+  // The nodes of a cluster share it (and any node may change the tenant keys).
+  bool shared() const override { return true; }
 
   // The epoch this process holds partition p's lease at (0: none), for the writes of p that
   // write() is called with from now on (any thread). Only checked with fencing on (node_id);
@@ -248,6 +281,9 @@ class RedisStore final : public Store {
   // How many partition writes (one per partition of a batch) were refused so far.
   uint64_t fenced_writes() const;
 
+  // ---- Retention. run_retention(now, stop) is run_retention_on(now, the partitions
+  // RedisStoreOptions::retention_owned gives (unset: all, at epoch 0), stop).
+  Result<RetentionStats> run_retention(WallTime now, const std::function<bool()>& stop) override;
   // Deletes what ended before now - retention (SPEC R10.1) in the partitions given with the
   // epoch this node holds each at (fencing on: every script of p starts with the fence at that
   // epoch, so a partition that moved deletes nothing; fencing off: the epoch is ignored).
@@ -258,16 +294,11 @@ class RedisStore final : public Store {
   // per chunk (retention_chunk records) of one partition; `stop` is asked before each chunk
   // with work, and a pass it ends reports stopped (the next pass goes on from there). Runs on
   // the calling thread, which blocks on the store's loop (never call it on a shard's thread).
-  struct OwnedEpoch {
-    Partition partition = 0;
-    uint64_t epoch = 0;
-  };
-  Result<RetentionStats> run_retention(WallTime now, const std::vector<OwnedEpoch>& owned,
-                                       const std::function<bool()>& stop = {});
+  Result<RetentionStats> run_retention_on(WallTime now, const std::vector<OwnedEpoch>& owned,
+                                          const std::function<bool()>& stop = {});
   // How many retention scripts the fence refused (the partition had moved).
   uint64_t retention_fenced() const;
 
-  static constexpr size_t kListScanMax = 10'000;
   static constexpr double kMemoryHysteresis = 0.05;
 
   struct Impl;

@@ -20,7 +20,7 @@
 //   - a refused write is recorded (any_fenced, last_fenced, fenced_set under fenced_mu) on the
 //     loop thread before durable_seq can pass its batch, with release ordering; fenced() reads it
 //     from any thread;
-//   - mem, evicting_node, evicting and no_limit are under mem_mu; run_retention holds
+//   - mem, evicting_node, evicting and no_limit are under mem_mu; run_retention_on holds
 //     retention_mu (one at a time); the retention stamp (last_stamp) never goes back.
 // Impl's member functions are defined by role: init() in redis_store.cc; the write path (fail,
 // the fencing records, advance, the replay, send_batch, transmit, the WAITs, submit) in

@@ -14,8 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/store_helpers.h"
 #include "storage/codec.h"
 #include "storage/lease_log.h"
+#include "storage/log_query.h"
 #include "storage/payload_log.h"
 #include "storage/rocks_store.h"
 #include "storage/rocks_store_internal.h"
@@ -24,12 +26,6 @@
 namespace ringcast::storage {
 
 using namespace rocks_detail;  // the store's shared helpers (rocks_store_internal.h)
-
-namespace {
-
-constexpr size_t kFetchChunk = 64;
-
-}  // namespace
 
 // ---- point reads ------------------------------------------------------------------------------
 
@@ -72,6 +68,12 @@ Result<std::vector<std::optional<EventKeyRecord>>> RocksStore::find_event_keys(
   return out;
 }
 
+void RocksStore::find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                                       EventKeysDone done) {
+  (void)on;
+  find_event_keys_at_once(*this, keys, std::move(done));
+}
+
 Result<std::optional<StoredEvent>> RocksStore::load_event_head(EventSeq seq) {
   no_perf_counters();
   rocksdb::PinnableSlice v;
@@ -98,6 +100,16 @@ Result<std::optional<Event>> RocksStore::load_event(EventSeq seq) {
   if (!*h) return std::optional<Event>();
   if (auto r = read_payload(**h, (*h)->event); !r) return r.error();
   return std::optional<Event>(std::move((*h)->event));
+}
+
+Result<std::vector<std::optional<Event>>> RocksStore::load_events(
+    const std::vector<EventSeq>& seqs) {
+  return load_events_one_by_one(*this, seqs);
+}
+
+void RocksStore::load_event_async(EventSeq seq, Poster& on, EventDone done) {
+  (void)on;
+  load_event_at_once(*this, seq, std::move(done));
 }
 
 Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
@@ -224,125 +236,147 @@ Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
   return std::optional<DeliveryDetail>(std::move(detail));
 }
 
-// ---- log queries ------------------------------------------------------------------------------
+Result<std::vector<std::optional<DeliveryDetail>>> RocksStore::get_deliveries(
+    const std::vector<DeliveryId>& ids) {
+  return get_deliveries_one_by_one(*this, ids);
+}
 
-Result<std::vector<Delivery>> RocksStore::recent_deliveries(std::string_view tenant, size_t limit) {
-  limit = std::min(limit, kListLimitMax);
-  std::vector<Delivery> out;
-  if (limit == 0) return out;
+// ---- log queries ------------------------------------------------------------------------------
+// The semantics are storage/log_query.h's; here only how RocksDB's index column families are
+// read (docs/storage-schema.md "Keys: partition first").
+
+namespace {
+
+// A delivery index column family under `prefix` (the tenant index: partition, tenant hash; the
+// endpoint index: the same and the endpoint), newest first: each key is the prefix then
+// be64(~id). Starts at `after` when given, which it skips (Seek lands on it).
+class IndexScan final : public DeliveryScan {
+ public:
+  struct Families {
+    rocksdb::ColumnFamilyHandle *index, *active, *archive;
+  };
+  IndexScan(rocksdb::DB* db, Families cfs, const LeaseLog& leases, std::string prefix,
+            size_t key_bytes, size_t chunk, std::optional<DeliveryId> after, const char* bad_key)
+      : db_(db),
+        cfs_(cfs),
+        leases_(leases),
+        prefix_(std::move(prefix)),
+        key_bytes_(key_bytes),
+        chunk_(chunk),
+        after_(after),
+        bad_key_(bad_key),
+        upper_(prefix_successor(prefix_)),
+        upper_slice_(sl(upper_)) {
+    ro_.iterate_upper_bound = &upper_slice_;
+    it_.reset(db_->NewIterator(ro_, cfs_.index));
+    std::string start = prefix_;
+    if (after_) put_be64(start, ~*after_);
+    it_->Seek(sl(start));
+  }
+  IndexScan(const IndexScan&) = delete;
+  IndexScan& operator=(const IndexScan&) = delete;
+
+  Result<std::vector<DeliveryId>> next(size_t at_most) override {
+    std::vector<DeliveryId> ids;
+    const size_t n = std::min(at_most, chunk_);
+    for (; it_->Valid() && ids.size() < n; it_->Next()) {
+      if (it_->key().size() != key_bytes_) return make_error(Errc::kCorruption, bad_key_);
+      const DeliveryId id = ~get_be64(it_->key().data() + prefix_.size());
+      if (after_ && id == *after_) continue;
+      ids.push_back(id);
+    }
+    if (!it_->status().ok()) return to_error(it_->status());
+    return ids;
+  }
+  bool goes_on() const override { return it_->Valid(); }
+  Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) override {
+    return fetch_aligned(db_, cfs_.active, cfs_.archive, leases_, ids);
+  }
+
+ private:
+  rocksdb::DB* db_;
+  Families cfs_;
+  const LeaseLog& leases_;
+  const std::string prefix_;
+  const size_t key_bytes_, chunk_;
+  const std::optional<DeliveryId> after_;
+  const char* bad_key_;
+  const std::string upper_;
+  Slice upper_slice_;
+  rocksdb::ReadOptions ro_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+// The notifications column family under `prefix` (partition, tenant hash), newest first.
+class NotesScan final : public NotificationScan {
+ public:
+  NotesScan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string prefix)
+      : upper_(prefix_successor(prefix)), upper_slice_(sl(upper_)) {
+    ro_.iterate_upper_bound = &upper_slice_;
+    it_.reset(db->NewIterator(ro_, cf));
+    it_->Seek(sl(prefix));
+  }
+  NotesScan(const NotesScan&) = delete;
+  NotesScan& operator=(const NotesScan&) = delete;
+
+  Result<std::vector<Notification>> next(size_t at_most) override {
+    std::vector<Notification> out;
+    for (; it_->Valid() && out.size() < at_most; it_->Next()) {
+      auto n = decode_notification(sv(it_->key()), sv(it_->value()));
+      if (!n) return n.error();
+      out.push_back(std::move(*n));
+    }
+    if (!it_->status().ok()) return to_error(it_->status());
+    return out;
+  }
+  bool goes_on() const override { return it_->Valid(); }
+
+ private:
+  const std::string upper_;
+  Slice upper_slice_;
+  rocksdb::ReadOptions ro_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+// A tenant's key prefix in the tenant-keyed column families: partition, tenant hash.
+std::string tenant_prefix(std::string_view tenant) {
   const uint64_t th = tenant_hash(tenant);
   std::string prefix = partition_prefix(partition_of_hash(th));
   put_be64(prefix, th);
-  const std::string upper = prefix_successor(prefix);
-  Slice upper_slice = sl(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfTenantIndex)));
-  std::vector<DeliveryId> ids;
-  it->Seek(sl(prefix));
-  // Normally one pass; more only when retention removed deliveries under our feet.
-  while (out.size() < limit && it->Valid()) {
-    ids.clear();
-    for (; it->Valid() && ids.size() < limit - out.size(); it->Next()) {
-      if (it->key().size() != kTenantIndexKeyBytes)
-        return make_error(Errc::kCorruption, "tenant index: bad key");
-      ids.push_back(~get_be64(it->key().data() + 10));
-    }
-    auto ds = fetch_deliveries(ids);
-    if (!ds) return ds.error();
-    for (auto& d : *ds) out.push_back(d);
-  }
-  if (!it->status().ok()) return to_error(it->status());
-  return out;
+  return prefix;
+}
+
+}  // namespace
+
+Result<std::vector<Delivery>> RocksStore::recent_deliveries(std::string_view tenant, size_t limit) {
+  // The tenant index holds every delivery of the tenant once, newest first.
+  IndexScan scan(db_, {cf(kCfTenantIndex), cf(kCfActive), cf(kCfArchive)}, *leases_,
+                 tenant_prefix(tenant), kTenantIndexKeyBytes, SIZE_MAX, std::nullopt,
+                 "tenant index: bad key");
+  return collect_recent(limit, scan);
 }
 
 Result<DeliveryPage> RocksStore::list_deliveries(std::string_view tenant,
                                                  std::optional<EndpointId> endpoint,
                                                  std::optional<DeliveryStatus> status, size_t limit,
                                                  std::string_view cursor) {
-  limit = std::clamp<size_t>(limit, 1, kListLimitMax);
-  auto parsed = decode_list_cursor(cursor);
-  if (!parsed) return parsed.error();
-  const std::optional<DeliveryId> after = *parsed;
-  const uint64_t th = tenant_hash(tenant);
-  std::string prefix = partition_prefix(partition_of_hash(th));
-  put_be64(prefix, th);
-  if (endpoint) put_be64(prefix, *endpoint);
-  const size_t id_offset = prefix.size();
-  const size_t key_bytes = endpoint ? kEndpointIndexKeyBytes : kTenantIndexKeyBytes;
-  const std::string upper = prefix_successor(prefix);
-  Slice upper_slice = sl(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
+  auto q = page_query(status, limit, cursor);
+  if (!q) return q.error();
   // The tenant index holds every delivery of the tenant once, newest first; the endpoint
   // index the same per endpoint.
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(ro, cf(endpoint ? kCfEndpointIndex : kCfTenantIndex)));
-  std::string start = prefix;
-  if (after) put_be64(start, ~*after);
-  it->Seek(sl(start));
-
-  DeliveryPage page;
-  std::vector<DeliveryId> chunk;
-  size_t scanned = 0;
-  DeliveryId last_consumed = 0;
-  bool more = false;
-  while (true) {
-    chunk.clear();
-    for (; it->Valid() && chunk.size() < kFetchChunk && scanned < kListScanMax; it->Next()) {
-      if (it->key().size() != key_bytes)
-        return make_error(Errc::kCorruption, "delivery index: bad key");
-      const DeliveryId id = ~get_be64(it->key().data() + id_offset);
-      if (after && id == *after) continue;
-      chunk.push_back(id);
-      ++scanned;
-    }
-    if (chunk.empty()) break;
-    auto ds = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, chunk);
-    if (!ds) return ds.error();
-    bool full = false;
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      last_consumed = chunk[i];
-      const auto& d = (*ds)[i];
-      if (d && (!status || d->status == *status)) {
-        page.items.push_back(*d);
-        if (page.items.size() == limit) {
-          more = i + 1 < chunk.size() || it->Valid();
-          full = true;
-          break;
-        }
-      }
-    }
-    if (full) break;
-    if (scanned >= kListScanMax) {
-      more = it->Valid();
-      break;
-    }
-  }
-  if (!it->status().ok()) return to_error(it->status());
-  if (more) page.next_cursor = encode_cursor(last_consumed);
-  return page;
+  std::string prefix = tenant_prefix(tenant);
+  if (endpoint) put_be64(prefix, *endpoint);
+  IndexScan scan(
+      db_, {cf(endpoint ? kCfEndpointIndex : kCfTenantIndex), cf(kCfActive), cf(kCfArchive)},
+      *leases_, std::move(prefix), endpoint ? kEndpointIndexKeyBytes : kTenantIndexKeyBytes,
+      kListFetchChunk, q->after, "delivery index: bad key");
+  return collect_page(*q, scan);
 }
 
 Result<std::vector<Notification>> RocksStore::list_notifications(std::string_view tenant,
                                                                  size_t limit) {
-  limit = std::min(limit, kListLimitMax);
-  std::vector<Notification> out;
-  const uint64_t th = tenant_hash(tenant);
-  std::string prefix = partition_prefix(partition_of_hash(th));
-  put_be64(prefix, th);
-  const std::string upper = prefix_successor(prefix);
-  Slice upper_slice = sl(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(kCfNotifications)));
-  for (it->Seek(sl(prefix)); it->Valid() && out.size() < limit; it->Next()) {
-    auto n = decode_notification(sv(it->key()), sv(it->value()));
-    if (!n) return n.error();
-    if (n->tenant == tenant) out.push_back(std::move(*n));  // a 64-bit hash collision
-  }
-  if (!it->status().ok()) return to_error(it->status());
-  return out;
+  NotesScan scan(db_, cf(kCfNotifications), tenant_prefix(tenant));
+  return collect_notifications(tenant, limit, scan);
 }
 
 }  // namespace ringcast::storage

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/store_helpers.h"
 #include "storage/codec.h"
 #include "storage/lease_log.h"
 #include "storage/payload_log.h"
@@ -47,6 +48,11 @@ Result<uint64_t> RocksStore::max_id_in(Cf c, Partition p) {
   if (!it->Valid() || it->key().size() < 8) return uint64_t{0};
   const uint64_t id = get_be64(it->key().data());
   return id_partition(id) == p ? id_sequence(id) : 0;
+}
+
+void RocksStore::recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) {
+  (void)on;
+  recover_collecting(*this, p, now, std::move(done));
 }
 
 Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVisitor& visitor) {

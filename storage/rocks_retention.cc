@@ -19,7 +19,6 @@
 
 #include "storage/codec.h"
 #include "storage/payload_log.h"
-#include "storage/retention_stats.h"
 #include "storage/rocks_store.h"
 #include "storage/rocks_store_internal.h"
 #include "storage/status.h"

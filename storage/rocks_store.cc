@@ -1,5 +1,6 @@
 // RocksStore's lifecycle and upkeep (docs/storage-schema.md "Options"; docs/durability.md "One
-// node"): open and close, the meta family's outboxes and API keys (SPEC R8.4, R14.1), flush, sizes.
+// node"): open and close, the meta family's outboxes and API keys (SPEC R8.4, R14.1), flush, sizes
+// and what StoreInfo reports (the open report, /metrics).
 // Its other roles: rocks_journal.cc, rocks_reads.cc, rocks_recovery.cc, rocks_retention.cc.
 #include "storage/rocks_store.h"
 
@@ -33,6 +34,7 @@
 #include "storage/rocks_options.h"
 #include "storage/rocks_store_internal.h"
 #include "storage/status.h"
+#include "storage/store_metrics.h"
 
 namespace ringcast::storage {
 
@@ -409,6 +411,19 @@ Result<void> RocksStore::flush(bool compact) {
   s = db_->SyncWAL();
   if (!s.ok()) return to_error(s);
   return ok();
+}
+
+OpenReport RocksStore::open_report() const {
+  OpenReport r;
+  r.torn_events_dropped = torn_events_dropped_;
+  r.leases_applied = leases_applied_;
+  return r;
+}
+
+std::string RocksStore::metrics_text() const {
+  const StoreSizes z = sizes();
+  return render_store_metrics(z.sst_bytes, z.wal_bytes, z.memtable_bytes, z.payload_log_bytes,
+                              z.lease_log_bytes);
 }
 
 StoreSizes RocksStore::sizes() const {

@@ -19,7 +19,6 @@
 
 #include "core/store.h"
 #include "core/time.h"
-#include "storage/retention_stats.h"
 #include "storage/schema.h"
 
 namespace rocksdb {
@@ -94,13 +93,16 @@ class RocksStore final : public Store {
   RocksStore(const RocksStore&) = delete;
   RocksStore& operator=(const RocksStore&) = delete;
 
-  // Store. write() is thread-safe: several shards write at once (RocksDB groups them).
+  // ---- Journal. write() is thread-safe: several shards write at once (RocksDB groups them).
   // An event whose (tenant, id) key already names another event fails the batch with
   // kConflict (SPEC R12.5: never a silent overwrite); rewriting the same event is allowed.
   // Commit sequences are RocksDB sequence numbers: strictly increasing for one caller, and an
   // empty Mutations returns the current one without writing.
   Result<uint64_t> write(const Mutations& m) override;
   uint64_t durable_seq() const override { return durable_.load(std::memory_order_acquire); }
+  bool durable_on_write() const override { return true; }  // in the WAL once write() returns
+  bool degraded() const override { return false; }         // a local disk: kFull or kFailed
+  bool full() const override { return false; }             // the disk says kFull instead
   DiskHealth disk_health() const override {
     return static_cast<DiskHealth>(disk_.load(std::memory_order_acquire));
   }
@@ -112,13 +114,24 @@ class RocksStore final : public Store {
   Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
       const std::vector<EventKeyRef>& keys) override;
   Result<std::optional<Event>> load_event(EventSeq seq) override;
+  // One by one (load_events_one_by_one): local reads, no round trip to save.
+  Result<std::vector<std::optional<Event>>> load_events(const std::vector<EventSeq>& seqs) override;
+  // A local store answers before returning (find_event_keys_at_once, load_event_at_once).
+  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                             EventKeysDone done) override;
+  void load_event_async(EventSeq seq, Poster& on, EventDone done) override;
+
+  // ---- DeliveryLog.
   Result<std::optional<Event>> find_event(std::string_view tenant,
                                           std::string_view event_id) override;
   Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  // One by one (get_deliveries_one_by_one).
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) override;
   Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
   // A page can hold fewer than `limit` items with a non-empty cursor when a status filter
-  // skipped many entries (the scan per call is bounded by kListScanMax).
+  // skipped many entries (the scan per call is bounded by kListScanMax, storage/log_query.h).
   Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
                                        std::optional<DeliveryStatus> status, size_t limit,
                                        std::string_view cursor) override;
@@ -132,18 +145,20 @@ class RocksStore final : public Store {
   // d.attempts is raised to that number; the attempt and the kPending delivery are one batch,
   // fsynced before the visitor sees the delivery, so a second restart finds it kPending.
   Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+  // Answered before returning (recover_collecting).
+  void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) override;
 
-  // The notifications whose outbox entry was there when the store opened (oldest first),
-  // handed out once; entries whose notification retention removed are deleted at open.
-  std::vector<Notification> take_outbox();
+  // ---- Outboxes. The notifications whose outbox entry was there when the store opened (oldest
+  // first), handed out once; entries whose notification retention removed are deleted at open.
+  std::vector<Notification> take_outbox() override;
   // The notification reached the operator webhook or was given up: its entry goes.
-  Result<void> outbox_done(uint64_t notification_seq);
+  Result<void> outbox_done(uint64_t notification_seq) override;
   // The same for the owner's e-mail (StoreOptions::mail_outbox).
-  std::vector<Notification> take_mail_outbox();
-  Result<void> mail_outbox_done(uint64_t notification_seq);
+  std::vector<Notification> take_mail_outbox() override;
+  Result<void> mail_outbox_done(uint64_t notification_seq) override;
 
-  // SPEC R14.1: API keys in the meta column family ('k' | id), synced when written. One process
-  // writes them, so the version is this process's count of changes.
+  // ---- KeyStore. SPEC R14.1: API keys in the meta column family ('k' | id), synced when written.
+  // One process writes them, so the version is this process's count of changes.
   Result<void> put_api_key(const ApiKey& key) override;
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;
@@ -151,17 +166,24 @@ class RocksStore final : public Store {
   Result<std::string> node_secret(std::string_view name, std::string_view candidate) override;
   Result<void> put_portal_cutoff(std::string_view tenant, WallTime not_before) override;
 
+  // ---- StoreInfo. What open found: torn_events_dropped() and leases_applied_at_open().
+  OpenReport open_report() const override;
+  // ringcast_store_bytes (sizes(), storage/store_metrics.h).
+  std::string metrics_text() const override;
+  // One process owns a RocksDB store (the data dir's lock).
+  bool shared() const override { return false; }
+
   // Blocks until durable_seq() >= seq or `timeout` passes; true when durable.
   bool wait_durable(uint64_t seq, Duration timeout);
 
-  // Deletes what became deletable before now - retention (SPEC R10.1): terminal deliveries
-  // with their attempts and index entries, events without deliveries left, notifications.
-  // Cost is proportional to what expires (an expiry index, no scan). A daemon calls it
-  // periodically (e.g. each minute); safe to call concurrently with write(). `stop`, when set,
+  // ---- Retention. Deletes what became deletable before now - retention (SPEC R10.1): terminal
+  // deliveries with their attempts and index entries, events without deliveries left,
+  // notifications. Cost is proportional to what expires (an expiry index, no scan). A daemon calls
+  // it periodically (e.g. each minute); safe to call concurrently with write(). `stop`, when set,
   // is asked before each chunk that has work (kRetentionChunk ids, committed on its own): once it
   // answers true the pass returns what it did (stats.stopped), so a shutdown need not wait for a
   // long pass; the next pass goes on from there, nothing is skipped.
-  Result<RetentionStats> run_retention(WallTime now, const std::function<bool()>& stop = {});
+  Result<RetentionStats> run_retention(WallTime now, const std::function<bool()>& stop) override;
 
   // Flushes every memtable to SST files (and the WAL); with compact, also compacts every
   // column family fully. For tests, benchmarks and operators.
@@ -173,8 +195,6 @@ class RocksStore final : public Store {
   // Leases of the earlier run's lease log that were newer than their delivery's record and
   // were written into it at open (each becomes a lease_expired attempt at recovery).
   uint64_t leases_applied_at_open() const { return leases_applied_; }
-
-  static constexpr size_t kListScanMax = 10'000;
 
  private:
   explicit RocksStore(const StoreOptions& options);

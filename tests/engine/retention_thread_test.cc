@@ -25,9 +25,9 @@ bool stops_within_bound(RetentionThread& t) {
 TEST(RetentionThread, RunsAtStartAndThenEveryInterval) {
   std::atomic<int> runs{0};
   RetentionThread t(
-      [&runs](const std::function<bool()>&) -> Result<storage::RetentionStats> {
+      [&runs](const std::function<bool()>&) -> Result<RetentionStats> {
         runs.fetch_add(1);
-        storage::RetentionStats st;
+        RetentionStats st;
         st.deliveries = 2;
         return st;
       },
@@ -56,9 +56,9 @@ TEST(RetentionThread, StopEndsARunningPassAtItsNextChunk) {
   std::promise<void> entered;
   std::atomic<bool> saw_stop{false};
   RetentionThread t(
-      [&](const std::function<bool()>& stop) -> Result<storage::RetentionStats> {
+      [&](const std::function<bool()>& stop) -> Result<RetentionStats> {
         entered.set_value();
-        storage::RetentionStats st;
+        RetentionStats st;
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (std::chrono::steady_clock::now() < end) {
           if (stop()) {
@@ -84,7 +84,7 @@ TEST(RetentionThread, StopEndsARunningPassAtItsNextChunk) {
 TEST(RetentionThread, StopCancelsTheWaitForTheNextPass) {
   std::atomic<int> runs{0};
   RetentionThread t(
-      [&runs](const std::function<bool()>&) -> Result<storage::RetentionStats> {
+      [&runs](const std::function<bool()>&) -> Result<RetentionStats> {
         runs.fetch_add(1);
         return make_error(Errc::kIo, "disk on fire");  // counted as failed, then the wait
       },

@@ -190,7 +190,7 @@ TEST_F(PayloadStoreTest, RetentionRemovesSegmentsAfterMovingWhatIsStillReference
   Mutations young = intake("young", 0, DeliveryStatus::kPending);
   write_durable(*store, young);
 
-  auto st = store->run_retention(clock_.wall_now());
+  auto st = store->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(st->events, old.size());
   EXPECT_EQ(st->payloads_moved, 1u);
@@ -205,7 +205,7 @@ TEST_F(PayloadStoreTest, RetentionRemovesSegmentsAfterMovingWhatIsStillReference
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(has_event(*store, first.events[0]));
   clock_.advance(days(31));
-  st = store->run_retention(clock_.wall_now());
+  st = store->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->payloads_moved, 1u);
   EXPECT_TRUE(has_event(*store, first.events[0]));

@@ -197,7 +197,7 @@ TEST_F(RedisRetentionTest, DeletesExactlyTheOldTerminalRecordsAndWhatOnlyTheyNam
   ASSERT_EQ(delivery_traces(make_id(p, 11), th, ep), 5);
 
   clock_.advance(days(11));  // A, B's first, D and N1 are 31 days old; C, E and N2 11 days
-  auto st = s->run_retention(clock_.wall_now(), all_partitions());
+  auto st = s->run_retention_on(clock_.wall_now(), all_partitions());
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(st->deliveries, 3u);
   EXPECT_EQ(st->attempts, 6u);  // two per delivery
@@ -239,14 +239,14 @@ TEST_F(RedisRetentionTest, DeletesExactlyTheOldTerminalRecordsAndWhatOnlyTheyNam
   EXPECT_EQ(rec->next_sequence, 71u);
 
   // Nothing is left to do at the same time.
-  auto again = s->run_retention(clock_.wall_now(), all_partitions());
+  auto again = s->run_retention_on(clock_.wall_now(), all_partitions());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->deliveries + again->events + again->notifications, 0u);
 
   // B's last delivery ends now; 31 days on, it goes with B, and C, E, N2 go too.
   write(*s, end(b, ep, 22));
   clock_.advance(days(31));
-  auto later = s->run_retention(clock_.wall_now(), all_partitions());
+  auto later = s->run_retention_on(clock_.wall_now(), all_partitions());
   ASSERT_TRUE(later.ok());
   EXPECT_EQ(later->deliveries, 2u);  // B's second, C's
   EXPECT_EQ(later->events, 3u);      // B, C, E
@@ -289,14 +289,14 @@ TEST_F(RedisRetentionTest, DeliveriesAddedLaterAreAppendedToTheirEventOnce) {
   e1.deliveries.push_back(e2.deliveries[0]);
   write(*s, e1);
   clock_.advance(days(31));
-  auto st = s->run_retention(clock_.wall_now(), all_partitions());
+  auto st = s->run_retention_on(clock_.wall_now(), all_partitions());
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(st->deliveries, 2u);
   EXPECT_EQ(st->events, 0u);
   EXPECT_TRUE(event_stored(*s, a));
   write(*s, end(a, ep, 13));
   clock_.advance(days(31));
-  st = s->run_retention(clock_.wall_now(), all_partitions());
+  st = s->run_retention_on(clock_.wall_now(), all_partitions());
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->deliveries, 1u);
   EXPECT_EQ(st->events, 1u);
@@ -317,7 +317,7 @@ TEST_F(RedisRetentionTest, IsFencedByTheLease) {
   ASSERT_FALSE(s->fenced(p, 5));
   clock_.advance(days(31));
   // Another epoch of this node: nothing goes.
-  auto r = s->run_retention(clock_.wall_now(), {{p, 4}});
+  auto r = s->run_retention_on(clock_.wall_now(), {{p, 4}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->deliveries + r->events, 0u);
   EXPECT_EQ(s->retention_fenced(), 1u);
@@ -325,7 +325,7 @@ TEST_F(RedisRetentionTest, IsFencedByTheLease) {
   // The lease moved to another node at this epoch: still nothing.
   ASSERT_FALSE(
       server_->cmd({"HSET", cluster::own_key("rc", p), "node", "node-2", "epoch", "5"}).is_error());
-  r = s->run_retention(clock_.wall_now(), {{p, 5}});
+  r = s->run_retention_on(clock_.wall_now(), {{p, 5}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries + r->events, 0u);
   EXPECT_EQ(s->retention_fenced(), 2u);
@@ -334,7 +334,7 @@ TEST_F(RedisRetentionTest, IsFencedByTheLease) {
   // The holder deletes.
   ASSERT_FALSE(
       server_->cmd({"HSET", cluster::own_key("rc", p), "node", "node-1", "epoch", "5"}).is_error());
-  r = s->run_retention(clock_.wall_now(), {{p, 5}});
+  r = s->run_retention_on(clock_.wall_now(), {{p, 5}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 1u);
   EXPECT_EQ(r->events, 1u);
@@ -344,7 +344,7 @@ TEST_F(RedisRetentionTest, IsFencedByTheLease) {
   write(*s, new_delivery(b, ep, 21, true));
   write(*s, end(b, ep, 21));
   clock_.advance(days(31));
-  r = s->run_retention(clock_.wall_now(), {{static_cast<Partition>((p + 1) % kPartitions), 5}});
+  r = s->run_retention_on(clock_.wall_now(), {{static_cast<Partition>((p + 1) % kPartitions), 5}});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(delivery_stored(make_id(p, 21)));
 }
@@ -362,7 +362,7 @@ TEST_F(RedisRetentionTest, WorksInChunksAndStopsBetweenThem) {
   }
   clock_.advance(days(31));
   int asked = 0;
-  auto r = s->run_retention(clock_.wall_now(), all_partitions(), [&] { return ++asked > 2; });
+  auto r = s->run_retention_on(clock_.wall_now(), all_partitions(), [&] { return ++asked > 2; });
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->stopped);
   EXPECT_EQ(asked, 3);
@@ -373,7 +373,7 @@ TEST_F(RedisRetentionTest, WorksInChunksAndStopsBetweenThem) {
   EXPECT_EQ(stored, 4u);
   // The next pass goes on from there; it asked once per chunk with work (4 left: 2 chunks).
   asked = 0;
-  r = s->run_retention(clock_.wall_now(), all_partitions(), [&] { return ++asked > 100; });
+  r = s->run_retention_on(clock_.wall_now(), all_partitions(), [&] { return ++asked > 100; });
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->stopped);
   EXPECT_EQ(asked, 2);

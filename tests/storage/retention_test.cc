@@ -81,14 +81,14 @@ TEST_F(RetentionTest, DeletesOlderThanTheWindowAndNothingYounger) {
 
   // 29 days after the first intake: nothing is old enough yet.
   clock_.advance(days(19));
-  auto r = store_->run_retention(clock_.wall_now());
+  auto r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 0u);
   EXPECT_TRUE(exists(old_ds[0].id));
 
   // Day 31: the first intake goes (deliveries, their attempts, index entries, events, keys).
   clock_.advance(days(2));
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 3u);
   EXPECT_EQ(r->attempts, 6u);
@@ -109,11 +109,11 @@ TEST_F(RetentionTest, DeletesOlderThanTheWindowAndNothingYounger) {
   EXPECT_EQ((*young_detail)->attempts.size(), 2u);
 
   // Running again changes nothing; day 41 takes the rest.
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries + r->events, 0u);
   clock_.advance(days(10));
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 2u);
   EXPECT_EQ(r->events, 1u);
@@ -138,7 +138,7 @@ TEST_F(RetentionTest, NonTerminalDeliveriesAndTheirEventsAreNeverDeleted) {
   finish(first, DeliveryStatus::kDead);
 
   clock_.advance(days(45));
-  auto r = store_->run_retention(clock_.wall_now());
+  auto r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 1u);  // only the dead one
   EXPECT_FALSE(exists(mixed_ds[0].id));
@@ -156,12 +156,12 @@ TEST_F(RetentionTest, NonTerminalDeliveriesAndTheirEventsAreNeverDeleted) {
   std::vector<Delivery> second = {mixed_ds[1]};
   finish(second, DeliveryStatus::kDelivered);
   clock_.advance(days(29));
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 0u);
   EXPECT_TRUE(event_exists(held_ev));
   clock_.advance(days(2));
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->deliveries, 3u);
   EXPECT_EQ(r->events, 2u);
@@ -198,7 +198,7 @@ TEST_F(RetentionTest, AStoppedPassEndsBetweenChunksAndTheNextOneFinishes) {
   EXPECT_TRUE(r->stopped);
   EXPECT_EQ(r->deliveries + r->events + r->expiry_entries, 0u);
 
-  r = store_->run_retention(clock_.wall_now());
+  r = store_->run_retention(clock_.wall_now(), {});
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->stopped);
   EXPECT_EQ(first + r->deliveries, ids.size());
@@ -218,7 +218,7 @@ TEST_F(RetentionTest, SurvivesReopenAndStaysBoundedUnderSteadyLoad) {
       finish(ds, DeliveryStatus::kDelivered);
     }
     clock_.advance(days(1));
-    auto r = store_->run_retention(clock_.wall_now());
+    auto r = store_->run_retention(clock_.wall_now(), {});
     ASSERT_TRUE(r.ok());
     max_listed = std::max(max_listed, listed());
     if (day % 15 == 14) {

@@ -6,27 +6,65 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/store.h"
+#include "core/store_helpers.h"
 
 namespace ringcast {
 
 class MemoryStore final : public Store {
  public:
+  // ---- Journal: durable at once, never degraded or full; the batched and asynchronous forms
+  // are the one-by-one and synchronous ones (core/store_helpers.h).
   Result<uint64_t> write(const Mutations& m) override;
   uint64_t durable_seq() const override { return commit_seq_; }
+  bool durable_on_write() const override { return true; }
+  bool degraded() const override { return false; }
+  bool full() const override { return false; }
+  DiskHealth disk_health() const override { return DiskHealth::kOk; }
+  bool retry_disk() override { return retry_disk_by_health(*this); }
 
   Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
                                                        std::string_view event_id) override;
+  Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
+      const std::vector<EventKeyRef>& keys) override {
+    return find_event_keys_one_by_one(*this, keys);
+  }
   Result<std::optional<Event>> load_event(EventSeq seq) override;
+  Result<std::vector<std::optional<Event>>> load_events(
+      const std::vector<EventSeq>& seqs) override {
+    return load_events_one_by_one(*this, seqs);
+  }
+  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
+                             EventKeysDone done) override {
+    (void)on;
+    find_event_keys_at_once(*this, keys, std::move(done));
+  }
+  void load_event_async(EventSeq seq, Poster& on, EventDone done) override {
+    (void)on;
+    load_event_at_once(*this, seq, std::move(done));
+  }
+  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
+  void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) override {
+    (void)on;
+    recover_collecting(*this, p, now, std::move(done));
+  }
+
+  // ---- DeliveryLog
   Result<std::optional<Event>> find_event(std::string_view tenant,
                                           std::string_view event_id) override;
   Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override;
+  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
+      const std::vector<DeliveryId>& ids) override {
+    return get_deliveries_one_by_one(*this, ids);
+  }
   Result<std::vector<Delivery>> event_deliveries(EventSeq seq) override;
   Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override;
   Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
@@ -34,8 +72,7 @@ class MemoryStore final : public Store {
                                        std::string_view cursor) override;
   Result<std::vector<Notification>> list_notifications(std::string_view tenant,
                                                        size_t limit) override;
-  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override;
-  // SPEC R14.1: API keys (any thread: a key registry's refresher reads them).
+  // ---- KeyStore. SPEC R14.1: API keys (any thread: a key registry's refresher reads them).
   Result<void> put_api_key(const ApiKey& key) override;
   Result<void> delete_api_key(std::string_view id) override;
   Result<ApiKeySet> load_api_keys() override;
@@ -50,6 +87,21 @@ class MemoryStore final : public Store {
     std::lock_guard lk(api_keys_mu_);
     return secrets_.try_emplace(std::string(name), candidate).first->second;
   }
+
+  // ---- Outboxes: no outbox entries are kept (nothing sends notifications again after a restart
+  // of a store that does not outlive its process).
+  std::vector<Notification> take_outbox() override { return {}; }
+  Result<void> outbox_done(uint64_t) override { return ok(); }
+  std::vector<Notification> take_mail_outbox() override { return {}; }
+  Result<void> mail_outbox_done(uint64_t) override { return ok(); }
+  // ---- Retention: everything is kept (a test's store lives for the test).
+  Result<RetentionStats> run_retention(WallTime, const std::function<bool()>&) override {
+    return RetentionStats{};
+  }
+  // ---- StoreInfo
+  OpenReport open_report() const override { return {}; }
+  std::string metrics_text() const override { return {}; }
+  bool shared() const override { return false; }
 
   // ---- test helpers ----
   // Forgets everything (a store that lost its data; the simulation then replays what it kept).
