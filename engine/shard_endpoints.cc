@@ -7,7 +7,6 @@
 #include <cinttypes>
 #include <cstdio>
 
-
 #include "core/endpoint_headers.h"
 #include "core/endpoint_rules.h"
 #include "core/url.h"
