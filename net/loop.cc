@@ -65,6 +65,18 @@ Loop::Loop(const LoopOptions& options)
 }
 
 Loop::~Loop() {
+  // Tasks still queued never run; the functions post() wrapped are the loop's to free (a
+  // caller's own Task is the caller's). A loop is destroyed with some queued when its thread
+  // ended without another turn (a crash in the simulation, a failed start).
+  auto discard = [](Task* t) {
+    if (auto* f = dynamic_cast<FunctionTask*>(t)) delete f;
+  };
+  while (local_head_ != nullptr) {
+    Task* t = local_head_;
+    local_head_ = t->next_.load(std::memory_order_relaxed);
+    discard(t);
+  }
+  while (Task* t = mpsc_pop()) discard(t);
   ring_.reset();  // cancels whatever is in flight; complete() is not called
   if (event_fd_ >= 0) ::close(event_fd_);
 }
