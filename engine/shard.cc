@@ -17,9 +17,17 @@ Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
     : index_(index),
       options_(options),
       store_(store),
-      dynamic_(options.ownership.has_value()),
+      batch_(index, store, metrics_, *this),
+      mutations_(batch_.mutations()),
       payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {
   poster_.shard = this;
+  if (options.ownership) {
+    auto leased = std::make_unique<LeasedOwnership>(*options.ownership);
+    leased_ = leased.get();
+    ownership_ = std::move(leased);
+  } else {
+    ownership_ = std::make_unique<StaticOwnership>();
+  }
 }
 
 void Shard::LoopPoster::post(std::function<void()> fn) {
@@ -75,10 +83,6 @@ void Shard::post(std::function<void(Shard&)> fn) {
   loop_->post([this, fn = std::move(fn)] { fn(*this); });
 }
 
-uint64_t Shard::next_id(Partition p) {
-  return make_id(p, next_seq_[p]++);
-}
-
 // xoshiro128+-style generator seeded from the system CSPRNG at thread start: 80 random bits per
 // id, no syscall per event. Unpredictability is not needed (the id is not a secret), only
 // uniqueness across processes and restarts, which the seed and the millisecond prefix give.
@@ -129,13 +133,13 @@ Result<void> Shard::open_parts(std::vector<Partition> partitions) {
   uint64_t seed = options_.rng_seed ? options_.rng_seed + index_
                                     : static_cast<uint64_t>(now.ns()) ^ (uint64_t{index_} << 32);
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler, options_.policies, seed, now);
-  scheduler_->set_id_allocator(this);
+  scheduler_->set_id_allocator(&ids_);
 
   Recovery visitor(*this, now);
   for (Partition p : partitions) {
     auto stats = store_.recover(p, now, visitor);
     if (!stats.ok()) return stats.error();
-    next_seq_[p] = stats->next_sequence;
+    ids_.start_at(p, stats->next_sequence);
   }
   if (!missing_policies_.empty()) {
     return make_error(Errc::kInvalidArgument,
@@ -153,11 +157,13 @@ Result<void> Shard::open_parts(std::vector<Partition> partitions) {
 
 Duration Shard::next_wait() const {
   Duration wait = milliseconds(100);
-  if (!acks_.empty() || !held_sends_.empty()) wait = options_.durable_poll;
-  if (releasing_ > 0) wait = std::min(wait, options_.durable_poll);  // hand-overs wait
+  if (batch_.waiting() || !held_sends_.empty()) wait = options_.durable_poll;
+  if (leased_ && leased_->releasing() > 0)
+    wait = std::min(wait, options_.durable_poll);  // hand-overs wait
   if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
-  if (write_held_ || store_.disk_health() == DiskHealth::kFull) wait = std::min(wait, kDiskRetry);
-  if (options_.inbox != nullptr && !owned_.empty() && !inbox_polling_)
+  if (batch_.held() || store_.disk_health() == DiskHealth::kFull)
+    wait = std::min(wait, TurnBatch::kDiskRetry);
+  if (options_.inbox != nullptr && leased_ && !leased_->empty() && !inbox_polling_)
     wait =
         std::min<Duration>(wait, std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
   if (!draining_) {
@@ -195,36 +201,18 @@ void Shard::close_parts() {
 // Flush: the last batch is written; wait (bounded) until it is durable, then answer.
 void Shard::begin_close() {
   closing_ = true;
-  next_disk_retry_ = loop_->now();  // a batch the disk refused is tried once more
-  commit();
+  batch_.commit_last(loop_->now());  // a batch the disk refused is tried once more
   flush_deadline_ = loop_->now() + seconds(2);
 }
 
 bool Shard::flush_step() {
-  flush_durable_acks();
-  return !acks_.empty() && loop_->now() < flush_deadline_;
+  batch_.flush_durable();
+  return batch_.waiting() && loop_->now() < flush_deadline_;
 }
 
 void Shard::end_close() {
   closed_ = true;
-  if (!store_failed_ && store_.disk_health() == DiskHealth::kFailed)
-    on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
-  if (store_.disk_health() == DiskHealth::kFull) {
-    // Written, but a read-only disk may refuse the sync at close as well: not acknowledged.
-    const Error full = make_error(Errc::kUnavailable,
-                                  "the data dir is full or read-only: this write may not be "
-                                  "durable; retry once space is freed",
-                                  nullptr, "storage_full");
-    for (auto& a : acks_) {
-      if (a.lost) a.lost(full);
-    }
-    acks_.clear();
-  }
-  for (auto& a : acks_) a.fire();  // written to the WAL; the process exits normally
-  acks_.clear();
-  // A batch the disk still refuses is not written: its intake was answered 503 when it was
-  // refused; other answers waiting for it are not given (the next start recovers without it).
-  turn_acks_.clear();
+  batch_.close();
   running_.store(false, std::memory_order_release);
   // Attempts still on the wire stay leased (kInFlight) in the store: the next start records
   // them as lease_expired and retries them with the same id.
@@ -239,48 +227,15 @@ void Shard::end_close() {
 void Shard::turn() {
   WallTime now = loop_->wall_now();
   commands_.clear();
-  const DiskHealth disk = store_.disk_health();
-  if (disk == DiskHealth::kFailed && !store_failed_)
-    on_store_failed(make_error(Errc::kUnavailable, "the store failed", nullptr, "storage_failed"));
-  // The disk refuses writes and no batch of ours waits to be written again: a small write now
-  // and then finds out when it takes them again (so the refusal ends by itself).
-  if (disk == DiskHealth::kFull && !write_held_ && loop_->now() >= next_disk_retry_) {
-    next_disk_retry_ = loop_->now() + kDiskRetry;
-    static_cast<void>(store_.retry_disk());
-  }
-  // A networked store that cannot confirm its writes: its server refuses writes it cannot
-  // persist (Redis: MISCONF, its disk full), or it has been unreachable (or failing over) for
-  // kUnconfirmedAnswerAfter. The batches are sent again until they are confirmed, which may be
-  // long; intake waiting for them is answered 503 now instead of hanging (not acknowledged:
-  // sent again under the same id, it is a 200 once the batch is written).
-  if (!store_.durable_on_write()) {
-    if (!store_.degraded()) {
-      degraded_since_.reset();
-    } else if (!degraded_since_) {
-      degraded_since_ = loop_->now();
-    }
-    if (disk == DiskHealth::kFull) {
-      answer_unpersisted_intake(make_error(
-          Errc::kUnavailable,
-          "the store cannot persist writes now (Redis' disk is full or failing): this one is "
-          "not acknowledged; retry once space is freed",
-          nullptr, "storage_full"));
-    } else if (degraded_since_ && loop_->now() - *degraded_since_ >= kUnconfirmedAnswerAfter) {
-      answer_unpersisted_intake(make_error(
-          Errc::kUnavailable,
-          "the store cannot confirm writes now (Redis unreachable or failing over): this one "
-          "is not acknowledged yet; retry in a moment",
-          nullptr, "store_unavailable"));
-    }
-  }
+  const DiskHealth disk = batch_.begin_turn(loop_->now());
   // A networked store that cannot confirm its writes (Redis unreachable, failing over), or a
   // disk that refuses writes: no new attempts until it can (what is due stays due; SPEC R12.2
   // wants the lease durable).
-  if (!draining_ && !store_.degraded() && disk == DiskHealth::kOk && !write_held_)
+  if (!draining_ && !store_.degraded() && disk == DiskHealth::kOk && !batch_.held())
     scheduler_->poll(now, commands_, mutations_);
   const MonoTime mono = loop_->now();
   for (const SendCommand& cmd : commands_) {
-    if (dynamic_ && !sendable(id_partition(cmd.delivery), mono)) {
+    if (!ownership_->sendable(id_partition(cmd.delivery), mono)) {
       // Cluster mode: the partition is being handed over, or its ownership is past its local
       // deadline (a pause, Redis unreachable): not sent, no attempt spent (SPEC R2.3).
       TransportResult unsent;
@@ -294,24 +249,24 @@ void Shard::turn() {
   }
   commit();
   // Their leases are not written (a disk that refuses writes, a failed store): not sent.
-  if (write_held_ || store_failed_) withhold_sends();
+  if (batch_.held() || batch_.failed()) withhold_sends();
   // A store that confirms later (Redis): this turn's sends wait until its batch is durable.
-  const bool hold = !store_.durable_on_write() && store_.durable_seq() < last_written_seq_;
+  const uint64_t written = batch_.last_written();
+  const bool hold = !store_.durable_on_write() && store_.durable_seq() < written;
   for (SendSlot* slot : to_send_) {
     if (hold) {
-      held_sends_.push_back({last_written_seq_, slot});
+      held_sends_.push_back({written, slot});
       continue;
     }
-    ++in_flight_;
-    transport_->send(slot);
+    send_now(slot, mono);
   }
   to_send_.clear();
   turn_loaded_.clear();
-  flush_durable_acks();
+  batch_.flush_durable();
   release_held_sends();
-  if (dynamic_ && !owned_.empty()) progress_releases();
-  if (dynamic_) retry_failed_loads();
-  if (options_.inbox != nullptr && !draining_ && !inbox_polling_ && !owned_.empty() &&
+  progress_releases();
+  retry_failed_loads();
+  if (options_.inbox != nullptr && !draining_ && !inbox_polling_ && leased_ && !leased_->empty() &&
       loop_->now() >= next_inbox_poll_)
     poll_inboxes();
   refresh_gauges();

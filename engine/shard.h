@@ -25,7 +25,10 @@
 #include "core/transport.h"
 #include "engine/metrics.h"
 #include "engine/options.h"
+#include "engine/ownership.h"
+#include "engine/partition_ids.h"
 #include "engine/payload_cache.h"
+#include "engine/turn_batch.h"
 #include "net/loop.h"
 
 namespace ringcast::engine {
@@ -56,7 +59,7 @@ struct ResendCounts {
   uint32_t requeued = 0, skipped = 0;
 };
 
-class Shard final : public IdAllocator {
+class Shard final : private TurnBatch::Listener {
  public:
   Shard(uint32_t index, const EngineOptions& options, Store& store);
   ~Shard() override;
@@ -142,8 +145,8 @@ class Shard final : public IdAllocator {
   // Partitions held now and their epochs (any thread: a snapshot under a lock).
   std::vector<std::pair<Partition, uint64_t>> owned_partitions() const;
 
-  // IdAllocator: (partition << 48) | next sequence of that partition.
-  uint64_t next_id(Partition p) override;
+  // (partition << 48) | next sequence of that partition (engine/partition_ids.h).
+  uint64_t next_id(Partition p) { return ids_.next_id(p); }
 
   // ---- the shard's parts on the caller's thread (the seeded simulation, tests/sim) ----------
   // start() without a thread: recovery on the caller's thread, which is then the shard thread.
@@ -188,26 +191,22 @@ class Shard final : public IdAllocator {
   bool closed_ = false;  // close_parts ran
   MonoTime drain_deadline_;
   void turn();
-  void commit();
-  void flush_durable_acks();
-  // Runs `fire` once everything written so far is durable (after this turn's commit). `lost`
-  // (may be empty) runs instead, with the reason, once that write can no longer be confirmed in
-  // time: the disk refused it (DiskHealth::kFull: the write is kept and done later, but its
-  // waiting answer goes now) or the store failed (kFailed). Without `lost` the answer waits for
-  // the write, or is never given when the store failed (no false success).
-  void after_durable(std::function<void()> fire, std::function<void(const Error&)> lost = nullptr);
-  // The disk refused this turn's batch: keep it (and the acks that wait for it) for a later
-  // write; answer the waiting intake now.
-  void hold_batch(const Error& why);
-  // The store failed for good: what is not durable never will be. Intake waiting for it is
-  // answered 503 storage_failed, the other answers are dropped, nothing more is sent.
-  // Answers the intake waiting for durability 503 `why` (a networked store that cannot
-  // confirm its writes now: turn()).
-  void answer_unpersisted_intake(const Error& why);
-  void on_store_failed(const Error& why);
-  // The intake refusal while the disk refuses writes or the store failed; ok() otherwise.
-  Result<void> check_disk();
+  void commit() { batch_.commit(loop_->now()); }
+  // The turn's batch and its durability (engine/turn_batch.h): TurnBatch::after_durable.
+  void after_durable(std::function<void()> fire, std::function<void(const Error&)> lost = nullptr) {
+    batch_.after_durable(std::move(fire), std::move(lost));
+  }
+  // TurnBatch::Listener: what a written batch means to the parts above (the ended deliveries'
+  // bookkeeping, the operator's notifications, the payload cache, the keys that settle), and
+  // what every commit clears (the turn's events; the epochs of partitions forgotten this turn).
+  void on_written(Mutations& m, uint64_t seq) override;
+  void after_commit(bool dropped) override;
   void release_held_sends();
+  // A prepared send whose batch is durable goes on the wire, or, when its partition is not
+  // sendable here at the epoch it was leased at (handed over, lost, its ownership past its
+  // deadline) or that batch was fenced, comes back unsent: no attempt spent, the scheduler
+  // releases the lease (SPEC R2.3).
+  void send_now(SendSlot* slot, MonoTime mono);
   // `to_inbox` (null: never): set when the event is well-formed but its partition is not
   // served here and goes to its inbox instead (cluster mode, EngineOptions::inbox).
   Result<void> check_event_input(const EventInput& in, bool* to_inbox);
@@ -254,25 +253,16 @@ class Shard final : public IdAllocator {
   bool draining_ = false;
   bool discarding_ = false;
 
-  // Cluster mode: the partitions this shard holds now (outside it: all of its partitions,
-  // for good, and owned_ stays empty).
-  struct OwnedPart {
-    uint64_t epoch = 0;
-    bool releasing = false;
-    uint32_t in_flight = 0;    // attempts of p on the wire (sent at this epoch)
-    bool flushed = false;      // releasing, nothing in flight: waiting for release_seq
-    uint64_t release_seq = 0;  // the last batch with p's results; done once it is durable
-    std::function<void()> done;
-    std::string inbox_cursor;  // the last inbox entry taken in (empty: from the start)
-    bool inbox_busy = false;   // a drain of p's inbox is in progress
-  };
+  // Which partitions this shard serves and sends for (engine/ownership.h): all of its
+  // partitions for good (one node), or those it holds under leases (cluster mode: leased_, the
+  // same object, for the hand-over and the inboxes; null for one node).
+  std::unique_ptr<ShardOwnership> ownership_;
+  LeasedOwnership* leased_ = nullptr;
   bool inbox_polling_ = false;  // one inbox poll at a time per shard
   MonoTime next_inbox_poll_;
   MonoTime next_inbox_sweep_;     // every inbox held is read then (20 polls apart)
   bool inbox_sweep_now_ = false;  // a partition was taken: sweep at the next poll
   uint32_t inbox_ops_ = 0;        // inbox pushes and reads outstanding (a stop waits for them)
-  // p is owned here (at `epoch`, when given), not being handed over, and its ownership is valid.
-  bool sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch = std::nullopt) const;
   void retry_failed_loads();
   struct RetryLoad {
     Partition p;
@@ -292,21 +282,16 @@ class Shard final : public IdAllocator {
   // One pass for many (progress_releases: a SIGTERM hands every partition over in one turn).
   void forget_partitions(const std::vector<Partition>& ps);
   void progress_releases();
-  const bool dynamic_;
-  std::unordered_map<Partition, OwnedPart> owned_;
-  uint32_t releasing_ = 0;       // entries of owned_ being handed over
-  mutable std::mutex owned_mu_;  // guards owned_ for owned_partitions() (writes: this thread)
 
   // Per-partition id sequences of the partitions this shard owns.
-  std::unordered_map<Partition, uint64_t> next_seq_;
+  PartitionIds ids_;
   std::unordered_map<std::string, bool> known_tenants_;  // tenant → exists (has had endpoints)
   std::map<std::string, uint32_t> missing_policies_;     // found by recovery (see above)
   uint64_t msg_rng_[2] = {};                             // new_message_id()'s state
 
-  // The turn's work: one Mutations, one commit.
-  Mutations mutations_;
-  // Every event of this turn came through take_in (its key was looked up): see Mutations.
-  bool turn_keys_checked_ = true;
+  // The turn's work: one Mutations, one commit (the lower layer's; mutations_ is its batch).
+  TurnBatch batch_;
+  Mutations& mutations_;
   std::vector<SendCommand> commands_;
   std::vector<SendSlot*> to_send_;  // prepared this turn, sent after the commit
   // Store::durable_on_write() false: prepared sends waiting for their batch (seq) to be durable.
@@ -343,27 +328,6 @@ class Shard final : public IdAllocator {
   std::deque<std::pair<uint64_t, std::string>> settling_order_;  // (commit gen, key)
   uint32_t loads_in_flight_ = 0;  // payload loads outstanding (their slots wait)
 
-  struct Ack {
-    uint64_t seq;
-    std::function<void()> fire;
-    std::function<void(const Error&)> lost;  // may be empty (after_durable)
-  };
-  std::vector<Ack> acks_;       // waiting for durable_seq() >= seq
-  std::vector<Ack> turn_acks_;  // wait for this turn's commit (seq set then)
-  // Answers the waiting intake of `list` 503 `why` (its `lost`); keeps the acks without one.
-  static void refuse_waiting(std::vector<Ack>& list, const Error& why);
-  uint64_t last_written_seq_ = 0;
-  // docs/operations.md "Disk full, read-only and failed syncs". write_held_: the store refused
-  // mutations_ (DiskHealth::kFull); they stay, with turn_acks_, and are written again every
-  // kDiskRetry; nothing new is sent and intake answers 503 storage_full until a write succeeds.
-  bool write_held_ = false;
-  bool store_failed_ = false;  // DiskHealth::kFailed seen: on_store_failed() ran
-  MonoTime next_disk_retry_;
-  MonoTime held_since_;
-  static constexpr Duration kDiskRetry = milliseconds(200);
-  // A networked store degraded this long: intake waiting on it is answered 503 (turn()).
-  std::optional<MonoTime> degraded_since_;
-  static constexpr Duration kUnconfirmedAnswerAfter = seconds(2);
   // Sends prepared in a turn whose batch was not written go back unsent (no attempt spent).
   void withhold_sends();
 

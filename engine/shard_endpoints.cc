@@ -215,8 +215,8 @@ void Shard::test_endpoint(const std::string& tenant, EndpointId id, Callback<Del
           return done(make_error(Errc::kConflict, "an event with the test event's id exists", "id",
                                  "conflict"));
         if (!scheduler_->find_endpoint(id)) return done(unknown_endpoint());  // deleted meanwhile
-        turn_keys_checked_ = false;  // the store's own check covers this event
-        auto r = scheduler_->add_test_delivery(id, *held, loop_->wall_now(), *this, mutations_);
+        batch_.keys_unchecked();  // the store's own check covers this event
+        auto r = scheduler_->add_test_delivery(id, *held, loop_->wall_now(), ids_, mutations_);
         if (!r.ok()) return done(r.error());
         after_durable([done, d = *r] { done(d); });
       });

@@ -13,7 +13,7 @@ void Shard::poll_inboxes() {
   next_inbox_poll_ = now + options_.inbox_poll;
   if (store_.degraded()) return;  // what is drained could not be written now
   std::vector<std::pair<Partition, std::string>> after;
-  for (const auto& [p, o] : owned_) {
+  for (const auto& [p, o] : leased_->held()) {
     if (o.releasing || o.inbox_busy) continue;
     after.emplace_back(p, o.inbox_cursor);
   }
@@ -43,7 +43,7 @@ void Shard::poll_inboxes() {
         });
         // The rung partitions are read even if their drain starts later: the ring is taken.
         for (auto& a : after) {
-          if (auto it = owned_.find(a.first); it != owned_.end())
+          if (auto it = leased_->held().find(a.first); it != leased_->held().end())
             a.second = it->second.inbox_cursor;
         }
         --inbox_ops_;
@@ -59,8 +59,8 @@ void Shard::read_inboxes(std::vector<std::pair<Partition, std::string>> after) {
   std::vector<uint64_t> epochs;
   epochs.reserve(after.size());
   for (const auto& a : after) {
-    auto it = owned_.find(a.first);
-    epochs.push_back(it == owned_.end() ? 0 : it->second.epoch);
+    auto it = leased_->held().find(a.first);
+    epochs.push_back(it == leased_->held().end() ? 0 : it->second.epoch);
   }
   const size_t max_each = std::clamp<size_t>(options_.max_batch_events, 1, 1000);
   options_.inbox->read(
@@ -80,8 +80,8 @@ void Shard::read_inboxes(std::vector<std::pair<Partition, std::string>> after) {
 }
 
 void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> entries, bool full) {
-  auto it = owned_.find(p);
-  if (it == owned_.end() || it->second.epoch != epoch || it->second.releasing) return;
+  auto it = leased_->held().find(p);
+  if (it == leased_->held().end() || it->second.epoch != epoch || it->second.releasing) return;
   it->second.inbox_busy = true;
   std::vector<EventInput> events;
   std::vector<std::string> ids;
@@ -132,8 +132,8 @@ void Shard::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> ent
                   }
                   if (!ack_ids.empty())
                     options_.inbox->ack(p, std::move(ack_ids), std::move(ack_fields));
-                  auto it = owned_.find(p);
-                  if (it == owned_.end() || it->second.epoch != epoch) return;
+                  auto it = leased_->held().find(p);
+                  if (it == leased_->held().end() || it->second.epoch != epoch) return;
                   it->second.inbox_busy = false;
                   it->second.inbox_cursor = std::move(cursor);
                   // More waiting (a full read), or some left for later (a transient error): read

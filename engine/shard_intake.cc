@@ -53,7 +53,7 @@ Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
     return ok();
   }
   // A full disk first (Redis' too: it is also why the store is degraded then).
-  if (auto d = check_disk(); !d.ok()) return d.error();
+  if (auto d = batch_.check_disk(); !d.ok()) return d.error();
   if (store_.degraded()) {
     return make_error(Errc::kUnavailable,
                       "the store cannot confirm writes right now (Redis unreachable or failing "
@@ -107,7 +107,7 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   ev.payload_hash = hash;
   ev.message_id = new_message_id(now);
   const EventSeq seq = ev.seq;
-  uint32_t n = scheduler_->fan_out(std::move(ev), now, *this, mutations_);
+  uint32_t n = scheduler_->fan_out(std::move(ev), now, ids_, mutations_);
   if (n > 0) cache_after_commit_.push_back(mutations_.events.size() - 1);
   turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n});
   metrics_.events_accepted.fetch_add(1, std::memory_order_relaxed);
@@ -166,11 +166,11 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
   // The answer, once what it reports is durable. Cluster mode: an event whose write the store
   // fenced (the partition moved between intake and the write) is answered 503, never 202.
   auto answer = [this](Parts& p) {
-    if (dynamic_ && !p.epochs.empty()) {
+    if (!p.epochs.empty()) {
       for (size_t i = 0; i < p.results.size(); ++i) {
         const auto [part, epoch] = p.epochs[i];
         if (epoch == 0 || !p.results[i].ok()) continue;
-        if (options_.ownership->fenced(part, epoch)) {
+        if (ownership_->fenced(part, epoch)) {
           metrics_.intake_fenced.fetch_add(1, std::memory_order_relaxed);
           p.results[i] = not_owner_error();
         }
@@ -288,10 +288,11 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
             p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
                                         : Result<SubmitResult>(stored.error());
             p->undurable = p->undurable || p->results[i].ok();
-            if (dynamic_ && p->results[i].ok()) {
-              if (p->epochs.empty()) p->epochs.assign(p->events.size(), {Partition{0}, 0});
-              if (auto it = owned_.find(part); it != owned_.end())
-                p->epochs[i] = {part, it->second.epoch};
+            if (p->results[i].ok()) {
+              if (const uint64_t epoch = ownership_->intake_epoch(part); epoch != 0) {
+                if (p->epochs.empty()) p->epochs.assign(p->events.size(), {Partition{0}, 0});
+                p->epochs[i] = {part, epoch};
+              }
             }
           }
           end_lookup(gen);

@@ -18,31 +18,20 @@ Error not_owner_error() {
 }
 
 bool Shard::serves(std::string_view tenant) const {
-  if (!dynamic_) return true;
-  auto it = owned_.find(partition_of(tenant));
-  return it != owned_.end() && !it->second.releasing;
-}
-
-bool Shard::sendable(Partition p, MonoTime now, std::optional<uint64_t> epoch) const {
-  auto it = owned_.find(p);
-  if (it == owned_.end() || it->second.releasing) return false;
-  if (epoch && it->second.epoch != *epoch) return false;
-  return options_.ownership->valid(p, it->second.epoch, now);
+  return ownership_->serves(partition_of(tenant));
 }
 
 std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
-  std::lock_guard<std::mutex> lock(owned_mu_);
-  std::vector<std::pair<Partition, uint64_t>> out;
-  for (const auto& [p, o] : owned_) out.emplace_back(p, o.epoch);
-  std::sort(out.begin(), out.end());
-  return out;
+  if (leased_ == nullptr) return {};  // one node: every partition, for good (none handed over)
+  return leased_->snapshot();
 }
 
+// The hand-over below runs in cluster mode only: the lease manager calls it (leased_ is set).
 void Shard::acquire_partition(Partition p, uint64_t epoch) {
-  if (!dynamic_) return;
+  if (leased_ == nullptr) return;
   std::erase_if(retry_loads_, [&](const RetryLoad& r) { return r.p == p; });
-  if (auto it = owned_.find(p); it != owned_.end()) {
-    if (it->second.epoch == epoch) return;
+  if (const HeldPartition* h = leased_->find(p)) {
+    if (h->epoch == epoch) return;
     forget_partition(p);  // an older epoch of ours: what it had is reloaded below
   }
   if (store_.degraded()) {
@@ -97,11 +86,8 @@ void Shard::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredPartitio
     }
     missing_policies_.clear();
   }
-  next_seq_[p] = stats->next_sequence;
-  std::lock_guard<std::mutex> lock(owned_mu_);
-  OwnedPart& o = owned_[p];
-  o = OwnedPart{};
-  o.epoch = epoch;
+  ids_.start_at(p, stats->next_sequence);
+  leased_->hold(p, epoch);
   next_inbox_poll_ = loop_->now();  // what was queued for p while nobody held it: a sweep
   inbox_sweep_now_ = true;
   metrics_.partitions_acquired.fetch_add(1, std::memory_order_relaxed);
@@ -137,14 +123,13 @@ void Shard::release_partition(Partition p, uint64_t epoch, std::function<void()>
     loading_.erase(it);  // still loading: nothing of it here yet (its answer is dropped)
     options_.ownership->set_epoch(p, 0);
   }
-  auto it = owned_.find(p);
-  if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) {
+  HeldPartition* h = leased_ ? leased_->find(p) : nullptr;
+  if (h == nullptr || h->epoch != epoch) {
     if (done) done();  // nothing of it here (lost meanwhile, or never loaded)
     return;
   }
-  if (!it->second.releasing) ++releasing_;
-  it->second.releasing = true;
-  it->second.done = std::move(done);
+  leased_->start_release(*h);
+  h->done = std::move(done);
   loop_->wake();
 }
 
@@ -154,9 +139,9 @@ void Shard::lose_partition(Partition p, uint64_t epoch) {
     loading_.erase(it);
     options_.ownership->set_epoch(p, 0);
   }
-  auto it = owned_.find(p);
-  if (!dynamic_ || it == owned_.end() || it->second.epoch != epoch) return;
-  std::function<void()> done = std::move(it->second.done);
+  HeldPartition* h = leased_ ? leased_->find(p) : nullptr;
+  if (h == nullptr || h->epoch != epoch) return;
+  std::function<void()> done = std::move(h->done);
   forget_partition(p);
   metrics_.partitions_lost.fetch_add(1, std::memory_order_relaxed);
   if (done) done();
@@ -166,19 +151,20 @@ void Shard::lose_partition(Partition p, uint64_t epoch) {
 // its last results is durable: the next owner, which takes ownership only after done(),
 // then reads everything this node did.
 void Shard::progress_releases() {
-  if (releasing_ == 0) return;  // every turn: no walk over the owned partitions for nothing
+  // Every turn: no walk over the held partitions for nothing.
+  if (leased_ == nullptr || leased_->releasing() == 0) return;
   std::vector<Partition> finished;
-  for (auto& [p, o] : owned_) {
+  for (auto& [p, o] : leased_->held()) {
     if (!o.releasing || o.in_flight > 0) continue;
     if (!o.flushed) {
       o.flushed = true;
-      o.release_seq = last_written_seq_;  // this turn's commit already ran
+      o.release_seq = batch_.last_written();  // this turn's commit already ran
     }
     if (store_.durable_seq() >= o.release_seq) finished.push_back(p);
   }
   if (finished.empty()) return;
   std::vector<std::function<void()>> dones;
-  for (Partition p : finished) dones.push_back(std::move(owned_[p].done));
+  for (Partition p : finished) dones.push_back(std::move(leased_->find(p)->done));
   forget_partitions(finished);
   metrics_.partitions_released.fetch_add(finished.size(), std::memory_order_relaxed);
   for (auto& done : dones) {
@@ -218,18 +204,14 @@ void Shard::forget_partitions(const std::vector<Partition>& list) {
     }
   }
   for (Partition p : list) {
-    next_seq_.erase(p);
+    ids_.forget(p);
     if (mutations_.empty()) {
       options_.ownership->set_epoch(p, 0);
     } else if (std::find(epoch_resets_.begin(), epoch_resets_.end(), p) == epoch_resets_.end()) {
       epoch_resets_.push_back(p);
     }
   }
-  std::lock_guard<std::mutex> lock(owned_mu_);
-  for (Partition p : list) {
-    if (auto it = owned_.find(p); it != owned_.end() && it->second.releasing) --releasing_;
-    owned_.erase(p);
-  }
+  leased_->forget(list);
 }
 
 }  // namespace ringcast::engine

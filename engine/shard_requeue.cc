@@ -147,7 +147,7 @@ void Shard::replay_event(Event ev, std::vector<EndpointId> have, Callback<uint32
   std::sort(have.begin(), have.end());
   std::vector<EndpointId> created;
   const uint32_t n =
-      scheduler_->fan_out_missing(ev, have, loop_->wall_now(), *this, mutations_, &created);
+      scheduler_->fan_out_missing(ev, have, loop_->wall_now(), ids_, mutations_, &created);
   if (n > 0) {
     auto [it, added] = replayed_.try_emplace(ev.seq);
     it->second.insert(it->second.end(), created.begin(), created.end());

@@ -29,13 +29,7 @@ void Shard::prepare_send(const SendCommand& cmd) {
     slot = slots_.back().get();
   }
   slot->cmd = cmd;
-  slot->epoch = 0;
-  if (dynamic_) {
-    if (auto it = owned_.find(id_partition(cmd.delivery)); it != owned_.end()) {
-      slot->epoch = it->second.epoch;
-      ++it->second.in_flight;
-    }
-  }
+  slot->epoch = ownership_->sent(id_partition(cmd.delivery));
   slot->result = TransportResult{};
   slot->started_at = loop_->wall_now();
   SendRequest& req = slot->request;
@@ -135,9 +129,8 @@ void Shard::finish_prepare(SendSlot* slot, std::shared_ptr<const Event> ev) {
 
 void Shard::on_send_complete(SendSlot* slot) {
   --in_flight_;
-  if (dynamic_ && !discarding_) {
-    auto it = owned_.find(id_partition(slot->cmd.delivery));
-    if (it == owned_.end() || it->second.epoch != slot->epoch) {
+  if (!discarding_) {
+    if (!ownership_->completed(id_partition(slot->cmd.delivery), slot->epoch)) {
       // Its partition was lost (or lost and taken again) while it was out: the scheduler
       // frees the orphaned lease without writing anything; the new owner retries it.
       scheduler_->on_result(slot->cmd, slot->result, slot->started_at, loop_->wall_now(),
@@ -146,7 +139,6 @@ void Shard::on_send_complete(SendSlot* slot) {
       free_slots_.push_back(slot);
       return;
     }
-    --it->second.in_flight;
   }
   if (discarding_) {  // stopping: the transport cancels what is left; the leases stay open
     slot->release();
@@ -256,7 +248,7 @@ void Shard::refresh_gauges() {
   metrics_.breakers_open.store(static_cast<int64_t>(s.breakers_open + s.breakers_half_open),
                                std::memory_order_relaxed);
   metrics_.endpoints.store(static_cast<int64_t>(s.endpoints), std::memory_order_relaxed);
-  metrics_.intake_waiting_durable.store(static_cast<int64_t>(acks_.size()),
+  metrics_.intake_waiting_durable.store(static_cast<int64_t>(batch_.answers_waiting()),
                                         std::memory_order_relaxed);
 }
 
