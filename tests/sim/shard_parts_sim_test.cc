@@ -104,10 +104,15 @@ class Sim;
 // later; asynchronous reads run when called and answer at a later simulated instant.
 class SimStore final : public test::LockedStore {
  public:
-  SimStore(ManualClock& clock, Rng& rng, bool confirms_later)
-      : clock_(clock), rng_(rng), later_(confirms_later) {}
+  SimStore(ManualClock& clock, Rng& rng, bool confirms_later, bool fencing)
+      : clock_(clock), rng_(rng), later_(confirms_later), fencing_(fencing) {}
 
-  Result<uint64_t> write(const Mutations& m) override {
+  Result<uint64_t> write(const Mutations& given) override {
+    // Cluster mode: the store fences each partition's part of the batch by the epoch the shard
+    // named for it (set_epoch) against the partition's lease now, as RedisStore's scripts do;
+    // the refused parts are dropped and remembered as fenced (docs/cluster.md "Fencing").
+    Mutations fenced_out;
+    const Mutations& m = fencing_ ? (fenced_out = fence(given)) : given;
     for (const DeliveryPut& p : m.deliveries) {
       auto it = inner().deliveries().find(p.delivery.id);
       if (it != inner().deliveries().end() && is_terminal(it->second.status))
@@ -222,6 +227,18 @@ class SimStore final : public test::LockedStore {
     confirmed_ = keep;
   }
   uint64_t lost_writes() const { return lost_writes_; }
+
+  // ---- the leases (cluster mode) -----------------------------------------------------------
+  // The partition's lease is at `epoch` now (0: nobody holds it).
+  void set_lease(Partition p, uint64_t epoch) { lease_[p] = epoch; }
+  uint64_t lease(Partition p) const {
+    auto it = lease_.find(p);
+    return it == lease_.end() ? 0 : it->second;
+  }
+  // PartitionOwnership's hooks for the shard.
+  void set_writer_epoch(Partition p, uint64_t epoch) { writer_[p] = epoch; }
+  bool fenced(Partition p, uint64_t epoch) const { return fenced_.count({p, epoch}) > 0; }
+  uint64_t fenced_parts() const { return fenced_parts_; }
   bool idle() const { return answers_.empty() && confirms_.empty(); }
 
  private:
@@ -235,9 +252,44 @@ class SimStore final : public test::LockedStore {
                         std::move(fn)});
   }
 
+  Mutations fence(const Mutations& m) {
+    std::set<Partition> refused;
+    auto ok = [&](Partition p) {
+      auto w = writer_.find(p);
+      const uint64_t e = w == writer_.end() ? 0 : w->second;
+      if (e != 0 && e == lease(p)) return true;
+      if (refused.insert(p).second) {
+        fenced_.insert({p, e});
+        ++fenced_parts_;
+      }
+      return false;
+    };
+    Mutations out;
+    out.event_keys_checked = m.event_keys_checked;
+    for (const Event& e : m.events)
+      if (ok(partition_of(e.tenant))) out.events.push_back(e);
+    for (const DeliveryPut& d : m.deliveries)
+      if (ok(id_partition(d.delivery.id))) out.deliveries.push_back(d);
+    for (const Attempt& a : m.attempts)
+      if (ok(id_partition(a.delivery))) out.attempts.push_back(a);
+    for (const Endpoint& e : m.endpoints)
+      if (ok(id_partition(e.id))) out.endpoints.push_back(e);
+    for (EndpointId id : m.endpoint_deletes)
+      if (ok(id_partition(id))) out.endpoint_deletes.push_back(id);
+    for (const Tenant& t : m.tenants)
+      if (ok(partition_of(t.name))) out.tenants.push_back(t);
+    for (const Notification& n : m.notifications)
+      if (ok(id_partition(n.seq))) out.notifications.push_back(n);
+    return out;
+  }
+
   ManualClock& clock_;
   Rng& rng_;
   const bool later_;
+  const bool fencing_;
+  std::map<Partition, uint64_t> lease_, writer_;
+  std::set<std::pair<Partition, uint64_t>> fenced_;
+  uint64_t fenced_parts_ = 0;
   uint64_t confirmed_ = 0;
   std::deque<std::pair<WallTime, uint64_t>> confirms_;
   std::vector<Answer> answers_;
@@ -265,10 +317,12 @@ class SimTransport final : public Transport {
 
 class Sim {
  public:
+  static constexpr int kReacquire = 1000;  // script kind: partition (kind - 1000)'s lease is back
   explicit Sim(uint64_t seed)
       : seed_(seed),
         rng_(seed * 0x9E3779B97F4A7C15ull + 7),
-        store_(clock_, rng_, rng_.below(2) == 1) {
+        cluster_(rng_.below(3) == 0),
+        store_(clock_, rng_, cluster_ || rng_.below(2) == 1, cluster_) {
     start_ = clock_.wall_now();
     faults_end_ = start_ + seconds(12);
     opts_.scheduler = sim_scheduler();
@@ -283,6 +337,18 @@ class Sim {
     opts_.transport_factory = [this](net::Loop&) -> std::unique_ptr<Transport> {
       return std::make_unique<SimTransport>(*this);
     };
+    if (cluster_) {
+      // Cluster mode (docs/cluster.md): this shard holds its partitions under leases the
+      // simulation moves; there is no other node, and no inbox (intake for a partition not
+      // held here is answered 503 not_owner: not acknowledged).
+      engine::PartitionOwnership o;
+      o.valid = [this](Partition p, uint64_t epoch, MonoTime) {
+        return epoch != 0 && store_.lease(p) == epoch;
+      };
+      o.set_epoch = [this](Partition p, uint64_t epoch) { store_.set_writer_epoch(p, epoch); };
+      o.fenced = [this](Partition p, uint64_t epoch) { return store_.fenced(p, epoch); };
+      opts_.ownership = std::move(o);
+    }
   }
 
   void run() {
@@ -306,7 +372,7 @@ class Sim {
       }
     }
     ASSERT_TRUE(all_done()) << "deliveries still live " << to_ms(now() - faults_end_)
-                            << " ms after faults stopped";
+                            << " ms after faults stopped" << live_story();
     EXPECT_LE(now(), faults_end_ + seconds(40))
         << "took " << to_ms(now() - faults_end_) << " ms after faults stopped";
     final_checks();
@@ -339,6 +405,13 @@ class Sim {
       std::fprintf(stderr, "%lld send d=%llu #%u check=%d store: %s attempts=%u\n",
                    (long long)to_ms(now() - start_), (unsigned long long)d.id, rq.attempt, op.check,
                    delivery_status_name(d.status), d.attempts);
+    // Cluster mode: only a partition this shard holds (not being handed over) sends.
+    if (cluster_) {
+      const Partition part = id_partition(rq.delivery_id);
+      EXPECT_TRUE(held_.count(part) > 0 && !releasing_.count(part))
+          << "delivery " << rq.delivery_id << " sent for partition " << part
+          << (held_.count(part) ? ", being handed over" : ", not held here");
+    }
     // R12.2: the lease is durable before the request leaves (a status check, R12.11, is no
     // attempt and takes none; the delivery waits for its answer, not ended).
     if (!op.check) {
@@ -350,7 +423,11 @@ class Sim {
     } else {
       EXPECT_FALSE(is_terminal(d.status)) << "status check of ended delivery " << d.id;
     }
-    EXPECT_TRUE(on_wire_.insert(d.id).second)
+    // Per owner: after a lease was lost, the next owner (here: this shard at a new epoch) cannot
+    // know of a request the last one still had on the wire, and sends the delivery again under
+    // the same webhook id (receivers deduplicate by it, SPEC R11.3).
+    op.owner = cluster_ ? held_[id_partition(d.id)] : 0;
+    EXPECT_TRUE(on_wire_.insert({d.id, op.owner}).second)
         << "delivery " << d.id << " sent while a request of it is on the wire";
     auto ep = store_.mem().endpoints().find(d.endpoint);
     ASSERT_NE(ep, store_.mem().endpoints().end()) << "send to a deleted endpoint";
@@ -359,7 +436,7 @@ class Sim {
     if (op.counted) {
       const uint32_t limit = ep->second.max_in_flight != 0 ? ep->second.max_in_flight
                                                            : opts_.scheduler.default_max_in_flight;
-      EXPECT_LE(++per_endpoint_[d.endpoint], limit)
+      EXPECT_LE(++per_endpoint_[std::make_pair(d.endpoint, op.owner)], limit)
           << "endpoint " << d.endpoint << " over its in-flight limit";
     }
     if (!d.test()) {
@@ -382,6 +459,7 @@ class Sim {
     bool check = false;
     bool acted = false;
     bool counted = true;  // in per_endpoint_
+    uint64_t owner = 0;   // the epoch it was sent at (cluster mode)
     WallTime done;
     TransportResult result;
   };
@@ -400,9 +478,62 @@ class Sim {
 
   void open_shard() {
     shard_ = std::make_unique<engine::Shard>(0, opts_, store_);
-    std::vector<Partition> parts(partitions_.begin(), partitions_.end());
+    std::vector<Partition> parts;
+    if (!cluster_) parts.assign(partitions_.begin(), partitions_.end());
     Result<void> r = shard_->start_inline(parts);
     ASSERT_TRUE(r.ok()) << r.error().message;
+    if (!cluster_) return;
+    held_.clear();
+    releasing_.clear();
+    for (Partition p : partitions_) acquire(p);
+  }
+
+  // ---- the leases (cluster mode): taken, handed over, lost ----------------------------------
+  void acquire(Partition p) {
+    const uint64_t e = ++epochs_[p];
+    store_.set_lease(p, e);
+    held_[p] = e;
+    releasing_.erase(p);
+    if (trace_)
+      std::fprintf(stderr, "%lld acquire %u at %llu\n", (long long)to_ms(now() - start_), p,
+                   (unsigned long long)e);
+    shard_->acquire_partition(p, e);
+  }
+  // The lease expired or was fenced (a pause, Redis unreachable): forgotten at once.
+  void lose(Partition p) {
+    auto it = held_.find(p);
+    if (it == held_.end()) return;
+    const uint64_t e = it->second;
+    store_.set_lease(p, 0);
+    held_.erase(it);
+    releasing_.erase(p);
+    ++losses_;
+    if (trace_)
+      std::fprintf(stderr, "%lld lose %u at %llu\n", (long long)to_ms(now() - start_), p,
+                   (unsigned long long)e);
+    shard_->lose_partition(p, e);
+    script_.insert({now() + milliseconds(100 + static_cast<int64_t>(rnd(1400))), kReacquire + p});
+  }
+  // A graceful hand-over: once done, the lease goes (to nobody here) and comes back later.
+  void release(Partition p) {
+    auto it = held_.find(p);
+    if (it == held_.end() || releasing_.count(p)) return;
+    const uint64_t e = it->second;
+    releasing_.insert(p);
+    ++releases_;
+    if (trace_)
+      std::fprintf(stderr, "%lld release %u at %llu\n", (long long)to_ms(now() - start_), p,
+                   (unsigned long long)e);
+    shard_->release_partition(p, e, [this, p, e, gen = generation_] {
+      if (trace_)
+        std::fprintf(stderr, "%lld released %u at %llu\n", (long long)to_ms(now() - start_), p,
+                     (unsigned long long)e);
+      if (gen != generation_ || held_.count(p) == 0 || held_[p] != e) return;
+      held_.erase(p);
+      releasing_.erase(p);
+      store_.set_lease(p, 0);
+      script_.insert({now() + milliseconds(100 + static_cast<int64_t>(rnd(1400))), kReacquire + p});
+    });
   }
 
   // The world: tenants and endpoints (created through the shard), fault windows, the script.
@@ -452,6 +583,11 @@ class Sim {
     for (int i = 0; i < 12; ++i)
       script_.insert({start_ + milliseconds(static_cast<int64_t>(rnd(window_ms))),
                       1 + static_cast<int>(rnd(6))});
+    if (cluster_) {
+      const int moves = 2 + static_cast<int>(rnd(5));
+      for (int i = 0; i < moves; ++i)
+        script_.insert({start_ + milliseconds(static_cast<int64_t>(rnd(window_ms))), 10});
+    }
     const int restarts = static_cast<int>(rnd(4));
     for (int i = 0; i < restarts; ++i)
       script_.insert(
@@ -489,8 +625,8 @@ class Sim {
     for (; i < ops_.size() && (all || ops_[i].done <= now()); ++i) {
       Op& op = ops_[i];
       if (op.acted) receiver_[op.delivery].acted = true;
-      on_wire_.erase(op.delivery);
-      if (op.counted) --per_endpoint_[op.endpoint];
+      on_wire_.erase({op.delivery, op.owner});
+      if (op.counted) --per_endpoint_[std::make_pair(op.endpoint, op.owner)];
       if (trace_)
         std::fprintf(stderr, "%lld done d=%llu status=%u deferred=%d code=%s\n",
                      (long long)to_ms(now() - start_), (unsigned long long)op.delivery,
@@ -584,6 +720,11 @@ class Sim {
   }
 
   void act(int kind) {
+    if (kind >= kReacquire) {  // the lease of partition kind - kReacquire comes back here
+      const Partition p = static_cast<Partition>(kind - kReacquire);
+      if (!held_.count(p)) acquire(p);
+      return;
+    }
     const std::string tenant = tenants_[rnd(tenants_.size())];
     std::vector<EndpointId> eps;
     for (const auto& [id, e] : store_.mem().endpoints())
@@ -685,7 +826,26 @@ class Sim {
         open_shard();
         break;
       }
-      case 8:  // faults stop: resume everything, subscriptions on
+      case 10: {  // a partition's lease moves: lost, or handed over
+        std::vector<Partition> held;
+        for (const auto& [p, e] : held_)
+          if (!releasing_.count(p)) held.push_back(p);
+        if (held.empty()) break;
+        const Partition p = held[rnd(held.size())];
+        if (chance(50)) {
+          lose(p);
+        } else {
+          release(p);
+        }
+        break;
+      }
+      case 8:  // faults stop: every lease back here, then (a few times: an answer may wait for
+               // a partition's load) everything resumed, subscriptions on
+        for (Partition p : partitions_)
+          if (!held_.count(p) && cluster_) acquire(p);
+        for (int64_t ms : {0, 300, 1500}) script_.insert({now() + milliseconds(ms), 12});
+        break;
+      case 12:
         for (const std::string& t : tenants_) {
           shard_->set_subscription(t, true, [](Result<bool>) {});
           for (const auto& [id, e] : store_.mem().endpoints()) {
@@ -696,6 +856,28 @@ class Sim {
         }
         break;
     }
+  }
+
+  // The first live deliveries, for a failure's message.
+  std::string live_story() {
+    std::string out;
+    int n = 0;
+    for (const auto& [id, d] : store_.mem().deliveries()) {
+      if (is_terminal(d.status) || ++n > 5) continue;
+      const Partition p = id_partition(id);
+      out += "\n  delivery " + std::to_string(id) + " " + delivery_status_name(d.status) +
+             " attempts " + std::to_string(d.attempts) + " partition " + std::to_string(p) +
+             (cluster_ ? (held_.count(p) ? " held at " + std::to_string(held_[p])
+                                         : std::string(" not held"))
+                       : std::string()) +
+             " next at +" + std::to_string(to_ms(d.next_attempt_at - start_)) + " ms";
+    }
+    out += "\n  the shard holds:";
+    for (const auto& [p, e] : shard_->owned_partitions())
+      out += " " + std::to_string(p) + "@" + std::to_string(e);
+    out += "\n  ops on the wire " + std::to_string(ops_.size()) + ", script " +
+           std::to_string(script_.size()) + ", store idle " + (store_.idle() ? "yes" : "no");
+    return out;
   }
 
   bool all_done() {
@@ -742,13 +924,17 @@ class Sim {
 
  public:
   struct Summary {
-    uint64_t seeds_later = 0, lost_writes = 0, acked = 0, deliveries = 0, delivered = 0,
-             ended_other = 0, sends = 0, crashes = 0, stops = 0, deferred = 0,
-             redelivered_after_acting = 0, notifications = 0;
+    uint64_t seeds_later = 0, seeds_cluster = 0, losses = 0, releases = 0, fenced = 0,
+             lost_writes = 0, acked = 0, deliveries = 0, delivered = 0, ended_other = 0, sends = 0,
+             crashes = 0, stops = 0, deferred = 0, redelivered_after_acting = 0, notifications = 0;
   };
   void add_to(Summary& s) const {
     s.seeds_later += store_.durable_on_write() ? 0 : 1;
     s.lost_writes += store_.lost_writes();
+    s.seeds_cluster += cluster_ ? 1 : 0;
+    s.losses += losses_;
+    s.releases += releases_;
+    s.fenced += store_.fenced_parts();
     s.acked += acked_.size();
     for (const auto& [st, n] : ended_) {
       s.deliveries += n;
@@ -767,6 +953,7 @@ class Sim {
   uint64_t seed_;
   ManualClock clock_;
   Rng rng_;
+  const bool cluster_;  // the shard holds its partitions under leases (docs/cluster.md)
   Rng entropy_{seed_ ^ 0x5EED};
   SimStore store_;
   engine::EngineOptions opts_;
@@ -778,8 +965,8 @@ class Sim {
   std::map<EndpointId, int64_t> gone_at_ms_;
   std::multimap<WallTime, int> script_;
   std::vector<Op> ops_;
-  std::set<DeliveryId> on_wire_;
-  std::map<EndpointId, uint32_t> per_endpoint_;
+  std::set<std::pair<DeliveryId, uint64_t>> on_wire_;                 // (delivery, owner)
+  std::map<std::pair<EndpointId, uint64_t>, uint32_t> per_endpoint_;  // (endpoint, owner)
   std::map<DeliveryId, Receiver> receiver_;
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> sent_keys_;
   std::map<std::pair<std::string, std::string>, Acked> acked_;
@@ -788,6 +975,9 @@ class Sim {
   uint64_t sends_ = 0, deferred_ = 0, redelivered_after_acting_ = 0, disabled_ = 0;
   uint64_t next_event_ = 0, next_url_ = 0, generation_ = 0;
   int crashes_ = 0, stops_ = 0;
+  std::map<Partition, uint64_t> held_, epochs_;  // cluster mode: held here at; the last epoch
+  std::set<Partition> releasing_;                // being handed over
+  uint64_t losses_ = 0, releases_ = 0;
   bool trace_ = std::getenv("RINGCAST_SIM_TRACE") != nullptr;
 };
 
@@ -831,20 +1021,26 @@ TEST(ShardPartsSim, ManySeeds) {
     EXPECT_GT(sum.ended_other, 0u);
     EXPECT_GT(sum.crashes, 0u);
     EXPECT_GT(sum.lost_writes, 0u);
+    EXPECT_GT(sum.seeds_cluster, 0u);
+    EXPECT_GT(sum.losses, 0u);
+    EXPECT_GT(sum.releases, 0u);
+    EXPECT_GT(sum.fenced, 0u);
     EXPECT_GT(sum.stops, 0u);
     EXPECT_GT(sum.deferred, 0u);
     EXPECT_GT(sum.redelivered_after_acting, 0u);
     EXPECT_GT(sum.notifications, 0u);
   }
   std::printf(
-      "shard sim: %zu seeds (%lu confirming later; %lu crashes lost unconfirmed writes), %lu "
-      "events acknowledged, %lu deliveries "
-      "(%lu delivered, %lu ended otherwise), %lu sends, %lu crashes, %lu graceful stops, %lu "
-      "deferred, %lu redelivered after the receiver acted, %lu operator notifications\n",
+      "shard sim: %zu seeds (%lu confirming later; %lu crashes lost unconfirmed writes; %lu in "
+      "cluster mode: %lu leases lost, %lu handed over, %lu partition writes fenced), %lu events "
+      "acknowledged, %lu deliveries (%lu delivered, %lu ended otherwise), %lu sends, %lu "
+      "crashes, %lu graceful stops, %lu deferred, %lu redelivered after the receiver acted, %lu "
+      "operator notifications\n",
       seeds.size(), (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
-      (unsigned long)sum.acked, (unsigned long)sum.deliveries, (unsigned long)sum.delivered,
-      (unsigned long)sum.ended_other, (unsigned long)sum.sends, (unsigned long)sum.crashes,
-      (unsigned long)sum.stops, (unsigned long)sum.deferred,
+      (unsigned long)sum.seeds_cluster, (unsigned long)sum.losses, (unsigned long)sum.releases,
+      (unsigned long)sum.fenced, (unsigned long)sum.acked, (unsigned long)sum.deliveries,
+      (unsigned long)sum.delivered, (unsigned long)sum.ended_other, (unsigned long)sum.sends,
+      (unsigned long)sum.crashes, (unsigned long)sum.stops, (unsigned long)sum.deferred,
       (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.notifications);
 }
 
