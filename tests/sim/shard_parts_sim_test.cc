@@ -120,6 +120,7 @@ class SimStore final : public test::LockedStore {
                       << delivery_status_name(it->second.status) << " → "
                       << delivery_status_name(p.delivery.status) << ")";
     }
+    if (observer_) observer_(m);
     Result<uint64_t> r = LockedStore::write(m);
     if (!r.ok()) return r;
     if (later_) {
@@ -162,6 +163,8 @@ class SimStore final : public test::LockedStore {
 
   // The simulation's side.
   MemoryStore& mem() { return inner(); }
+  // Sees every batch before it is applied (what the store held before is still readable).
+  void observe(std::function<void(const Mutations&)> fn) { observer_ = std::move(fn); }
   // The last write that carried delivery d (its lease, when it is in flight).
   uint64_t written_in(DeliveryId d) const {
     auto it = written_in_.find(d);
@@ -287,6 +290,7 @@ class SimStore final : public test::LockedStore {
   Rng& rng_;
   const bool later_;
   const bool fencing_;
+  std::function<void(const Mutations&)> observer_;
   std::map<Partition, uint64_t> lease_, writer_;
   std::set<std::pair<Partition, uint64_t>> fenced_;
   uint64_t fenced_parts_ = 0;
@@ -337,6 +341,7 @@ class Sim {
     opts_.transport_factory = [this](net::Loop&) -> std::unique_ptr<Transport> {
       return std::make_unique<SimTransport>(*this);
     };
+    store_.observe([this](const Mutations& m) { check_leases(m); });
     if (cluster_) {
       // Cluster mode (docs/cluster.md): this shard holds its partitions under leases the
       // simulation moves; there is no other node, and no inbox (intake for a partition not
@@ -494,6 +499,8 @@ class Sim {
     store_.set_lease(p, e);
     held_[p] = e;
     releasing_.erase(p);
+    ++loads_[p];
+    ++bucket_generation_[p];
     if (trace_)
       std::fprintf(stderr, "%lld acquire %u at %llu\n", (long long)to_ms(now() - start_), p,
                    (unsigned long long)e);
@@ -554,6 +561,10 @@ class Sim {
         spec.policy = chance(50) ? "xhub-sim" : "smengo-sim";
         if (chance(30)) spec.event_types = {"payment.*"};
         spec.max_in_flight = static_cast<uint32_t>(rnd(4));
+        if (chance(25)) {
+          spec.rate_limit.per_second = static_cast<double>(5 + rnd(16));
+          spec.rate_limit.burst = static_cast<uint32_t>(rnd(4));  // 0: per_second
+        }
         if (chance(25)) {
           spec.on_unknown = OnUnknown::kReconcile;
           spec.status_url = "https://status.sim.test/{webhook_id}";
@@ -720,6 +731,7 @@ class Sim {
   }
 
   void act(int kind) {
+    if (kind != 0 && kind != 7 && kind != 9) ++op_epoch_;  // what may make a delivery due now
     if (kind >= kReacquire) {  // the lease of partition kind - kReacquire comes back here
       const Partition p = static_cast<Partition>(kind - kReacquire);
       if (!held_.count(p)) acquire(p);
@@ -800,6 +812,7 @@ class Sim {
         shard_.reset();
         store_.crash();
         ++generation_;
+        for (Partition p : partitions_) ++bucket_generation_[p];
         open_shard();
         break;
       case 9: {  // SIGTERM: a graceful stop (bounded by stop_grace), then a new start
@@ -823,6 +836,7 @@ class Sim {
         shard_.reset();
         store_.crash();
         ++generation_;
+        for (Partition p : partitions_) ++bucket_generation_[p];
         open_shard();
         break;
       }
@@ -857,6 +871,61 @@ class Sim {
         break;
     }
   }
+
+  // Every lease the shard writes, against the ladder and the endpoint's rate limit:
+  // - SPEC R5/R7: a delivery is leased no earlier than the due time its last stored record
+  //   named (its ladder's pause, a Retry-After, a deferral's not_before) — unless that record
+  //   is from before a crash, a graceful stop or a hand-over (recovery starts it again) or an
+  //   operator resumed or re-enabled its endpoint since (due at once);
+  // - the endpoint's rate limit: leases fit its token bucket (per_second, burst), the bucket
+  //   full after a restart or a partition's load, as the scheduler's is.
+  void check_leases(const Mutations& m) {
+    const WallTime t = now();
+    for (const DeliveryPut& p : m.deliveries) {
+      const Delivery& d = p.delivery;
+      if (d.status == DeliveryStatus::kPending) {
+        due_[d.id] = {d.next_attempt_at, generation_, op_epoch_, loads_[id_partition(d.id)]};
+        continue;
+      }
+      if (d.status != DeliveryStatus::kInFlight) continue;
+      if (auto it = due_.find(d.id); it != due_.end()) {
+        const Due& due = it->second;
+        if (due.generation == generation_ && due.op_epoch == op_epoch_ &&
+            due.load == loads_[id_partition(d.id)]) {
+          EXPECT_GE(t, due.at) << "delivery " << d.id << " leased " << to_ms(due.at - t)
+                               << " ms before it was due";
+        }
+      }
+      auto ep = store_.mem().endpoints().find(d.endpoint);
+      if (ep == store_.mem().endpoints().end()) continue;
+      const RateLimit& rl = ep->second.rate_limit;
+      if (rl.per_second <= 0) continue;
+      Bucket& b = buckets_[d.endpoint];
+      const double cap = rl.burst ? static_cast<double>(rl.burst) : std::max(1.0, rl.per_second);
+      if (b.generation != bucket_generation_[id_partition(d.endpoint)] || !b.init) {
+        b = Bucket{cap, t, true, bucket_generation_[id_partition(d.endpoint)]};
+      }
+      b.tokens =
+          std::min(cap, b.tokens + static_cast<double>((t - b.at).count()) / 1e9 * rl.per_second);
+      b.at = t;
+      EXPECT_GE(b.tokens, 1.0 - 1e-6)
+          << "endpoint " << d.endpoint << " leased past its rate limit (" << rl.per_second
+          << "/s, burst " << rl.burst << ")";
+      b.tokens -= 1.0;
+    }
+  }
+  struct Due {
+    WallTime at;
+    uint64_t generation = 0;  // the process it was written by
+    uint64_t op_epoch = 0;    // operator actions before it
+    uint64_t load = 0;        // its partition's loads before it
+  };
+  struct Bucket {
+    double tokens = 0;
+    WallTime at;
+    bool init = false;
+    uint64_t generation = 0;
+  };
 
   // The first live deliveries, for a failure's message.
   std::string live_story() {
@@ -977,6 +1046,11 @@ class Sim {
   int crashes_ = 0, stops_ = 0;
   std::map<Partition, uint64_t> held_, epochs_;  // cluster mode: held here at; the last epoch
   std::set<Partition> releasing_;                // being handed over
+  std::map<DeliveryId, Due> due_;                // check_leases: when each was last due
+  std::map<Partition, uint64_t> loads_;          // cluster mode: a partition's loads so far
+  uint64_t op_epoch_ = 0;                        // operator actions and lease moves so far
+  std::map<EndpointId, Bucket> buckets_;
+  std::map<Partition, uint64_t> bucket_generation_;
   uint64_t losses_ = 0, releases_ = 0;
   bool trace_ = std::getenv("RINGCAST_SIM_TRACE") != nullptr;
 };
