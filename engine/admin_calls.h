@@ -1,7 +1,6 @@
 // The shard's endpoint and tenant calls (SPEC R8.5, R9 actions and test sends, R11.2 secret
 // rotation, R14 limits, R4.8 breaker reset, R8.4 owner e-mail): checked here, applied by the
-// scheduler into the turn's batch, answered once durable (SPEC R12.2).
-// Single-threaded: the shard thread only (url_check()'s function: any thread, it reads options).
+// scheduler into the turn's batch, answered once durable (SPEC R12.2). Shard thread only.
 #pragma once
 
 #include <cstddef>

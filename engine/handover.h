@@ -1,8 +1,7 @@
-// The shard's hand-over in cluster mode (docs/cluster.md): the partitions it holds taken and
-// loaded, released once their results are durable, lost, forgotten; and the inboxes of the
-// partitions held here (core/inbox.h) polled, read and drained through the normal intake.
-// Invariant: a write its ownership no longer covers is fenced, never acknowledged (SPEC R12.5).
-// Single-threaded: the shard thread only; the lease manager's calls are posted to it.
+// The shard's hand-over in cluster mode (docs/cluster.md): partitions taken and loaded, released
+// once their results are durable, lost, forgotten; their inboxes (core/inbox.h) polled and
+// drained through the intake. Invariant: a write its ownership no longer covers is fenced, never
+// acknowledged (SPEC R12.5). Shard thread only: the lease manager's calls are posted to it.
 #pragma once
 
 #include <cstdint>

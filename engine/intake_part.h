@@ -1,8 +1,7 @@
 // The shard's intake (SPEC R12.5: one event per tenant and id): the checks, the key lookup, the
-// fan-out into the turn's batch, bulk batches in bounded parts, and, in cluster mode, events of
-// partitions held elsewhere queued in their inboxes; answered once durable (SPEC R12.2).
-// Invariant: the turn's events and the keys settling are known here until the store has them.
-// Single-threaded: the shard thread only.
+// fan-out into the turn's batch, bulk batches in bounded parts, cluster mode's events for other
+// partitions to their inboxes; answered once durable (SPEC R12.2). Invariant: the turn's events
+// and the keys settling are known here until the store has them. Shard thread only.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,7 @@
-// The shard's operator repairs on the owner (docs/operations.md "Delivery log"): an UNKNOWN
-// delivery resolved (SPEC R12.10), resend, replay of the missing deliveries, and requeue jobs
-// with their SPEC R14 quotas. Invariant: a store read older than a change this shard made is
-// refused, and a replay creates no delivery twice. Single-threaded: the shard thread only
-// (RequeueJob: shared with the engine's worker thread that runs the job, under its lock).
+// The shard's operator repairs (docs/operations.md "Delivery log"): resolve (SPEC R12.10), resend,
+// replay, requeue jobs with their SPEC R14 quotas. Invariant: a store read older than a change
+// made here is refused; a replay creates no delivery twice. Shard thread only (a RequeueJob is
+// shared with the engine's worker thread that runs it, under its lock).
 #pragma once
 
 #include <atomic>

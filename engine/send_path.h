@@ -1,8 +1,7 @@
 // The shard's send path (SPEC R12.2: prepared in the turn, on the wire after its commit): each
-// request from its event and endpoint (R11.3 webhook id, R12.11 status checks), and each result
-// back to the scheduler, with its metrics (R2.3 deferred sends, R12.8 UNKNOWN streaks).
-// Invariant: a prepared send goes out only once its batch is durable and its partition is
-// sendable at the epoch it was leased at. Single-threaded: the shard thread only.
+// request from its event and endpoint (R11.3, R12.11), each result back to the scheduler with its
+// metrics (R2.3, R12.8). Invariant: a send goes out only once its batch is durable and its
+// partition sendable at the epoch it was leased at. Shard thread only.
 #pragma once
 
 #include <cstdint>
