@@ -226,9 +226,9 @@ class Journal {
   // store later, posted through `on` (which also tells it whose connection to use). Ordering: a
   // lookup sees every write() that returned before it was issued; writes made while it is
   // outstanding may or may not be seen (the shard covers the keys it wrote meanwhile itself,
-  // Shard::take_in). The views in `keys` stay valid until `done` runs. A store completes every
-  // call before it is destroyed, and never after `on`'s loop has stopped (it answers an error
-  // when it closes first).
+  // ShardIntake::take_in). The views in `keys` stay valid until `done` runs. A store completes
+  // every call before it is destroyed, and never after `on`'s loop has stopped (it answers an
+  // error when it closes first).
   using EventKeysDone = std::function<void(Result<std::vector<std::optional<EventKeyRecord>>>)>;
   using EventDone = std::function<void(Result<std::optional<Event>>)>;
   virtual void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,

@@ -3,7 +3,7 @@
 // StaticOwnership, the null object (epoch 0, always sendable, never fenced), so the intake and
 // the send path ask the same questions in both modes and branch on neither. In cluster mode the
 // shard holds partitions under leases (LeasedOwnership): taken and loaded, handed over, lost —
-// the hand-over (engine/shard_ownership.cc) moves them in and out of its table.
+// the hand-over (engine/handover.cc) moves them in and out of its table.
 // Invariant: called on the shard thread only, except LeasedOwnership::snapshot() (any thread,
 // under its lock; the table changes under the same lock).
 #pragma once

@@ -1,33 +1,41 @@
 // The shard's life and its loop: construction, start (recovery of the partitions it owns), the
-// thread and its turn (SPEC R12.2: poll, commit, then send), stop; ids. Its other parts are in
-// engine/shard_*.cc (engine/shard_internal.h: what they share).
+// thread and its turn (SPEC R12.2: poll, commit, then send), stop; what a written batch means to
+// the parts (TurnBatch::Listener). The parts are classes of their own (engine/shard_core.h: what
+// they share; docs/architecture.md "The shard in layers").
 #include "engine/shard.h"
 
 #include <pthread.h>
 
 #include <algorithm>
 
-#include <openssl/rand.h>
-
-#include "engine/shard_internal.h"
-
 namespace ringcast::engine {
+
+namespace {
+
+// All of the shard's partitions for good (one node), or those it holds under leases.
+std::unique_ptr<ShardOwnership> make_ownership(const EngineOptions& options) {
+  if (options.ownership) return std::make_unique<LeasedOwnership>(*options.ownership);
+  return std::make_unique<StaticOwnership>();
+}
+
+}  // namespace
 
 Shard::Shard(uint32_t index, const EngineOptions& options, Store& store)
     : index_(index),
       options_(options),
       store_(store),
+      ownership_(make_ownership(options)),
+      leased_(options.ownership ? static_cast<LeasedOwnership*>(ownership_.get()) : nullptr),
       batch_(index, store, metrics_, *this),
-      mutations_(batch_.mutations()),
-      payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)) {
+      payloads_(options.payload_cache_bytes / std::max<uint32_t>(1, options.shards)),
+      core_(index, options, store, metrics_, batch_, *ownership_, leased_, ids_, payloads_,
+            poster_),
+      intake_(core_),
+      send_(core_, intake_),
+      requeue_(core_, send_),
+      admin_(core_, intake_),
+      handover_(core_, intake_, send_, requeue_) {
   poster_.shard = this;
-  if (options.ownership) {
-    auto leased = std::make_unique<LeasedOwnership>(*options.ownership);
-    leased_ = leased.get();
-    ownership_ = std::move(leased);
-  } else {
-    ownership_ = std::make_unique<StaticOwnership>();
-  }
 }
 
 void Shard::LoopPoster::post(std::function<void()> fn) {
@@ -39,9 +47,10 @@ Shard::~Shard() {
   if (inline_ && !closed_) {
     // A crash (the simulation): nothing more is written or answered; the transport goes first,
     // while the slots its operations point at still exist.
-    discarding_ = true;
+    core_.discarding = true;
     running_.store(false, std::memory_order_release);
     transport_.reset();
+    core_.transport = nullptr;
   }
 }
 
@@ -83,23 +92,6 @@ void Shard::post(std::function<void(Shard&)> fn) {
   loop_->post([this, fn = std::move(fn)] { fn(*this); });
 }
 
-// xoshiro128+-style generator seeded from the system CSPRNG at thread start: 80 random bits per
-// id, no syscall per event. Unpredictability is not needed (the id is not a secret), only
-// uniqueness across processes and restarts, which the seed and the millisecond prefix give.
-std::string Shard::new_message_id(WallTime now) {
-  auto next = [this] {
-    uint64_t s1 = msg_rng_[0];
-    const uint64_t s0 = msg_rng_[1];
-    const uint64_t out = s0 + s1;
-    msg_rng_[0] = s0;
-    s1 ^= s1 << 23;
-    msg_rng_[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
-    return out;
-  };
-  const uint64_t hi = next();
-  return make_message_id(now, hi, next());
-}
-
 void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<void>> started) {
   const std::string name = "rc-shard-" + std::to_string(index_);  // top -H, perf, gdb
   ::pthread_setname_np(::pthread_self(), name.c_str());
@@ -112,41 +104,37 @@ void Shard::thread_main(std::vector<Partition> partitions, std::promise<Result<v
   close_parts();
 }
 
-void Shard::random_bytes(uint8_t* out, size_t n) {
-  if (options_.entropy) {
-    options_.entropy(out, n);
-  } else {
-    RAND_bytes(out, n);
-  }
-}
-
 Result<void> Shard::open_parts(std::vector<Partition> partitions) {
   net::LoopOptions lo;
   lo.clock = options_.clock;
   auto loop = net::Loop::create(lo);
   if (!loop.ok()) return loop.error();
   loop_ = std::move(*loop);
+  core_.loop = loop_.get();
   loop_->refresh_now();
-  random_bytes(reinterpret_cast<uint8_t*>(msg_rng_), sizeof msg_rng_);
-  if ((msg_rng_[0] | msg_rng_[1]) == 0) msg_rng_[1] = 1;  // xorshift must not start at zero
+  core_.random_bytes(reinterpret_cast<uint8_t*>(core_.msg_rng), sizeof core_.msg_rng);
+  if ((core_.msg_rng[0] | core_.msg_rng[1]) == 0)
+    core_.msg_rng[1] = 1;  // xorshift must not start at zero
   WallTime now = loop_->wall_now();
   uint64_t seed = options_.rng_seed ? options_.rng_seed + index_
                                     : static_cast<uint64_t>(now.ns()) ^ (uint64_t{index_} << 32);
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler, options_.policies, seed, now);
+  core_.scheduler = scheduler_.get();
   scheduler_->set_id_allocator(&ids_);
 
-  Recovery visitor(*this, now);
+  ShardRecovery visitor(core_, now);
   for (Partition p : partitions) {
     auto stats = store_.recover(p, now, visitor);
     if (!stats.ok()) return stats.error();
     ids_.start_at(p, stats->next_sequence);
   }
-  if (!missing_policies_.empty()) {
+  if (!core_.missing_policies.empty()) {
     return make_error(Errc::kInvalidArgument,
                       "stored endpoints use a retry policy that is not in the config", "policies",
                       "unknown_policy");
   }
   transport_ = options_.transport_factory(*loop_);
+  core_.transport = transport_.get();
   if (!transport_) {  // the factory says why (engine/build.cc); never a null transport later
     return make_error(Errc::kInvalidArgument, "the HTTP transport could not be created",
                       "transport", "transport_failed");
@@ -157,16 +145,16 @@ Result<void> Shard::open_parts(std::vector<Partition> partitions) {
 
 Duration Shard::next_wait() const {
   Duration wait = milliseconds(100);
-  if (batch_.waiting() || !held_sends_.empty()) wait = options_.durable_poll;
+  if (batch_.waiting() || send_.holding()) wait = options_.durable_poll;
   if (leased_ && leased_->releasing() > 0)
     wait = std::min(wait, options_.durable_poll);  // hand-overs wait
-  if (!retry_loads_.empty()) wait = std::min<Duration>(wait, milliseconds(50));
+  if (handover_.retrying()) wait = std::min<Duration>(wait, milliseconds(50));
   if (batch_.held() || store_.disk_health() == DiskHealth::kFull)
     wait = std::min(wait, TurnBatch::kDiskRetry);
-  if (options_.inbox != nullptr && leased_ && !leased_->empty() && !inbox_polling_)
-    wait =
-        std::min<Duration>(wait, std::max<Duration>(Duration(0), next_inbox_poll_ - loop_->now()));
-  if (!draining_) {
+  if (options_.inbox != nullptr && leased_ && !leased_->empty() && !handover_.inbox_polling())
+    wait = std::min<Duration>(
+        wait, std::max<Duration>(Duration(0), handover_.next_inbox_poll() - loop_->now()));
+  if (!core_.draining) {
     if (auto next = scheduler_->next_wakeup()) {
       Duration until = *next - loop_->wall_now();
       // At least 1 ms when due work could not go out (in-flight limits): completions wake
@@ -182,14 +170,16 @@ bool Shard::loop_turn(std::optional<Duration> max_wait) {
   Duration wait = next_wait();
   if (max_wait) wait = std::min(wait, *max_wait);
   loop_->run_once(wait);
-  if (stop_requested_.load(std::memory_order_acquire) && !draining_) {
-    draining_ = true;
+  if (stop_requested_.load(std::memory_order_acquire) && !core_.draining) {
+    core_.draining = true;
     drain_deadline_ = loop_->now() + options_.stop_grace;
   }
   turn();
-  return !(draining_ && ((in_flight_ == 0 && loads_in_flight_ == 0 && lookups_by_gen_.empty() &&
-                          inbox_ops_ == 0 && loading_.empty() && held_sends_.empty()) ||
-                         loop_->now() >= drain_deadline_));
+  return !(core_.draining &&
+           ((send_.in_flight() == 0 && send_.loads_in_flight() == 0 &&
+             !intake_.lookups_outstanding() && intake_.inbox_pushes() == 0 &&
+             handover_.inbox_ops() == 0 && !handover_.loading() && !send_.holding()) ||
+            loop_->now() >= drain_deadline_));
 }
 
 void Shard::close_parts() {
@@ -216,8 +206,9 @@ void Shard::end_close() {
   running_.store(false, std::memory_order_release);
   // Attempts still on the wire stay leased (kInFlight) in the store: the next start records
   // them as lease_expired and retries them with the same id.
-  discarding_ = true;
+  core_.discarding = true;
   transport_.reset();
+  core_.transport = nullptr;
   // The loop itself stays until ~Shard: stop(), wake() and post() run on other threads and may
   // still touch loop_ after this thread has left (stop() sets the flag, then wakes the loop; if
   // the thread saw the flag on its own and got here first, a reset here was a use-after-free —
@@ -231,8 +222,8 @@ void Shard::turn() {
   // A networked store that cannot confirm its writes (Redis unreachable, failing over), or a
   // disk that refuses writes: no new attempts until it can (what is due stays due; SPEC R12.2
   // wants the lease durable).
-  if (!draining_ && !store_.degraded() && disk == DiskHealth::kOk && !batch_.held())
-    scheduler_->poll(now, commands_, mutations_);
+  if (!core_.draining && !store_.degraded() && disk == DiskHealth::kOk && !batch_.held())
+    scheduler_->poll(now, commands_, batch_.mutations());
   const MonoTime mono = loop_->now();
   for (const SendCommand& cmd : commands_) {
     if (!ownership_->sendable(id_partition(cmd.delivery), mono)) {
@@ -241,35 +232,57 @@ void Shard::turn() {
       TransportResult unsent;
       unsent.deferred = DeferReason::kConnections;
       unsent.not_before = now + milliseconds(200);
-      scheduler_->on_result(cmd, unsent, now, now, mutations_);
+      scheduler_->on_result(cmd, unsent, now, now, batch_.mutations());
       metrics_.sends_withheld.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    prepare_send(cmd);
+    send_.prepare_send(cmd);
   }
   commit();
   // Their leases are not written (a disk that refuses writes, a failed store): not sent.
-  if (batch_.held() || batch_.failed()) withhold_sends();
-  // A store that confirms later (Redis): this turn's sends wait until its batch is durable.
-  const uint64_t written = batch_.last_written();
-  const bool hold = !store_.durable_on_write() && store_.durable_seq() < written;
-  for (SendSlot* slot : to_send_) {
-    if (hold) {
-      held_sends_.push_back({written, slot});
-      continue;
-    }
-    send_now(slot, mono);
-  }
-  to_send_.clear();
-  turn_loaded_.clear();
+  if (batch_.held() || batch_.failed()) send_.withhold_sends();
+  // On the wire, or, with a store that confirms later (Redis), held until durable.
+  send_.send_turn(mono);
   batch_.flush_durable();
-  release_held_sends();
-  progress_releases();
-  retry_failed_loads();
-  if (options_.inbox != nullptr && !draining_ && !inbox_polling_ && leased_ && !leased_->empty() &&
-      loop_->now() >= next_inbox_poll_)
-    poll_inboxes();
-  refresh_gauges();
+  send_.release_held_sends();
+  handover_.progress_releases();
+  handover_.retry_failed_loads();
+  if (options_.inbox != nullptr && !core_.draining && !handover_.inbox_polling() && leased_ &&
+      !leased_->empty() && loop_->now() >= handover_.next_inbox_poll())
+    handover_.poll_inboxes();
+  send_.refresh_gauges();
+}
+
+std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
+  if (leased_ == nullptr) return {};  // one node: every partition, for good (none handed over)
+  return leased_->snapshot();
+}
+
+// A written batch (TurnBatch::Listener): every way a delivery ends (a result, 410, delete,
+// disable, a ceiling, the breaker's hold limit) passes here once: the outcome counters and the
+// UNKNOWN clock (the send path), a requeue job's live count and the embedder's callback; then
+// the operator's notifications, the payloads to cache, and the keys a lookup still outstanding
+// may not see (the intake).
+void Shard::on_written(Mutations& m, uint64_t seq) {
+  static_cast<void>(seq);
+  const WallTime now = loop_->wall_now();
+  for (const DeliveryPut& p : m.deliveries) {
+    const Delivery& d = p.delivery;
+    if (!is_terminal(d.status) || p.rewrite) continue;
+    send_.delivery_ended(d, now);
+    requeue_.delivery_ended(d.id);
+    if (options_.on_delivery_done) core_.after_durable([this, d] { options_.on_delivery_done(d); });
+  }
+  if (options_.on_notification && !m.notifications.empty()) {
+    for (Notification& n : m.notifications)
+      core_.after_durable([this, n = std::move(n)] { options_.on_notification(n); });
+  }
+  intake_.on_written(m);
+}
+
+void Shard::after_commit(bool dropped) {
+  intake_.after_commit(dropped);
+  handover_.reset_epochs_after_commit();
 }
 
 }  // namespace ringcast::engine

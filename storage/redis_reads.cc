@@ -62,7 +62,7 @@ Result<std::vector<std::optional<EventKeyRecord>>> parse_key_lookup(const KeyLoo
                                                                     const Replies& rs) {
   std::vector<std::optional<EventKeyRecord>> out(l.n);
   // Accepted keys first; a queued one answers only where no accepted one does, as a record
-  // of seq 0 (Shard::take_in: "queued").
+  // of seq 0 (ShardIntake::take_in: "queued").
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t c = 0; c < l.cmds.size(); ++c) {
       if (l.queued[c] != (pass == 1)) continue;

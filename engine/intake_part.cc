@@ -1,9 +1,12 @@
-// Intake (SPEC R12.5: one event per tenant and id): the checks, the key lookup, the fan-out into
-// the turn's batch, bulk batches in bounded parts, and, in cluster mode, events of partitions held
-// elsewhere queued in their inboxes. Answered once durable.
-#include "engine/shard.h"
+// The shard's intake (engine/intake_part.h; SPEC R12.5: one event per tenant and id): the checks,
+// the key lookup, the fan-out into the turn's batch, bulk batches in bounded parts, and, in
+// cluster mode, events of partitions held elsewhere queued in their inboxes. Answered once
+// durable.
+#include "engine/intake_part.h"
 
 #include <algorithm>
+#include <memory>
+#include <string_view>
 
 #include "core/event_input.h"
 #include "engine/shard_internal.h"
@@ -28,60 +31,61 @@ bool valid_event_id(std::string_view id) {
 
 // Redis near maxmemory (Store::full(), docs/cluster.md "Memory back-pressure"): intake waits,
 // deliveries go on.
-Error Shard::store_full() {
-  metrics_.intake_store_full.fetch_add(1, std::memory_order_relaxed);
+Error ShardIntake::store_full() {
+  core_.metrics.intake_store_full.fetch_add(1, std::memory_order_relaxed);
   return make_error(Errc::kUnavailable,
                     "the store is near its memory limit (Redis maxmemory): retry in a moment",
                     nullptr, "store_full");
 }
 
-Result<void> Shard::check_event_input(const EventInput& in, bool* to_inbox) {
-  if (draining_) return shutting_down();
-  if (!serves(in.tenant)) {
-    if (to_inbox == nullptr || options_.inbox == nullptr) return not_owner_error();
+Result<void> ShardIntake::check_event_input(const EventInput& in, bool* to_inbox) {
+  if (core_.draining) return shutting_down();
+  if (!core_.serves(in.tenant)) {
+    if (to_inbox == nullptr || core_.options.inbox == nullptr) return not_owner_error();
     // Another node owns the partition, or nobody does right now: the event goes to the
     // partition's inbox (its script checks the tenant and the id's uniqueness).
     if (!valid_event_id(in.id)) {
-      metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+      core_.metrics.events_rejected.fetch_add(1, std::memory_order_relaxed);
       return invalid_event_id();
     }
     // Queued events take Redis memory too: the high-water mark holds for them as well. (Not
     // degraded(): the inbox confirms its own writes, and a store that cannot is why an inbox
     // helps.)
-    if (store_.full()) return store_full();
+    if (core_.store.full()) return store_full();
     *to_inbox = true;
     return ok();
   }
   // A full disk first (Redis' too: it is also why the store is degraded then).
-  if (auto d = batch_.check_disk(); !d.ok()) return d.error();
-  if (store_.degraded()) {
+  if (auto d = core_.batch.check_disk(); !d.ok()) return d.error();
+  if (core_.store.degraded()) {
     return make_error(Errc::kUnavailable,
                       "the store cannot confirm writes right now (Redis unreachable or failing "
                       "over): retry in a moment",
                       nullptr, "store_unavailable");
   }
-  if (store_.full()) return store_full();  // deliveries and attempts still write
-  if (!known_tenants_.count(in.tenant)) {
-    metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+  if (core_.store.full()) return store_full();  // deliveries and attempts still write
+  if (!core_.known_tenants.count(in.tenant)) {
+    core_.metrics.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return unknown_tenant();
   }
   if (!valid_event_id(in.id)) {
-    metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+    core_.metrics.events_rejected.fetch_add(1, std::memory_order_relaxed);
     return invalid_event_id();
   }
   return ok();
 }
 
-Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKeyRecord>& stored) {
-  if (!serves(in.tenant)) return not_owner_error();  // lost or handed over during the lookup
+Result<SubmitResult> ShardIntake::take_in(EventInput& in,
+                                          const std::optional<EventKeyRecord>& stored) {
+  if (!core_.serves(in.tenant)) return not_owner_error();  // lost or handed over during the lookup
   uint64_t hash = payload_hash(in.payload);
   auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
     if (rec.payload_hash != hash) {
-      metrics_.events_conflict.fetch_add(1, std::memory_order_relaxed);
+      core_.metrics.events_conflict.fetch_add(1, std::memory_order_relaxed);
       return make_error(Errc::kConflict, "an event with this id was accepted with another payload",
                         "id", "conflict");
     }
-    metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+    core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
     // seq 0: the key is queued in the partition's inbox (Store::EventKeyRef), not taken in yet.
     return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries, rec.seq == 0};
   };
@@ -96,26 +100,27 @@ Result<SubmitResult> Shard::take_in(EventInput& in, const std::optional<EventKey
   }
   if (stored) return answer(*stored);
 
-  WallTime now = loop_->wall_now();
+  WallTime now = core_.loop->wall_now();
   Event ev;
-  ev.seq = next_id(partition_of(in.tenant));
+  ev.seq = core_.next_id(partition_of(in.tenant));
   ev.tenant = std::move(in.tenant);
   ev.id = std::move(in.id);
   ev.type = std::move(in.type);
   ev.payload = std::move(in.payload);
   ev.created_at = now;
   ev.payload_hash = hash;
-  ev.message_id = new_message_id(now);
+  ev.message_id = core_.new_message_id(now);
   const EventSeq seq = ev.seq;
-  uint32_t n = scheduler_->fan_out(std::move(ev), now, ids_, mutations_);
-  if (n > 0) cache_after_commit_.push_back(mutations_.events.size() - 1);
+  Mutations& mutations = core_.mutations();
+  uint32_t n = core_.scheduler->fan_out(std::move(ev), now, core_.ids, mutations);
+  if (n > 0) cache_after_commit_.push_back(mutations.events.size() - 1);
   turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n});
-  metrics_.events_accepted.fetch_add(1, std::memory_order_relaxed);
-  metrics_.deliveries_created.fetch_add(n, std::memory_order_relaxed);
+  core_.metrics.events_accepted.fetch_add(1, std::memory_order_relaxed);
+  core_.metrics.deliveries_created.fetch_add(n, std::memory_order_relaxed);
   return SubmitResult{SubmitResult::Kind::kAccepted, seq, n};
 }
 
-void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
+void ShardIntake::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
   std::vector<EventInput> one;
   one.push_back(std::move(in));
   submit_batch(std::move(one), [done = std::move(done)](std::vector<Result<SubmitResult>> rs) {
@@ -123,13 +128,13 @@ void Shard::submit(EventInput in, std::function<void(Result<SubmitResult>)> done
   });
 }
 
-void Shard::submit_batch(std::vector<EventInput> events,
-                         std::function<void(std::vector<Result<SubmitResult>>)> done) {
+void ShardIntake::submit_batch(std::vector<EventInput> events,
+                               std::function<void(std::vector<Result<SubmitResult>>)> done) {
   submit_events(std::move(events), false, std::move(done));
 }
 
-void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
-                          std::function<void(std::vector<Result<SubmitResult>>)> done) {
+void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
+                                std::function<void(std::vector<Result<SubmitResult>>)> done) {
   // A turn takes at most max_batch_events of a batch (STYLE 5: bounded work per turn, and one
   // bounded WriteBatch per turn). A larger batch goes in parts: the next part is taken once the
   // part before it is durable (the ack of a part takes the next one, so the parts of a 100k-line
@@ -170,8 +175,8 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
       for (size_t i = 0; i < p.results.size(); ++i) {
         const auto [part, epoch] = p.epochs[i];
         if (epoch == 0 || !p.results[i].ok()) continue;
-        if (ownership_->fenced(part, epoch)) {
-          metrics_.intake_fenced.fetch_add(1, std::memory_order_relaxed);
+        if (core_.ownership.fenced(part, epoch)) {
+          core_.metrics.intake_fenced.fetch_add(1, std::memory_order_relaxed);
           p.results[i] = not_owner_error();
         }
       }
@@ -179,7 +184,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     p.done(std::move(p.results));
   };
   auto take_parts = [this, answer](const auto& self, std::shared_ptr<Parts> p) -> void {
-    const size_t part_max = std::max<size_t>(1, options_.max_batch_events);
+    const size_t part_max = std::max<size_t>(1, core_.options.max_batch_events);
     const size_t first = p->next;
     const size_t last = std::min(p->events.size(), first + part_max);
     p->next = last;
@@ -217,29 +222,29 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     };
     auto after = [this, self, p, answer, lost] {
       if (p->next < p->events.size()) {
-        if (draining_) return self(self, p);  // no part waits on a loop that is about to end
+        if (core_.draining) return self(self, p);  // no part waits on a loop that is about to end
         // This part is committed at the end of the turn; the next one is taken once durable.
         p->undurable = false;
-        after_durable([self, p]() mutable { self(self, std::move(p)); }, lost);
-        loop_->wake();  // taken inside an ack: make the next turn commit it without waiting
+        core_.after_durable([self, p]() mutable { self(self, std::move(p)); }, lost);
+        core_.loop->wake();  // taken inside an ack: make the next turn commit it without waiting
         return;
       }
       // The last part. Earlier parts are durable already. Refusals only: final at once.
       // Otherwise the answer waits until this turn's commit is durable (a duplicate's original
       // may not be durable yet either).
       if (!p->undurable) return answer(*p);
-      after_durable([p, answer]() mutable { answer(*p); }, lost);
+      core_.after_durable([p, answer]() mutable { answer(*p); }, lost);
     };
     if (p->valid.empty() && p->to_inbox.empty()) return after();
     p->ops_left = (p->valid.empty() ? 0 : 1) + (p->to_inbox.empty() ? 0 : 1);
     if (!p->to_inbox.empty()) {
       // Cluster mode: events of partitions another node owns (or none does now) are queued in
       // their partitions' inboxes; each answer is final once the inbox confirmed it.
-      ++inbox_ops_;
-      options_.inbox->push(
-          std::move(p->pushes), poster_,
+      ++inbox_pushes_;
+      core_.options.inbox->push(
+          std::move(p->pushes), core_.poster,
           [this, p, after](std::vector<Result<InboxAnswer>> answers) {
-            --inbox_ops_;
+            --inbox_pushes_;
             for (size_t k = 0; k < p->to_inbox.size(); ++k) {
               const size_t i = p->to_inbox[k];
               const uint64_t hash = p->push_hashes[k];
@@ -251,21 +256,21 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
               const InboxAnswer& a = *answers[k];
               using K = InboxAnswer::Kind;
               if (a.kind == K::kUnknownTenant) {
-                metrics_.events_rejected.fetch_add(1, std::memory_order_relaxed);
+                core_.metrics.events_rejected.fetch_add(1, std::memory_order_relaxed);
                 p->results[i] = unknown_tenant();
               } else if (a.kind != K::kQueued && a.payload_hash != hash) {
-                metrics_.events_conflict.fetch_add(1, std::memory_order_relaxed);
+                core_.metrics.events_conflict.fetch_add(1, std::memory_order_relaxed);
                 p->results[i] = make_error(
                     Errc::kConflict, "an event with this id was accepted with another payload",
                     "id", "conflict");
               } else if (a.kind == K::kQueued) {
-                metrics_.inbox_queued.fetch_add(1, std::memory_order_relaxed);
+                core_.metrics.inbox_queued.fetch_add(1, std::memory_order_relaxed);
                 p->results[i] = SubmitResult{SubmitResult::Kind::kAccepted, 0, 0, true};
               } else if (a.kind == K::kAlreadyQueued) {
-                metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+                core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
                 p->results[i] = SubmitResult{SubmitResult::Kind::kDuplicate, 0, 0, true};
               } else {
-                metrics_.events_duplicate.fetch_add(1, std::memory_order_relaxed);
+                core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
                 p->results[i] =
                     SubmitResult{SubmitResult::Kind::kDuplicate, a.stored.seq, a.stored.deliveries};
               }
@@ -275,10 +280,10 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
     }
     if (p->valid.empty()) return;
     const uint64_t gen = begin_lookup();
-    store_.find_event_keys_async(
-        p->refs, poster_,
+    core_.store.find_event_keys_async(
+        p->refs, core_.poster,
         [this, p, gen, after](Result<std::vector<std::optional<EventKeyRecord>>> stored) {
-          if (!stored.ok()) metrics_.store_errors.fetch_add(1, std::memory_order_relaxed);
+          if (!stored.ok()) core_.metrics.store_errors.fetch_add(1, std::memory_order_relaxed);
           if (stored.ok() && stored->size() != p->valid.size()) {
             stored = make_error(Errc::kInternal, "the store answered another number of keys");
           }
@@ -289,7 +294,7 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
                                         : Result<SubmitResult>(stored.error());
             p->undurable = p->undurable || p->results[i].ok();
             if (p->results[i].ok()) {
-              if (const uint64_t epoch = ownership_->intake_epoch(part); epoch != 0) {
+              if (const uint64_t epoch = core_.ownership.intake_epoch(part); epoch != 0) {
                 if (p->epochs.empty()) p->epochs.assign(p->events.size(), {Partition{0}, 0});
                 p->epochs[i] = {part, epoch};
               }
@@ -302,14 +307,60 @@ void Shard::submit_events(std::vector<EventInput> events, bool from_inbox,
   take_parts(take_parts, std::move(parts));
 }
 
-const Event* Shard::turn_event(EventSeq seq) {
-  if (mutations_.events.empty()) return nullptr;
-  if (turn_event_index_.size() != mutations_.events.size()) {
+const Event* ShardIntake::turn_event(EventSeq seq) {
+  const Mutations& mutations = core_.mutations();
+  if (mutations.events.empty()) return nullptr;
+  if (turn_event_index_.size() != mutations.events.size()) {
     turn_event_index_.clear();
-    for (const Event& e : mutations_.events) turn_event_index_.emplace(e.seq, &e);
+    for (const Event& e : mutations.events) turn_event_index_.emplace(e.seq, &e);
   }
   auto it = turn_event_index_.find(seq);
   return it == turn_event_index_.end() ? nullptr : it->second;
+}
+
+uint64_t ShardIntake::begin_lookup() {
+  ++lookups_by_gen_[commit_gen_];
+  return commit_gen_;
+}
+
+void ShardIntake::end_lookup(uint64_t gen) {
+  auto it = lookups_by_gen_.find(gen);
+  if (it != lookups_by_gen_.end() && --it->second == 0) lookups_by_gen_.erase(it);
+  prune_settling();
+}
+
+// A settling key committed in generation g is visible to every lookup issued after g.
+void ShardIntake::prune_settling() {
+  if (settling_order_.empty()) return;
+  const uint64_t oldest = lookups_by_gen_.empty() ? UINT64_MAX : lookups_by_gen_.begin()->first;
+  while (!settling_order_.empty() && settling_order_.front().first <= oldest) {
+    settling_.erase(settling_order_.front().second);
+    settling_order_.pop_front();
+  }
+}
+
+// The payloads to cache, and the keys a lookup still outstanding may not see.
+void ShardIntake::on_written(Mutations& m) {
+  for (size_t i : cache_after_commit_) {
+    core_.payloads.put(std::make_shared<const Event>(std::move(m.events[i])));
+  }
+  ++commit_gen_;
+  if (!lookups_by_gen_.empty()) {
+    for (auto& [key, rec] : turn_events_) {
+      settling_order_.emplace_back(commit_gen_, key);
+      settling_[key] = rec;
+    }
+  }
+  turn_events_.clear();
+  turn_event_index_.clear();
+}
+
+void ShardIntake::after_commit(bool dropped) {
+  if (dropped) {
+    turn_events_.clear();
+    turn_event_index_.clear();
+  }
+  cache_after_commit_.clear();
 }
 
 }  // namespace ringcast::engine
