@@ -37,6 +37,7 @@
 #include "core/time.h"
 #include "core/transport.h"
 #include "engine/shard.h"
+#include "tests/sim/sim_world.h"
 #include "tests/support/locked_store.h"
 
 namespace ringcast {
@@ -44,59 +45,9 @@ namespace {
 
 using K = ErrorCode::Kind;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kScaleDown = 3;  // Debug + ASan: every seed, fewer events each
-#else
-constexpr int kScaleDown = 1;
-#endif
-
-PolicyRegistry sim_policies() {
-  PolicyRegistry reg;
-  RetryPolicy sm = RetryPolicy::smengo();
-  sm.name = "smengo-sim";
-  sm.fast_pauses = {milliseconds(20),  milliseconds(50),   milliseconds(100), milliseconds(200),
-                    milliseconds(500), milliseconds(1000), milliseconds(1000)};
-  sm.absolute_ceiling = seconds(60);
-  (void)reg.put(sm);
-  RetryPolicy x = RetryPolicy::xhub();
-  x.name = "xhub-sim";
-  x.fast_pauses.clear();
-  for (int i = 0; i < 9; ++i) x.fast_pauses.push_back(milliseconds(10 << i));  // 10 ms..2.56 s
-  x.slow_pauses = {milliseconds(100), milliseconds(200), milliseconds(400), milliseconds(800),
-                   milliseconds(1600)};
-  x.slow_ceiling = seconds(5);
-  x.absolute_ceiling = seconds(60);
-  (void)reg.put(x);
-  return reg;
-}
-
-SchedulerOptions sim_scheduler() {
-  SchedulerOptions o;
-  o.fairness_cap = 5;
-  o.default_max_in_flight = 4;
-  o.max_sends_per_poll = 16;
-  o.max_fire_per_poll = 64;
-  o.breaker_recheck = milliseconds(300);
-  o.subscription_postpone = seconds(2);
-  o.breaker.window = seconds(5);
-  o.breaker.first_pause = milliseconds(500);
-  o.breaker.max_pause = seconds(3);
-  o.breaker.hold_ceiling = seconds(5);
-  o.breaker.probe_timeout = seconds(2);
-  o.slab_chunk_size = 256;
-  return o;
-}
-
-enum class Mode : uint8_t {
-  kHealthy,
-  k5xx,
-  kRefused,
-  kTimeout,
-  kResetAfterActing,
-  k4xx,
-  k429,
-  k502,
-};
+using sim::env_u64;
+using sim::kScaleDown;
+using sim::Mode;
 
 class Sim;
 
@@ -329,8 +280,9 @@ class Sim {
         store_(clock_, rng_, cluster_ || rng_.below(2) == 1, cluster_) {
     start_ = clock_.wall_now();
     faults_end_ = start_ + seconds(12);
-    opts_.scheduler = sim_scheduler();
-    opts_.policies = sim_policies();
+    opts_.scheduler = sim::scheduler_options();
+    opts_.scheduler.fairness_cap = 2;  // below the in-flight limits (up to 4): the cap binds
+    opts_.policies = sim::policies();
     opts_.rng_seed = seed;
     opts_.clock = &clock_;
     opts_.stop_grace = seconds(1);
@@ -625,7 +577,30 @@ class Sim {
       act(kind);
       if (::testing::Test::HasFatalFailure()) return;
     }
+    // SPEC R4.3, R4.6: while a tenant's breaker is not closed, a turn leases at most one of its
+    // deliveries on a breaker policy (the probe; none while it is open and its pause runs).
+    not_closed_.clear();
+    for (const std::string& t : tenants_) {
+      shard_->get_breaker(t, [&](Result<BreakerView> v) {
+        if (v.ok() && v->snapshot.state != BreakerSnapshot::State::kClosed) not_closed_.insert(t);
+      });
+    }
+    breaker_leases_.clear();
+    endpoint_leases_.clear();
     shard_->run_turn(Duration(0));
+    // SPEC R5.3: one pass (one poll a turn) leases at most fairness_cap per endpoint, so one
+    // endpoint's backlog cannot starve the others.
+    for (const auto& [ep, n] : endpoint_leases_) {
+      ++fairness_checked_;
+      EXPECT_LE(n, opts_.scheduler.fairness_cap)
+          << "endpoint " << ep << ": " << n << " leases in one turn";
+    }
+    for (const auto& [t, n] : breaker_leases_) {
+      if (!not_closed_.count(t)) continue;
+      ++breaker_checked_;
+      EXPECT_LE(n, 1u) << "tenant " << t << ": " << n
+                       << " leases in one turn while its breaker was not closed";
+    }
   }
 
   void complete_due(bool all) {
@@ -693,41 +668,11 @@ class Sim {
       respond(410);
       return;
     }
-    switch (mode) {
-      case Mode::kHealthy:
-        respond(chance(80) ? 200 : 204);
-        break;
-      case Mode::k5xx:
-        respond(chance(70) ? 503 : 500);
-        if (chance(30)) r.retry_after = "1";
-        break;
-      case Mode::k4xx:
-        respond(chance(50) ? 400 : 422);
-        break;
-      case Mode::k429:
-        respond(429);
-        r.retry_after = chance(50) ? "1" : "0";
-        break;
-      case Mode::k502:
-        respond(502);
-        op.acted = chance(50);  // the upstream may have acted (R12.1)
-        break;
-      case Mode::kRefused:
-        r.code = ErrorCode::network(ECONNREFUSED);
-        --receiver_[d.id].seen;
-        break;
-      case Mode::kTimeout:  // hangs until the whole-request deadline
-        r.request_written = true;
-        r.code = ErrorCode::of(K::kTimeout);
-        op.done = now() + seconds(1);
-        op.acted = chance(50);
-        break;
-      case Mode::kResetAfterActing:  // R12.9: the receiver has it, the response is lost
-        r.request_written = true;
-        r.code = ErrorCode::network(ECONNRESET);
-        op.acted = true;
-        break;
-    }
+    sim::Answer a = sim::answer_in(mode, rng_);
+    r = std::move(a.result);
+    op.acted = a.acted;
+    if (a.hangs) op.done = now() + seconds(1);       // to the whole-request deadline
+    if (!r.request_written) --receiver_[d.id].seen;  // refused: it never got the request
   }
 
   void act(int kind) {
@@ -804,22 +749,12 @@ class Sim {
         break;
       case 7:  // the process dies: what is on the wire is lost, some of it reached receivers
         ++crashes_;
-        for (const Op& op : ops_)
-          if (op.acted || (!op.check && chance(50))) receiver_[op.delivery].acted = true;
-        ops_.clear();
-        on_wire_.clear();
-        per_endpoint_.clear();
-        shard_.reset();
-        store_.crash();
-        ++generation_;
-        for (Partition p : partitions_) ++bucket_generation_[p];
-        open_shard();
+        restart(/*crashed=*/true);
         break;
-      case 9: {  // SIGTERM: a graceful stop (bounded by stop_grace), then a new start
+      case 9:  // SIGTERM: a graceful stop (bounded by stop_grace), then a new start
         ++stops_;
         shard_->stop_inline();
-        int turns = 0;
-        while (shard_->run_turn(Duration(0)) && ++turns < 100000) {
+        for (int turns = 0; shard_->run_turn(Duration(0)) && turns < 100000; ++turns) {
           store_.deliver_due();
           complete_due(false);
           clock_.advance(milliseconds(1));
@@ -828,18 +763,8 @@ class Sim {
           store_.deliver_due();
           clock_.advance(milliseconds(1));
         }
-        for (const Op& op : ops_)
-          if (op.acted) receiver_[op.delivery].acted = true;
-        ops_.clear();
-        on_wire_.clear();
-        per_endpoint_.clear();
-        shard_.reset();
-        store_.crash();
-        ++generation_;
-        for (Partition p : partitions_) ++bucket_generation_[p];
-        open_shard();
+        restart(/*crashed=*/false);
         break;
-      }
       case 10: {  // a partition's lease moves: lost, or handed over
         std::vector<Partition> held;
         for (const auto& [p, e] : held_)
@@ -888,6 +813,13 @@ class Sim {
         continue;
       }
       if (d.status != DeliveryStatus::kInFlight) continue;
+      if (!d.test()) {
+        ++endpoint_leases_[d.endpoint];
+        auto e = store_.mem().endpoints().find(d.endpoint);
+        if (e != store_.mem().endpoints().end() && opts_.policies.find(e->second.policy) &&
+            opts_.policies.find(e->second.policy)->use_breaker)
+          ++breaker_leases_[e->second.tenant];
+      }
       if (auto it = due_.find(d.id); it != due_.end()) {
         const Due& due = it->second;
         if (due.generation == generation_ && due.op_epoch == op_epoch_ &&
@@ -953,6 +885,22 @@ class Sim {
     return out;
   }
 
+  // The process is gone (crashed between two turns, or stopped): what was still on the wire is
+  // lost — after a crash half of what had not reached its receiver had —, the store keeps what
+  // it keeps (SimStore::crash), and a new shard recovers.
+  void restart(bool crashed) {
+    for (const Op& op : ops_)
+      if (op.acted || (crashed && !op.check && chance(50))) receiver_[op.delivery].acted = true;
+    ops_.clear();
+    on_wire_.clear();
+    per_endpoint_.clear();
+    shard_.reset();
+    store_.crash();
+    ++generation_;
+    for (Partition p : partitions_) ++bucket_generation_[p];
+    open_shard();
+  }
+
   bool all_done() {
     if (!ops_.empty() || !script_.empty() || !store_.idle()) return false;
     for (const auto& [id, d] : store_.mem().deliveries())
@@ -997,7 +945,7 @@ class Sim {
 
  public:
   struct Summary {
-    uint64_t due_checked = 0, rate_checked = 0;
+    uint64_t due_checked = 0, rate_checked = 0, breaker_checked = 0, fairness_checked = 0;
     uint64_t seeds_later = 0, seeds_cluster = 0, losses = 0, releases = 0, fenced = 0,
              lost_writes = 0, acked = 0, deliveries = 0, delivered = 0, ended_other = 0, sends = 0,
              crashes = 0, stops = 0, deferred = 0, redelivered_after_acting = 0, notifications = 0;
@@ -1008,6 +956,8 @@ class Sim {
     s.seeds_cluster += cluster_ ? 1 : 0;
     s.due_checked += due_checked_;
     s.rate_checked += rate_checked_;
+    s.breaker_checked += breaker_checked_;
+    s.fairness_checked += fairness_checked_;
     s.losses += losses_;
     s.releases += releases_;
     s.fenced += store_.fenced_parts();
@@ -1056,7 +1006,11 @@ class Sim {
   std::map<DeliveryId, Due> due_;                // check_leases: when each was last due
   std::map<Partition, uint64_t> loads_;          // cluster mode: a partition's loads so far
   uint64_t op_epoch_ = 0;                        // operator actions and lease moves so far
-  uint64_t due_checked_ = 0, rate_checked_ = 0;  // leases checked against their due time, rate
+  uint64_t due_checked_ = 0, rate_checked_ = 0, breaker_checked_ = 0, fairness_checked_ = 0;
+  std::map<EndpointId, uint32_t> endpoint_leases_;  // this turn's leases per endpoint
+  std::set<std::string> not_closed_;                // tenants whose breaker is not closed
+  std::map<std::string, uint32_t> breaker_leases_;  // this turn's leases on a breaker policy  //
+                                                    // leases checked against their due time, rate
   std::map<EndpointId, Bucket> buckets_;
   std::map<Partition, uint64_t> bucket_generation_;
   uint64_t losses_ = 0, releases_ = 0;
@@ -1065,12 +1019,6 @@ class Sim {
 
 void SimTransport::send(SendOp* op) {
   sim_.on_send(op);
-}
-
-uint64_t env_u64(const char* name, uint64_t def) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return def;
-  return std::strtoull(v, nullptr, 10);
 }
 
 TEST(ShardPartsSim, ManySeeds) {
@@ -1106,6 +1054,8 @@ TEST(ShardPartsSim, ManySeeds) {
     EXPECT_GT(sum.seeds_cluster, 0u);
     EXPECT_GT(sum.due_checked, 0u);
     EXPECT_GT(sum.rate_checked, 0u);
+    EXPECT_GT(sum.breaker_checked, 0u);
+    EXPECT_GT(sum.fairness_checked, 0u);
     EXPECT_GT(sum.losses, 0u);
     EXPECT_GT(sum.releases, 0u);
     EXPECT_GT(sum.fenced, 0u);
@@ -1120,14 +1070,16 @@ TEST(ShardPartsSim, ManySeeds) {
       "acknowledged, %lu deliveries (%lu delivered, %lu ended otherwise), %lu sends, %lu "
       "crashes, %lu graceful stops, %lu deferred, %lu redelivered after the receiver acted, %lu "
       "operator notifications; leases checked: %lu against their due time, %lu against a rate "
-      "limit\n",
+      "limit, %lu turns of a tenant whose breaker was not closed, %lu turns of an endpoint "
+      "against the fairness cap\n",
       seeds.size(), (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
       (unsigned long)sum.seeds_cluster, (unsigned long)sum.losses, (unsigned long)sum.releases,
       (unsigned long)sum.fenced, (unsigned long)sum.acked, (unsigned long)sum.deliveries,
       (unsigned long)sum.delivered, (unsigned long)sum.ended_other, (unsigned long)sum.sends,
       (unsigned long)sum.crashes, (unsigned long)sum.stops, (unsigned long)sum.deferred,
       (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.notifications,
-      (unsigned long)sum.due_checked, (unsigned long)sum.rate_checked);
+      (unsigned long)sum.due_checked, (unsigned long)sum.rate_checked,
+      (unsigned long)sum.breaker_checked, (unsigned long)sum.fairness_checked);
 }
 
 }  // namespace

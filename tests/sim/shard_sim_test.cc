@@ -19,6 +19,7 @@
 #include "core/policy.h"
 #include "core/scheduler.h"
 #include "core/time.h"
+#include "tests/sim/sim_world.h"
 #include "tests/support/memory_store.h"
 
 namespace ringcast {
@@ -26,61 +27,9 @@ namespace {
 
 using K = ErrorCode::Kind;
 
-// Debug + ASan runs ~40x slower: keep every seed, with fewer events each.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kScaleDown = 3;
-#else
-constexpr int kScaleDown = 1;
-#endif
-
-// Millisecond-scale versions of the presets, so a run covers whole ladders in seconds.
-PolicyRegistry sim_policies() {
-  PolicyRegistry reg;
-  RetryPolicy sm = RetryPolicy::smengo();
-  sm.name = "smengo-sim";
-  sm.fast_pauses = {milliseconds(20),  milliseconds(50),   milliseconds(100), milliseconds(200),
-                    milliseconds(500), milliseconds(1000), milliseconds(1000)};
-  sm.absolute_ceiling = seconds(60);
-  (void)reg.put(sm);
-  RetryPolicy x = RetryPolicy::xhub();
-  x.name = "xhub-sim";
-  x.fast_pauses.clear();
-  for (int i = 0; i < 9; ++i) x.fast_pauses.push_back(milliseconds(10 << i));  // 10 ms..2.56 s
-  x.slow_pauses = {milliseconds(100), milliseconds(200), milliseconds(400), milliseconds(800),
-                   milliseconds(1600)};
-  x.slow_ceiling = seconds(5);
-  x.absolute_ceiling = seconds(60);
-  (void)reg.put(x);
-  return reg;
-}
-
-SchedulerOptions sim_options() {
-  SchedulerOptions o;
-  o.fairness_cap = 5;
-  o.default_max_in_flight = 4;
-  o.max_sends_per_poll = 16;
-  o.max_fire_per_poll = 64;
-  o.breaker_recheck = milliseconds(300);
-  o.subscription_postpone = seconds(2);
-  o.breaker.window = seconds(5);
-  o.breaker.first_pause = milliseconds(500);
-  o.breaker.max_pause = seconds(3);
-  o.breaker.hold_ceiling = seconds(5);  // short: some holds must expire (R4.7)
-  o.breaker.probe_timeout = seconds(2);
-  o.slab_chunk_size = 256;
-  return o;
-}
-
-enum class Mode : uint8_t {
-  kHealthy,
-  k5xx,
-  kRefused,
-  kTimeout,
-  kResetAfterActing,
-  k4xx,
-  k429,
-  k502
-};
+using sim::env_u64;
+using sim::kScaleDown;
+using sim::Mode;
 
 struct Window {
   int64_t from_ms, to_ms;
@@ -120,8 +69,8 @@ class Sim {
   explicit Sim(uint64_t seed)
       : seed_(seed),
         rng_(seed * 0x9E3779B97F4A7C15ull + 1),
-        reg_(sim_policies()),
-        opts_(sim_options()) {
+        reg_(sim::policies()),
+        opts_(sim::scheduler_options()) {
     start_ = clock_.wall_now();
     faults_end_ = start_ + seconds(12);
     sched_ = std::make_unique<Scheduler>(opts_, reg_, seed, clock_.wall_now());
@@ -450,40 +399,10 @@ class Sim {
     } else if (!d.test() && gone >= 0 && to_ms(now() - start_) >= gone && now() < faults_end_) {
       answer(410);
     } else {
-      switch (mode) {
-        case Mode::kHealthy:
-          answer(chance(80) ? 200 : 204);
-          break;
-        case Mode::k5xx:
-          answer(chance(70) ? 503 : 500);
-          if (chance(30)) r.retry_after = "1";
-          break;
-        case Mode::k4xx:
-          answer(chance(50) ? 400 : 422);
-          break;
-        case Mode::k429:
-          answer(429);
-          r.retry_after = chance(50) ? "1" : "0";
-          break;
-        case Mode::k502:
-          answer(502);
-          op.acted = chance(50);  // the upstream may have acted (R12.1)
-          break;
-        case Mode::kRefused:
-          r.code = ErrorCode::network(ECONNREFUSED);
-          break;
-        case Mode::kTimeout:
-          r.request_written = true;
-          r.code = ErrorCode::of(K::kTimeout);
-          op.done = now() + seconds(1);  // the scaled whole-request deadline
-          op.acted = chance(50);
-          break;
-        case Mode::kResetAfterActing:
-          r.request_written = true;
-          r.code = ErrorCode::network(ECONNRESET);
-          op.acted = true;  // R12.9: the receiver recorded it, the response was lost
-          break;
-      }
+      sim::Answer a = sim::answer_in(mode, rng_);
+      r = std::move(a.result);
+      op.acted = a.acted;
+      if (a.hangs) op.done = now() + seconds(1);  // the scaled whole-request deadline
     }
     ops_.push_back(std::move(op));
   }
@@ -621,12 +540,6 @@ class Sim {
   int crashes_ = 0;
   bool trace_ = std::getenv("RINGCAST_SIM_TRACE") != nullptr;
 };
-
-uint64_t env_u64(const char* name, uint64_t def) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return def;
-  return std::strtoull(v, nullptr, 10);
-}
 
 TEST(ShardSim, ManySeeds) {
   const char* one = std::getenv("RINGCAST_SIM_SEED");
