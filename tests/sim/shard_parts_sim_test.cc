@@ -45,7 +45,6 @@ namespace {
 
 using K = ErrorCode::Kind;
 
-using sim::env_u64;
 using sim::kScaleDown;
 using sim::Mode;
 
@@ -1022,31 +1021,13 @@ void SimTransport::send(SendOp* op) {
 }
 
 TEST(ShardPartsSim, ManySeeds) {
-  std::vector<uint64_t> seeds;
-  if (const char* one = std::getenv("RINGCAST_SIM_SEED"); one != nullptr && *one != '\0') {
-    seeds.push_back(std::strtoull(one, nullptr, 10));
-  } else {
-    const uint64_t n = env_u64("RINGCAST_SIM_SEEDS", 500);
-    for (uint64_t s = 1; s <= n; ++s) seeds.push_back(s);
-  }
   Sim::Summary sum;
-  for (uint64_t seed : seeds) {
-    SCOPED_TRACE("seed " + std::to_string(seed) +
-                 " (rerun: RINGCAST_SIM_SEED=" + std::to_string(seed) + ")");
-    Sim sim(seed);
-    sim.run();
-    sim.add_to(sum);
-    if (::testing::Test::HasFailure()) {
-      ADD_FAILURE() << "simulation failed for seed " << seed
-                    << "; rerun with RINGCAST_SIM_SEED=" << seed;
-      break;
-    }
-  }
+  const size_t seeds = sim::run_seeds<Sim>(500, sum);
   // Not a vacuous pass: both store kinds ran, most deliveries got through, and every kind of
   // fault happened.
-  if (seeds.size() >= 50 && !::testing::Test::HasFailure()) {
+  if (seeds >= 50 && !::testing::Test::HasFailure()) {
     EXPECT_GT(sum.seeds_later, 0u);
-    EXPECT_LT(sum.seeds_later, seeds.size());
+    EXPECT_LT(sum.seeds_later, seeds);
     EXPECT_GT(sum.delivered * 2, sum.deliveries);
     EXPECT_GT(sum.ended_other, 0u);
     EXPECT_GT(sum.crashes, 0u);
@@ -1072,7 +1053,7 @@ TEST(ShardPartsSim, ManySeeds) {
       "operator notifications; leases checked: %lu against their due time, %lu against a rate "
       "limit, %lu turns of a tenant whose breaker was not closed, %lu turns of an endpoint "
       "against the fairness cap\n",
-      seeds.size(), (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
+      seeds, (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
       (unsigned long)sum.seeds_cluster, (unsigned long)sum.losses, (unsigned long)sum.releases,
       (unsigned long)sum.fenced, (unsigned long)sum.acked, (unsigned long)sum.deliveries,
       (unsigned long)sum.delivered, (unsigned long)sum.ended_other, (unsigned long)sum.sends,

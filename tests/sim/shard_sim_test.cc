@@ -27,7 +27,6 @@ namespace {
 
 using K = ErrorCode::Kind;
 
-using sim::env_u64;
 using sim::kScaleDown;
 using sim::Mode;
 
@@ -542,30 +541,11 @@ class Sim {
 };
 
 TEST(ShardSim, ManySeeds) {
-  const char* one = std::getenv("RINGCAST_SIM_SEED");
-  std::vector<uint64_t> seeds;
-  if (one != nullptr && *one != '\0') {
-    seeds.push_back(std::strtoull(one, nullptr, 10));
-  } else {
-    const uint64_t n = env_u64("RINGCAST_SIM_SEEDS", 200);
-    for (uint64_t s = 1; s <= n; ++s) seeds.push_back(s);
-  }
   Sim::Summary sum;
-  for (uint64_t seed : seeds) {
-    SCOPED_TRACE("seed " + std::to_string(seed) +
-                 " (rerun: RINGCAST_SIM_SEED=" + std::to_string(seed) + ")");
-    Sim sim(seed);
-    sim.run();
-    sim.add_to(sum);
-    if (::testing::Test::HasFailure()) {
-      ADD_FAILURE() << "simulation failed for seed " << seed
-                    << "; rerun with RINGCAST_SIM_SEED=" << seed;
-      break;  // one seed's story is enough to debug
-    }
-  }
+  const size_t seeds = sim::run_seeds<Sim>(200, sum);
   // The runs did something (guards against a vacuous pass): most deliveries get through
   // once faults stop, and every fault path was taken.
-  if (seeds.size() >= 50 && !::testing::Test::HasFailure()) {
+  if (seeds >= 50 && !::testing::Test::HasFailure()) {
     EXPECT_GT(sum.delivered * 2, sum.deliveries);
     EXPECT_GT(sum.probes, 0u);
     EXPECT_GT(sum.breaker_opened, 0u);
@@ -582,12 +562,12 @@ TEST(ShardSim, ManySeeds) {
       "%lu probes, %lu breaker openings, %lu endpoints disabled, %lu crashes, %lu postponed, "
       "%lu unknown outcomes, %lu hold-expired, %lu past a ceiling, %lu redelivered after the "
       "receiver acted, %lu sends deferred\n",
-      seeds.size(), (unsigned long)sum.deliveries, (unsigned long)sum.delivered,
-      (unsigned long)sum.failed, (unsigned long)sum.dead, (unsigned long)sum.sends,
-      (unsigned long)sum.probes, (unsigned long)sum.breaker_opened, (unsigned long)sum.disabled,
-      (unsigned long)sum.crashes, (unsigned long)sum.postponed, (unsigned long)sum.unknown,
-      (unsigned long)sum.hold_expired, (unsigned long)sum.deadline,
-      (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.deferred);
+      seeds, (unsigned long)sum.deliveries, (unsigned long)sum.delivered, (unsigned long)sum.failed,
+      (unsigned long)sum.dead, (unsigned long)sum.sends, (unsigned long)sum.probes,
+      (unsigned long)sum.breaker_opened, (unsigned long)sum.disabled, (unsigned long)sum.crashes,
+      (unsigned long)sum.postponed, (unsigned long)sum.unknown, (unsigned long)sum.hold_expired,
+      (unsigned long)sum.deadline, (unsigned long)sum.redelivered_after_acting,
+      (unsigned long)sum.deferred);
 }
 
 }  // namespace

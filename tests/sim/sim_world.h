@@ -7,6 +7,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/policy.h"
 #include "core/scheduler.h"
@@ -128,6 +132,37 @@ inline uint64_t env_u64(const char* name, uint64_t def) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return def;
   return std::strtoull(v, nullptr, 10);
+}
+
+// Runs World(seed).run() for each seed — RINGCAST_SIM_SEED=N: that one; else 1 ..
+// RINGCAST_SIM_SEEDS (default `seeds`) — adding each run's figures to `sum`; stops at the
+// first seed that fails (one seed's story is enough to debug) and names it. The seeds run.
+template <class World, class Summary>
+size_t run_seeds(uint64_t seeds, Summary& sum) {
+  std::vector<uint64_t> list;
+  if (const char* one = std::getenv("RINGCAST_SIM_SEED"); one != nullptr && *one != '\0') {
+    list.push_back(std::strtoull(one, nullptr, 10));
+  } else {
+    const uint64_t n = env_u64("RINGCAST_SIM_SEEDS", seeds);
+    for (uint64_t s = 1; s <= n; ++s) list.push_back(s);
+  }
+  for (uint64_t seed : list) {
+    std::string rerun = "seed ";
+    rerun += std::to_string(seed);
+    rerun += " (rerun: RINGCAST_SIM_SEED=";
+    rerun += std::to_string(seed);
+    rerun += ")";
+    SCOPED_TRACE(rerun);
+    World world(seed);
+    world.run();
+    world.add_to(sum);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "simulation failed for seed " << seed
+                    << "; rerun with RINGCAST_SIM_SEED=" << seed;
+      break;
+    }
+  }
+  return list.size();
 }
 
 }  // namespace ringcast::sim
