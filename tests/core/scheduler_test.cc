@@ -55,6 +55,20 @@ class SchedulerTest : public ::testing::Test {
   }
   void make() { s = std::make_unique<Scheduler>(opts, reg, 7, now); }
 
+  // A new scheduler with this reconciliation schedule and deadline (SPEC R12.11), and one
+  // endpoint of "acme" on xhub that reconciles its UNKNOWN outcomes at `status_url`.
+  Endpoint reconciling_ep(std::vector<Duration> schedule, Duration deadline,
+                          const std::string& status_url) {
+    opts.reconcile_schedule = std::move(schedule);
+    opts.reconcile_deadline = deadline;
+    s = std::make_unique<Scheduler>(opts, reg, 7, now);
+    Endpoint e = add_ep("acme", "xhub");
+    Endpoint cfg = *s->find_endpoint(e.id);
+    cfg.on_unknown = OnUnknown::kReconcile;
+    cfg.status_url = status_url;
+    EXPECT_TRUE(s->update_endpoint(cfg, now, m).ok());
+    return e;
+  }
   Endpoint add_ep(const std::string& tenant, const std::string& policy,
                   std::vector<std::string> filter = {}, uint32_t max_in_flight = 0) {
     Endpoint e;
@@ -855,14 +869,9 @@ TEST_F(SchedulerTest, ATestDeliveryWithAnUnknownOutcomeEndsUnknown) {
 // status check (no lease written, no attempt spent) after the schedule's first pause; 404 →
 // a real resend at once; 2xx (not 202) → delivered with no second send.
 TEST_F(SchedulerTest, ReconcileAsksBeforeResending) {
-  opts.reconcile_schedule = {seconds(5), seconds(10)};
-  opts.reconcile_deadline = minutes(1);
-  s = std::make_unique<Scheduler>(opts, reg, 7, now);
-  Endpoint e = add_ep("acme", "xhub");
-  Endpoint cfg = *s->find_endpoint(e.id);
-  cfg.on_unknown = OnUnknown::kReconcile;
-  cfg.status_url = "https://r.example/status/{webhook_id}";
-  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  Endpoint e = reconciling_ep({seconds(5), seconds(10)}, minutes(1),
+                              "https://r.example/status/{webhook_id}");
+  ASSERT_FALSE(HasFailure());
   submit("acme");
   std::vector<SendCommand> out = poll();
   ASSERT_EQ(out.size(), 1u);
@@ -912,14 +921,9 @@ TEST_F(SchedulerTest, ReconcileAsksBeforeResending) {
 
 // Unanswered until the deadline: unknown (reconcile_expired), and never resent.
 TEST_F(SchedulerTest, ReconcileEndsUnknownAtTheDeadline) {
-  opts.reconcile_schedule = {seconds(5), seconds(20)};
-  opts.reconcile_deadline = seconds(30);
-  s = std::make_unique<Scheduler>(opts, reg, 7, now);
-  Endpoint e = add_ep("acme", "xhub");
-  Endpoint cfg = *s->find_endpoint(e.id);
-  cfg.on_unknown = OnUnknown::kReconcile;
-  cfg.status_url = "https://r.example/s/{webhook_id}";
-  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  Endpoint e =
+      reconciling_ep({seconds(5), seconds(20)}, seconds(30), "https://r.example/s/{webhook_id}");
+  ASSERT_FALSE(HasFailure());
   submit("acme");
   std::vector<SendCommand> out = poll();
   ASSERT_EQ(out.size(), 1u);
@@ -1020,14 +1024,9 @@ TEST_F(SchedulerTest, TheReportSaysWhenAResultDisablesTheEndpoint) {
 }
 
 TEST_F(SchedulerTest, TheReportSaysWhenAReconcileExpires) {
-  opts.reconcile_schedule = {seconds(5), seconds(20)};
-  opts.reconcile_deadline = seconds(30);
-  s = std::make_unique<Scheduler>(opts, reg, 7, now);
-  Endpoint e = add_ep("acme", "xhub");
-  Endpoint cfg = *s->find_endpoint(e.id);
-  cfg.on_unknown = OnUnknown::kReconcile;
-  cfg.status_url = "https://r.example/s/{webhook_id}";
-  ASSERT_TRUE(s->update_endpoint(cfg, now, m).ok());
+  Endpoint e =
+      reconciling_ep({seconds(5), seconds(20)}, seconds(30), "https://r.example/s/{webhook_id}");
+  ASSERT_FALSE(HasFailure());
   submit("acme");
   std::vector<SendCommand> out = poll();
   ASSERT_EQ(out.size(), 1u);
