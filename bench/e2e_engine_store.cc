@@ -38,13 +38,12 @@
 #include <vector>
 
 #include "bench/support/loopback_peers.h"
-#include "core/store_helpers.h"
 #include "engine/build.h"
 #include "engine/config.h"
 #include "engine/embedded.h"
 #include "engine/engine_impl.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/support/memory_store.h"
+#include "tests/support/locked_store.h"
 
 namespace ringcast::bench {
 namespace {
@@ -59,110 +58,6 @@ struct Args {
   std::string sink;
   std::string wrk = "/usr/bin/wrk";
   std::string only;  // rocks | memory | wrk: that peer alone, no ratios (for profiling)
-};
-
-// The test MemoryStore is single-threaded; the engine calls its store from the shard thread
-// and, for recovery and reads, from the caller's. One uncontended mutex per call.
-class LockedMemoryStore final : public Store {
- public:
-  Result<uint64_t> write(const Mutations& m) override {
-    std::lock_guard g(mu_);
-    return s_.write(m);
-  }
-  uint64_t durable_seq() const override {
-    std::lock_guard g(mu_);
-    return s_.durable_seq();
-  }
-  bool durable_on_write() const override { return true; }
-  bool degraded() const override { return false; }
-  bool full() const override { return false; }
-  DiskHealth disk_health() const override { return DiskHealth::kOk; }
-  bool retry_disk() override { return retry_disk_by_health(*this); }
-  Result<std::optional<EventKeyRecord>> find_event_key(std::string_view tenant,
-                                                       std::string_view id) override {
-    std::lock_guard g(mu_);
-    return s_.find_event_key(tenant, id);
-  }
-  Result<std::vector<std::optional<EventKeyRecord>>> find_event_keys(
-      const std::vector<EventKeyRef>& keys) override {
-    return find_event_keys_one_by_one(*this, keys);
-  }
-  Result<std::optional<Event>> load_event(EventSeq seq) override {
-    std::lock_guard g(mu_);
-    return s_.load_event(seq);
-  }
-  Result<std::vector<std::optional<Event>>> load_events(
-      const std::vector<EventSeq>& seqs) override {
-    return load_events_one_by_one(*this, seqs);
-  }
-  void find_event_keys_async(const std::vector<EventKeyRef>& keys, Poster& on,
-                             EventKeysDone done) override {
-    (void)on;
-    find_event_keys_at_once(*this, keys, std::move(done));
-  }
-  void load_event_async(EventSeq seq, Poster& on, EventDone done) override {
-    (void)on;
-    load_event_at_once(*this, seq, std::move(done));
-  }
-  Result<std::optional<Event>> find_event(std::string_view tenant, std::string_view id) override {
-    std::lock_guard g(mu_);
-    return s_.find_event(tenant, id);
-  }
-  Result<std::optional<DeliveryDetail>> get_delivery(DeliveryId id) override {
-    std::lock_guard g(mu_);
-    return s_.get_delivery(id);
-  }
-  Result<std::vector<std::optional<DeliveryDetail>>> get_deliveries(
-      const std::vector<DeliveryId>& ids) override {
-    return get_deliveries_one_by_one(*this, ids);
-  }
-  Result<std::vector<Delivery>> event_deliveries(EventSeq) override { return no_event_index(); }
-  Result<std::vector<Delivery>> recent_deliveries(std::string_view tenant, size_t limit) override {
-    std::lock_guard g(mu_);
-    return s_.recent_deliveries(tenant, limit);
-  }
-  Result<DeliveryPage> list_deliveries(std::string_view tenant, std::optional<EndpointId> endpoint,
-                                       std::optional<DeliveryStatus> status, size_t limit,
-                                       std::string_view cursor) override {
-    std::lock_guard g(mu_);
-    return s_.list_deliveries(tenant, endpoint, status, limit, cursor);
-  }
-  Result<std::vector<Notification>> list_notifications(std::string_view tenant,
-                                                       size_t limit) override {
-    std::lock_guard g(mu_);
-    return s_.list_notifications(tenant, limit);
-  }
-  Result<RecoveryStats> recover(Partition p, WallTime now, RecoveryVisitor& v) override {
-    std::lock_guard g(mu_);
-    return s_.recover(p, now, v);
-  }
-  void recover_async(Partition p, WallTime now, Poster& on, RecoverDone done) override {
-    (void)on;
-    recover_collecting(*this, p, now, std::move(done));
-  }
-  // No key registry, no secrets, no outbox entries; nothing removed.
-  Result<void> put_api_key(const ApiKey&) override { return no_api_keys(); }
-  Result<void> delete_api_key(std::string_view) override { return no_api_keys(); }
-  Result<ApiKeySet> load_api_keys() override { return ApiKeySet{}; }
-  Result<void> put_portal_cutoff(std::string_view, WallTime) override { return no_api_keys(); }
-  Result<uint64_t> api_keys_version() override { return uint64_t{0}; }
-  Result<std::string> node_secret(std::string_view, std::string_view) override {
-    return no_secrets();
-  }
-  std::vector<Notification> take_outbox() override { return {}; }
-  Result<void> outbox_done(uint64_t) override { return ok(); }
-  std::vector<Notification> take_mail_outbox() override { return {}; }
-  Result<void> mail_outbox_done(uint64_t) override { return ok(); }
-  Result<RetentionStats> run_retention(WallTime, const std::function<bool()>&) override {
-    return RetentionStats{};
-  }
-  OpenReport open_report() const override { return {}; }
-  std::string metrics_text() const override { return {}; }
-  bool shared() const override { return false; }
-
- private:
-  mutable std::mutex mu_;
-  MemoryStore s_;
 };
 
 [[noreturn]] void die(const std::string& what, const Error& e) {
@@ -213,7 +108,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   };
 
   std::unique_ptr<engine::Embedded> embedded;
-  std::unique_ptr<LockedMemoryStore> memory;
+  std::unique_ptr<test::LockedStore> memory;  // the MemoryStore behind one mutex
   std::unique_ptr<engine::EngineImpl> on_memory;
   Engine* api = nullptr;
   if (store_kind == "rocks") {
@@ -222,7 +117,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
     embedded = std::move(*opened);
     api = &embedded->engine();
   } else {
-    memory = std::make_unique<LockedMemoryStore>();
+    memory = std::make_unique<test::LockedStore>();
     auto started = engine::EngineImpl::start(std::move(eopts), *memory);
     if (!started.ok()) die("start on the memory store", started.error());
     on_memory = std::move(*started);
