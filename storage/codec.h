@@ -262,6 +262,16 @@ inline FixedKey<kHwmKeyBytes> hwm_key(Partition p, uint64_t id) {
   be64_at(k.data + 3, id);
   return k;
 }
+// meta: 'f' | partition: the partition's created floor, fixed64 (storage/created_only.h): every
+// delivery of it created below that id sequence has a record in deliveries_active or
+// deliveries_archive, so recovery scans deliveries_created from there.
+inline constexpr size_t kFloorKeyBytes = 3;
+inline FixedKey<kFloorKeyBytes> created_floor_key(Partition p) {
+  FixedKey<kFloorKeyBytes> k;
+  k.data[0] = 'f';
+  be16_at(k.data + 1, p);
+  return k;
+}
 // meta: 'o' | notification seq: the notification still has to reach the operator webhook
 // (value: its tenant hash, fixed64). Written with the notification, deleted once it was POSTed
 // or given up (StoreOptions::notification_outbox).

@@ -18,7 +18,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -39,6 +38,68 @@ namespace {
 bool disk_refuses(int err) {
   return err == ENOSPC || err == EDQUOT || err == EROFS;
 }
+
+// A partition's created floor is written when it rose by this many id sequences (one meta put
+// per that many deliveries at most; recovery scans at most that much more of deliveries_created).
+constexpr uint64_t kFloorStep = 256;
+// Created-only deliveries written into deliveries_active per batch when a partition spans more
+// than StoreOptions::created_span_max.
+constexpr size_t kSpillPerBatch = 1024;
+
+// One write()'s changes of the created-only set (created_only.h): each partition it touches is
+// marked in flight for the batch's lifetime, and without committed() the changes are undone,
+// so that the set never runs ahead of the WAL (a batch that fails is written again whole, or
+// the store fails).
+class CreatedOnlyBatch {
+ public:
+  explicit CreatedOnlyBatch(CreatedOnly& set) : set_(set) {}
+  CreatedOnlyBatch(const CreatedOnlyBatch&) = delete;
+  CreatedOnlyBatch& operator=(const CreatedOnlyBatch&) = delete;
+  ~CreatedOnlyBatch() {
+    if (!committed_) {
+      for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
+        if (it->second) {
+          set_.take(it->first);
+        } else {
+          set_.add(it->first);
+        }
+      }
+    }
+    for (Partition p : touched_) set_.end_batch(p);
+  }
+  void add(DeliveryId id) {
+    touch(id_partition(id));
+    if (set_.add(id)) ops_.emplace_back(id, true);
+  }
+  // True when id was created-only (nothing of it in deliveries_active).
+  bool take(DeliveryId id) {
+    touch(id_partition(id));
+    if (!set_.take(id)) return false;
+    ops_.emplace_back(id, false);
+    return true;
+  }
+  const std::vector<Partition>& touched() const { return touched_; }
+  void committed() { committed_ = true; }
+
+ private:
+  void touch(Partition p) {
+    if (!touched_.empty() && touched_[last_] == p) return;
+    for (size_t i = 0; i < touched_.size(); ++i) {
+      if (touched_[i] == p) {
+        last_ = i;
+        return;
+      }
+    }
+    set_.begin_batch(p);
+    last_ = touched_.size();
+    touched_.push_back(p);
+  }
+  CreatedOnly& set_;
+  std::vector<Partition> touched_;
+  size_t last_ = 0;
+  std::vector<std::pair<DeliveryId, bool>> ops_;  // (id, added) in order
+  bool committed_ = false;
+};
 
 // check_space(): below this much free space it is measured at every write. The floor is 1/32
 // of the filesystem, at most kSpaceFloorMax: room for RocksDB's flushes and the MANIFEST.
@@ -424,7 +485,6 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         superseded[i] = last[m.deliveries[i].delivery.id] != i && !m.deliveries[i].rewrite;
     }
   }
-  std::unordered_set<DeliveryId> new_in_batch;  // only filled when some put is superseded
   // The attempt that ended a delivery goes into its archive record (encode_archived) when the
   // batch holds exactly one attempt of it: one memtable insert less per delivered attempt.
   // (delivery, index of its attempt) sorted by delivery; kSeveral: several in this batch.
@@ -457,13 +517,23 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   LeaseBatch leases;
   std::vector<std::pair<DeliveryId, size_t>> leased, settled;
   std::vector<DeliveryId> active_deletes;  // added last, in key order (see below)
+  // The created-only set (created_only.h) changes with this batch; undone if the batch is not
+  // committed, so that the set never runs ahead of what is in the WAL.
+  CreatedOnlyBatch created{created_only_};
   for (size_t di = 0; di < m.deliveries.size(); ++di) {
     const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
     const auto key = id_key(d.id);
-    if (!superseded.empty() && superseded[di]) {
-      if (dp.is_new) new_in_batch.insert(d.id);
-    } else {
+    if (dp.is_new) {
+      // The created record: written once, with the fan-out that made the delivery. Until
+      // another state of it is stored, it is the delivery's state (a lease of it goes to the
+      // lease log) and deliveries_active holds nothing of it.
+      v.clear();
+      encode_delivery(d, v);
+      batch.Put(cf(kCfCreated), sl(key), sl(v));
+      created.add(d.id);
+    }
+    if (superseded.empty() || !superseded[di]) {
       v.clear();
       if (is_terminal(d.status)) {
         if (const size_t a = attempt_index(d.id); a != kSeveral) {
@@ -472,20 +542,24 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
         } else {
           encode_delivery(d, v);
         }
-        // Nothing to delete when the active record was never written (new in this batch).
-        if (!dp.is_new && !new_in_batch.count(d.id)) active_deletes.push_back(d.id);
+        // A created-only delivery has nothing in deliveries_active to delete.
+        if (!created.take(d.id)) active_deletes.push_back(d.id);
         batch.Put(cf(kCfArchive), sl(key), sl(v));
         expiring_deliveries.push_back(d.id);
         settled.emplace_back(d.id, di);
-      } else if (log_leases && d.status == DeliveryStatus::kInFlight && !dp.is_new &&
-                 !new_in_batch.count(d.id)) {
+      } else if (log_leases && d.status == DeliveryStatus::kInFlight) {
         encode_delivery(d, v);
         leases.add(d.id, v);
         leased.emplace_back(d.id, di);
-      } else {
+      } else if (!dp.is_new) {
         encode_delivery(d, v);
         batch.Put(cf(kCfActive), sl(key), sl(v));
+        created.take(d.id);
         settled.emplace_back(d.id, di);
+      } else if (d.status != DeliveryStatus::kPending) {  // created in another state
+        encode_delivery(d, v);
+        batch.Put(cf(kCfActive), sl(key), sl(v));
+        created.take(d.id);
       }
     }
     // A resend reopened an ended delivery: it leaves the archive (the batch holds its
@@ -555,9 +629,39 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   for (DeliveryId id : active_deletes) batch.Delete(cf(kCfActive), sl(id_key(id)));
   put_expiry_groups(expiring_events, ExpiryKind::kEventGroup);
   put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
+  // Per partition this batch changed: the oldest created-only deliveries of one that spans too
+  // far go into deliveries_active (their created record is their state), then its floor.
+  std::vector<std::pair<Partition, uint64_t>> floors;
+  for (Partition p : created.touched()) {
+    const std::vector<DeliveryId> old =
+        created_only_.oldest_beyond(p, options_.created_span_max, kSpillPerBatch);
+    if (!old.empty()) {
+      std::vector<FixedKey<kIdKeyBytes>> keys(old.size());
+      std::vector<Slice> slices(old.size());
+      for (size_t i = 0; i < old.size(); ++i) keys[i] = id_key(old[i]), slices[i] = sl(keys[i]);
+      std::vector<rocksdb::PinnableSlice> values(old.size());
+      std::vector<rocksdb::Status> st(old.size());
+      db_->MultiGet(rocksdb::ReadOptions(), cf(kCfCreated), old.size(), slices.data(),
+                    values.data(), st.data());
+      for (size_t i = 0; i < old.size(); ++i) {
+        if (!st[i].ok()) continue;  // kept in the set: recovery still scans from below it
+        batch.Put(cf(kCfActive), slices[i], values[i]);
+        created.take(old[i]);
+        ++created_spilled_;
+      }
+    }
+    if (const uint64_t f = created_only_.floor_due(p, kFloorStep); f != 0) {
+      std::string fv;
+      put_fixed64(fv, f);
+      batch.Put(cf(kCfMeta), sl(created_floor_key(p)), sl(fv));
+      floors.emplace_back(p, f);
+    }
+  }
   // A batch with events wrote the payload log just now: a read-only disk refused that already.
   auto seq = commit(batch, false, /*probed=*/!m.events.empty());
   if (!seq) return seq;
+  created.committed();
+  for (const auto& [p, f] : floors) created_only_.floor_written(p, f);
   // The leases are appended after the batch they belong to is written and before write()
   // returns, so before any of their requests is on the wire: a lease the log holds always
   // belongs to a committed batch (a crash in between loses a lease whose request was never

@@ -15,10 +15,11 @@ rocksdb::ColumnFamilyOptions column_family_options(Cf c, const StoreOptions& o,
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = cache;
   t.format_version = 5;
-  const bool large = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfAttempts;
+  const bool large =
+      c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfAttempts || c == kCfCreated;
   // Point lookups (intake's idempotency check misses almost always) get a Bloom filter.
-  const bool point = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfEndpoints ||
-                     c == kCfIdempotency || c == kCfMeta;
+  const bool point = c == kCfEvents || c == kCfActive || c == kCfArchive || c == kCfCreated ||
+                     c == kCfEndpoints || c == kCfIdempotency || c == kCfMeta;
   if (point) t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   t.block_size = large ? 16 * 1024 : 4 * 1024;
   cfo.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));

@@ -124,63 +124,64 @@ Result<std::optional<Event>> RocksStore::find_event(std::string_view tenant,
   return e;
 }
 
+// The delivery families a read looks in: deliveries_active, then deliveries_archive, then
+// deliveries_created (a delivery stored only as created: docs/storage-schema.md "Created
+// records").
+struct DeliveryFamilies {
+  rocksdb::ColumnFamilyHandle *active, *archive, *created;
+};
+
 // `last`, when given, gets the attempt an archive record carries (encode_archived), per id.
-// A delivery with a live lease reads as that lease (it is newer than the active record).
+// A delivery that has not ended and has a live lease reads as that lease (it is newer than its
+// active or created record).
 static Result<std::vector<std::optional<Delivery>>> fetch_aligned(
-    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* active, rocksdb::ColumnFamilyHandle* archive,
-    const LeaseLog& leases, const std::vector<DeliveryId>& ids,
-    std::vector<std::optional<Attempt>>* last = nullptr) {
+    rocksdb::DB* db, const DeliveryFamilies& cfs, const LeaseLog& leases,
+    const std::vector<DeliveryId>& ids, std::vector<std::optional<Attempt>>* last = nullptr) {
   const size_t n = ids.size();
   std::vector<std::optional<Delivery>> out(n);
   if (last) last->assign(n, std::nullopt);
   if (n == 0) return out;
   std::vector<FixedKey<kIdKeyBytes>> keys(n);
-  std::vector<Slice> slices(n);
-  for (size_t i = 0; i < n; ++i) {
-    keys[i] = id_key(ids[i]);
-    slices[i] = sl(keys[i]);
-  }
-  std::vector<rocksdb::PinnableSlice> values(n);
-  std::vector<rocksdb::Status> st(n);
-  db->MultiGet(rocksdb::ReadOptions(), active, n, slices.data(), values.data(), st.data());
-  std::vector<size_t> missing;
+  for (size_t i = 0; i < n; ++i) keys[i] = id_key(ids[i]);
+  std::vector<size_t> todo(n);  // indexes into ids not found yet
+  for (size_t i = 0; i < n; ++i) todo[i] = i;
   std::string lease;
-  for (size_t i = 0; i < n; ++i) {
-    if (st[i].ok()) {
+  for (rocksdb::ColumnFamilyHandle* family : {cfs.active, cfs.archive, cfs.created}) {
+    if (todo.empty()) break;
+    const size_t m = todo.size();
+    std::vector<Slice> slices(m);
+    for (size_t j = 0; j < m; ++j) slices[j] = sl(keys[todo[j]]);
+    std::vector<rocksdb::PinnableSlice> values(m);
+    std::vector<rocksdb::Status> st(m);
+    db->MultiGet(rocksdb::ReadOptions(), family, m, slices.data(), values.data(), st.data());
+    std::vector<size_t> missing;
+    for (size_t j = 0; j < m; ++j) {
+      const size_t i = todo[j];
+      if (st[j].IsNotFound()) {
+        missing.push_back(i);
+        continue;
+      }
+      if (!st[j].ok()) return to_error(st[j]);
+      if (family == cfs.archive) {
+        Delivery d;
+        if (auto r = decode_archived(ids[i], sv(values[j]), d, last ? &(*last)[i] : nullptr); !r)
+          return r.error();
+        out[i] = d;
+        continue;
+      }
       auto live = leases.lookup(ids[i], lease);
       if (!live) return live.error();
-      auto d = decode_delivery(ids[i], *live ? std::string_view(lease) : sv(values[i]));
+      auto d = decode_delivery(ids[i], *live ? std::string_view(lease) : sv(values[j]));
       if (!d) return d.error();
       out[i] = *d;
-    } else if (st[i].IsNotFound()) {
-      missing.push_back(i);
-    } else {
-      return to_error(st[i]);
     }
-  }
-  if (missing.empty()) return out;
-  const size_t m = missing.size();
-  std::vector<Slice> mslices(m);
-  for (size_t j = 0; j < m; ++j) mslices[j] = slices[missing[j]];
-  std::vector<rocksdb::PinnableSlice> mvalues(m);
-  std::vector<rocksdb::Status> mst(m);
-  db->MultiGet(rocksdb::ReadOptions(), archive, m, mslices.data(), mvalues.data(), mst.data());
-  for (size_t j = 0; j < m; ++j) {
-    const size_t i = missing[j];
-    if (mst[j].ok()) {
-      Delivery d;
-      if (auto r = decode_archived(ids[i], sv(mvalues[j]), d, last ? &(*last)[i] : nullptr); !r)
-        return r.error();
-      out[i] = d;
-    } else if (!mst[j].IsNotFound()) {
-      return to_error(mst[j]);
-    }
+    todo = std::move(missing);
   }
   return out;
 }
 
 Result<std::vector<Delivery>> RocksStore::fetch_deliveries(const std::vector<DeliveryId>& ids) {
-  auto r = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, ids);
+  auto r = fetch_aligned(db_, {cf(kCfActive), cf(kCfArchive), cf(kCfCreated)}, *leases_, ids);
   if (!r) return r.error();
   std::vector<Delivery> out;
   out.reserve(ids.size());
@@ -206,7 +207,8 @@ Result<std::vector<Delivery>> RocksStore::event_deliveries(EventSeq seq) {
 
 Result<std::optional<DeliveryDetail>> RocksStore::get_delivery(DeliveryId id) {
   std::vector<std::optional<Attempt>> kept;  // the attempt the archive record carries, if any
-  auto found = fetch_aligned(db_, cf(kCfActive), cf(kCfArchive), *leases_, {id}, &kept);
+  auto found =
+      fetch_aligned(db_, {cf(kCfActive), cf(kCfArchive), cf(kCfCreated)}, *leases_, {id}, &kept);
   if (!found) return found.error();
   if (!(*found)[0]) return std::optional<DeliveryDetail>();
   DeliveryDetail detail;
@@ -253,7 +255,8 @@ namespace {
 class IndexScan final : public DeliveryScan {
  public:
   struct Families {
-    rocksdb::ColumnFamilyHandle *index, *active, *archive;
+    rocksdb::ColumnFamilyHandle* index;
+    DeliveryFamilies deliveries;
   };
   IndexScan(rocksdb::DB* db, Families cfs, const LeaseLog& leases, std::string prefix,
             size_t key_bytes, size_t chunk, std::optional<DeliveryId> after, const char* bad_key)
@@ -290,7 +293,7 @@ class IndexScan final : public DeliveryScan {
   }
   bool goes_on() const override { return it_->Valid(); }
   Result<std::vector<std::optional<Delivery>>> fetch(const std::vector<DeliveryId>& ids) override {
-    return fetch_aligned(db_, cfs_.active, cfs_.archive, leases_, ids);
+    return fetch_aligned(db_, cfs_.deliveries, leases_, ids);
   }
 
  private:
@@ -350,8 +353,8 @@ std::string tenant_prefix(std::string_view tenant) {
 
 Result<std::vector<Delivery>> RocksStore::recent_deliveries(std::string_view tenant, size_t limit) {
   // The tenant index holds every delivery of the tenant once, newest first.
-  IndexScan scan(db_, {cf(kCfTenantIndex), cf(kCfActive), cf(kCfArchive)}, *leases_,
-                 tenant_prefix(tenant), kTenantIndexKeyBytes, SIZE_MAX, std::nullopt,
+  IndexScan scan(db_, {cf(kCfTenantIndex), {cf(kCfActive), cf(kCfArchive), cf(kCfCreated)}},
+                 *leases_, tenant_prefix(tenant), kTenantIndexKeyBytes, SIZE_MAX, std::nullopt,
                  "tenant index: bad key");
   return collect_recent(limit, scan);
 }
@@ -366,10 +369,12 @@ Result<DeliveryPage> RocksStore::list_deliveries(std::string_view tenant,
   // index the same per endpoint.
   std::string prefix = tenant_prefix(tenant);
   if (endpoint) put_be64(prefix, *endpoint);
-  IndexScan scan(
-      db_, {cf(endpoint ? kCfEndpointIndex : kCfTenantIndex), cf(kCfActive), cf(kCfArchive)},
-      *leases_, std::move(prefix), endpoint ? kEndpointIndexKeyBytes : kTenantIndexKeyBytes,
-      kListFetchChunk, q->after, "delivery index: bad key");
+  IndexScan scan(db_,
+                 {cf(endpoint ? kCfEndpointIndex : kCfTenantIndex),
+                  {cf(kCfActive), cf(kCfArchive), cf(kCfCreated)}},
+                 *leases_, std::move(prefix),
+                 endpoint ? kEndpointIndexKeyBytes : kTenantIndexKeyBytes, kListFetchChunk,
+                 q->after, "delivery index: bad key");
   return collect_page(*q, scan);
 }
 

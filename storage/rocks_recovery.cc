@@ -99,18 +99,47 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
     }
     if (!it->status().ok()) return to_error(it->status());
   }
-  {  // non-terminal deliveries, in key order, in chunks; leases are fixed before the visit
+  // Non-terminal deliveries, in key order, in chunks; leases are fixed before the visit. Two
+  // families merged by key: deliveries_active, and deliveries_created from the partition's
+  // floor, where a created record with neither an active nor an archive record is a delivery
+  // stored only as created (docs/storage-schema.md "Created records").
+  auto floor = stored_created_floor(p);
+  if (!floor) return floor.error();
+  {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan, cf(kCfActive)));
+    std::unique_ptr<rocksdb::Iterator> cit(db_->NewIterator(scan, cf(kCfCreated)));
     std::unique_ptr<rocksdb::Iterator> attempts(
         db_->NewIterator(rocksdb::ReadOptions(), cf(kCfAttempts)));
     std::vector<Delivery> chunk;
     chunk.reserve(kRecoveryChunk);
     std::vector<size_t> leased;
+    std::vector<size_t> created;  // chunk entries read from a created record
+    std::vector<bool> ended;      // per chunk entry: an archive record says it ended
     std::string v;
     auto flush_chunk = [&]() -> Result<void> {
+      ended.assign(chunk.size(), false);
+      if (!created.empty()) {  // those that ended are in the archive (one MultiGet)
+        const size_t m = created.size();
+        std::vector<FixedKey<kIdKeyBytes>> keys(m);
+        std::vector<Slice> slices(m);
+        for (size_t j = 0; j < m; ++j)
+          keys[j] = id_key(chunk[created[j]].id), slices[j] = sl(keys[j]);
+        std::vector<rocksdb::PinnableSlice> values(m);
+        std::vector<rocksdb::Status> found(m);
+        db_->MultiGet(rocksdb::ReadOptions(), cf(kCfArchive), m, slices.data(), values.data(),
+                      found.data());
+        for (size_t j = 0; j < m; ++j) {
+          if (found[j].ok()) {
+            ended[created[j]] = true;
+          } else if (!found[j].IsNotFound()) {
+            return to_error(found[j]);
+          }
+        }
+      }
       if (!leased.empty()) {
         rocksdb::WriteBatch batch;
         for (size_t i : leased) {
+          if (ended[i]) continue;
           Delivery& d = chunk[i];
           // Never overwrite a recorded attempt: number after the last one stored.
           attempts->SeekForPrev(sl(attempt_key(d.id, 0xffff)));
@@ -128,35 +157,65 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
           v.clear();
           encode_delivery(d, v);
           batch.Put(cf(kCfActive), sl(id_key(d.id)), sl(v));
+          ++st.leases_expired;
         }
-        auto r = commit(batch, /*force_sync=*/true);
-        if (!r) return r.error();
-        st.leases_expired += leased.size();
-        leased.clear();
+        if (batch.Count() > 0) {
+          auto r = commit(batch, /*force_sync=*/true);
+          if (!r) return r.error();
+        }
       }
-      for (const Delivery& d : chunk) visitor.on_delivery(d);
-      st.pending += chunk.size();
+      // A created record still in its created state: created-only from here on.
+      std::vector<bool> is_leased(chunk.size(), false);
+      for (size_t i : leased) is_leased[i] = true;
+      for (size_t i : created) {
+        if (!ended[i] && !is_leased[i]) created_only_.add(chunk[i].id);
+      }
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        if (ended[i]) continue;
+        visitor.on_delivery(chunk[i]);
+        ++st.pending;
+      }
+      leased.clear();
+      created.clear();
       chunk.clear();
       return ok();
     };
-    for (it->Seek(sl(lo_id)); it->Valid(); it->Next()) {
-      if (it->key().size() != kIdKeyBytes)
+    it->Seek(sl(lo_id));
+    cit->Seek(sl(id_key(make_id(p, *floor))));
+    while (it->Valid() || cit->Valid()) {
+      // The next key of the two; on a tie the active record is the state (a created record is
+      // never rewritten).
+      const bool from_active = it->Valid() && (!cit->Valid() || it->key().compare(cit->key()) <= 0);
+      rocksdb::Iterator& src = from_active ? *it : *cit;
+      if (src.key().size() != kIdKeyBytes)
         return make_error(Errc::kCorruption, "delivery: bad key");
-      const DeliveryId id = get_be64(it->key().data());
+      const DeliveryId id = get_be64(src.key().data());
       Delivery& d = chunk.emplace_back();
-      if (auto r = decode_delivery(id, sv(it->value()), d); !r) return r.error();
+      if (auto r = decode_delivery(id, sv(src.value()), d); !r) return r.error();
       max_seq = std::max(max_seq, id_sequence(id));
-      if (d.status == DeliveryStatus::kInFlight) leased.push_back(chunk.size() - 1);
-      if (is_terminal(d.status)) chunk.pop_back();  // not expected in this column family
+      if (from_active) {
+        if (cit->Valid() && cit->key() == it->key()) cit->Next();
+        it->Next();
+      } else {
+        created.push_back(chunk.size() - 1);
+        cit->Next();
+      }
+      if (is_terminal(d.status)) {  // not expected in either family
+        if (!from_active) created.pop_back();
+        chunk.pop_back();
+      } else if (d.status == DeliveryStatus::kInFlight) {
+        leased.push_back(chunk.size() - 1);
+      }
       if (chunk.size() == kRecoveryChunk) {
         if (auto r = flush_chunk(); !r) return r.error();
       }
     }
     if (!it->status().ok()) return to_error(it->status());
+    if (!cit->status().ok()) return to_error(cit->status());
     if (auto r = flush_chunk(); !r) return r.error();
   }
   // The next free id: the newest of every kind, and what retention or deletes removed.
-  for (Cf c : {kCfEvents, kCfArchive}) {
+  for (Cf c : {kCfEvents, kCfArchive, kCfCreated}) {
     auto m = max_id_in(c, p);
     if (!m) return m.error();
     max_seq = std::max(max_seq, *m);
@@ -181,7 +240,19 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
       max_seq = std::max(max_seq, id_sequence(get_be64(it->key().data() + 3)));
   }
   st.next_sequence = max_seq + 1;
+  created_only_.recovered(p, *floor);
   return st;
+}
+
+Result<uint64_t> RocksStore::stored_created_floor(Partition p) {
+  rocksdb::PinnableSlice v;
+  auto s = db_->Get(rocksdb::ReadOptions(), cf(kCfMeta), sl(created_floor_key(p)), &v);
+  if (s.IsNotFound()) return uint64_t{0};
+  if (!s.ok()) return to_error(s);
+  Reader r(sv(v));
+  const uint64_t floor = r.fixed64();
+  if (!r.ok() || !r.done()) return make_error(Errc::kCorruption, "created floor: bad value");
+  return floor;
 }
 
 // ---- at open: what an earlier run left --------------------------------------------------------
@@ -191,8 +262,9 @@ Result<RecoveryStats> RocksStore::recover(Partition p, WallTime now, RecoveryVis
 // acknowledged. It is removed with everything intake wrote with it, as if never taken in.
 // The leases an earlier run left in its lease log: one newer than its delivery's record (a
 // higher attempt count, or the same attempt with a later mark while in flight) was never
-// settled and is written into deliveries_active, where recovery finds it kInFlight. Leases of
-// deliveries that are no longer active were settled by a terminal write. Then the old
+// settled and is written into deliveries_active, where recovery finds it kInFlight. Its record is
+// the active one, or the created one of a delivery stored only as created; leases of
+// deliveries that ended (an archive record) were settled by their terminal write. Then the old
 // segments go.
 Result<void> RocksStore::apply_old_leases() {
   auto old = leases_->read_old();
@@ -210,10 +282,38 @@ Result<void> RocksStore::apply_old_leases() {
       keys[i] = id_key(ids[lo + i]);
       slices[i] = sl(keys[i]);
     }
+    // The delivery's record: its active one, else (none there) its created one unless it
+    // ended (an archive record).
     std::vector<rocksdb::PinnableSlice> values(n);
     std::vector<rocksdb::Status> st(n);
     db_->MultiGet(rocksdb::ReadOptions(), cf(kCfActive), n, slices.data(), values.data(),
                   st.data());
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < n; ++i) {
+      if (st[i].IsNotFound()) missing.push_back(i);
+    }
+    for (Cf c : {kCfArchive, kCfCreated}) {
+      if (missing.empty()) break;
+      const size_t m = missing.size();
+      std::vector<Slice> ms(m);
+      for (size_t j = 0; j < m; ++j) ms[j] = slices[missing[j]];
+      std::vector<rocksdb::PinnableSlice> mv(m);
+      std::vector<rocksdb::Status> mst(m);
+      db_->MultiGet(rocksdb::ReadOptions(), cf(c), m, ms.data(), mv.data(), mst.data());
+      std::vector<size_t> still;
+      for (size_t j = 0; j < m; ++j) {
+        const size_t i = missing[j];
+        if (mst[j].IsNotFound()) {
+          still.push_back(i);
+        } else if (!mst[j].ok()) {
+          return to_error(mst[j]);
+        } else if (c == kCfCreated) {  // stored only as created: its record is this one
+          st[i] = rocksdb::Status::OK();
+          values[i].PinSelf(mv[j]);
+        }  // else it ended: the lease was settled by its terminal write
+      }
+      missing = std::move(still);
+    }
     for (size_t i = 0; i < n; ++i) {
       if (st[i].IsNotFound()) continue;
       if (!st[i].ok()) return to_error(st[i]);
@@ -307,7 +407,7 @@ Result<void> RocksStore::drop_torn_events() {
       const DeliveryId did = get_be64(edit->key().data() + kIdKeyBytes);
       seen(did);
       const auto dk = id_key(did);
-      for (Cf c : {kCfActive, kCfArchive}) {
+      for (Cf c : {kCfActive, kCfArchive, kCfCreated}) {
         rocksdb::PinnableSlice v;
         auto s = db_->Get(rocksdb::ReadOptions(), cf(c), sl(dk), &v);
         if (!s.ok()) continue;

@@ -143,6 +143,7 @@ Result<RetentionStats> RocksStore::run_retention(WallTime now, const std::functi
           batch.Delete(cf(kCfEndpointIndex), sl(endpoint_index_key(th, d.endpoint, d.id)));
         }
         batch.Delete(cf(kCfArchive), sl(keys[i]));
+        batch.Delete(cf(kCfCreated), sl(keys[i]));
         batch.Delete(cf(kCfEventDeliveries), sl(event_delivery_key(d.event, d.id)));
         for (ait->Seek(sl(keys[i])); ait->Valid() && starts_with(ait->key(), keys[i].view());
              ait->Next()) {

@@ -19,6 +19,7 @@
 
 #include "core/store.h"
 #include "core/time.h"
+#include "storage/created_only.h"
 #include "storage/schema.h"
 
 namespace rocksdb {
@@ -68,6 +69,11 @@ struct StoreOptions {
   uint64_t payload_segment_bytes = uint64_t{64} << 20;
   // Lease log segments (storage/lease_log.h) roll over at this size.
   uint64_t lease_segment_bytes = uint64_t{4} << 20;
+  // A partition whose created-only deliveries (storage/created_only.h) span more id sequences
+  // than this has its oldest ones written into deliveries_active, so that neither the set in
+  // memory (a bit per sequence) nor recovery's scan of deliveries_created grows without bound
+  // behind one delivery that waits for weeks.
+  uint64_t created_span_max = uint64_t{1} << 22;
   // Called by the sync thread (kInterval) each time durable_seq() advances, e.g. to wake a
   // shard loop through an eventfd. Must be cheap and must not call back into the store.
   std::function<void(uint64_t durable_seq)> on_durable;
@@ -195,6 +201,11 @@ class RocksStore final : public Store {
   // Leases of the earlier run's lease log that were newer than their delivery's record and
   // were written into it at open (each becomes a lease_expired attempt at recovery).
   uint64_t leases_applied_at_open() const { return leases_applied_; }
+  // Deliveries stored only as their created record now (docs/storage-schema.md "Created
+  // records"), and how many were written into deliveries_active because their partition's
+  // created-only ones spanned more than StoreOptions::created_span_max.
+  size_t created_only() const { return created_only_.size(); }
+  uint64_t created_spilled() const { return created_spilled_.load(); }
 
  private:
   explicit RocksStore(const StoreOptions& options);
@@ -212,6 +223,7 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[c]; }
   Result<std::vector<Delivery>> fetch_deliveries(const std::vector<DeliveryId>& ids);
   Result<uint64_t> max_id_in(Cf c, Partition p);
+  Result<uint64_t> stored_created_floor(Partition p);
   Result<void> check_new_event_keys(const std::vector<Event>& events, std::vector<bool>& exists);
   Result<std::optional<StoredEvent>> load_event_head(EventSeq seq);
   Result<void> read_payload(const StoredEvent& s, Event& out);
@@ -260,6 +272,9 @@ class RocksStore final : public Store {
   // Leases of stored deliveries (see lease_log.h and the lease convention above).
   std::unique_ptr<LeaseLog> leases_;
   uint64_t leases_applied_ = 0;
+  // Deliveries stored only as their created record (docs/storage-schema.md "Created records").
+  CreatedOnly created_only_;
+  std::atomic<uint64_t> created_spilled_{0};  // written into deliveries_active for their age
 
   std::atomic<uint64_t> durable_{0};
   std::atomic<bool> failed_{false};  // a sync failed: writes are refused from then on

@@ -23,14 +23,24 @@ enum Cf : size_t {
   kCfEventDeliveries,  // event id | delivery id -> ""
   kCfNotifications,    // partition | tenant hash | ~seq -> notification
   kCfExpiry,           // partition | stamp ms | kind | id -> (tenant hash for notifications)
+  kCfCreated,          // id -> the delivery as created (written once, with its event's fan-out)
   kCfCount
 };
 
-inline constexpr std::array<std::string_view, kCfCount> kColumnFamilies = {
-    "default",    "events",       "deliveries_active", "deliveries_archive",
-    "attempts",   "endpoints",    "tenants",           "idempotency",
-    "idx_tenant", "idx_endpoint", "event_deliveries",  "notifications",
-    "expiry"};
+inline constexpr std::array<std::string_view, kCfCount> kColumnFamilies = {"default",
+                                                                           "events",
+                                                                           "deliveries_active",
+                                                                           "deliveries_archive",
+                                                                           "attempts",
+                                                                           "endpoints",
+                                                                           "tenants",
+                                                                           "idempotency",
+                                                                           "idx_tenant",
+                                                                           "idx_endpoint",
+                                                                           "event_deliveries",
+                                                                           "notifications",
+                                                                           "expiry",
+                                                                           "deliveries_created"};
 
 inline constexpr std::string_view kSchemaKey = "schema";
 // '2': events carry their message id (kEventInLogWithMessageId, SPEC R11.3). A store at

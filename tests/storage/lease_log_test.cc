@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "storage/codec.h"
 #include "storage/rocks_store.h"
@@ -106,19 +107,18 @@ TEST(LeaseLog, LeasesReadBackUntilSettledAndAnEarlierRunsLeasesReplayWithoutATor
   EXPECT_TRUE(none->empty());
 }
 
-// The active record of a delivery, read from RocksDB directly (the store is closed).
-Delivery raw_active(const std::string& path, DeliveryId id) {
+// A delivery's record in column family `c`, read from RocksDB directly (the store is closed).
+std::optional<Delivery> raw_record(const std::string& path, Cf c, DeliveryId id) {
   RawDb raw(path, true);
-  Delivery d;
-  if (raw.db == nullptr) return d;
+  if (raw.db == nullptr) return std::nullopt;
   std::string v;
   const auto key = id_key(id);
-  auto s = raw.db->Get(rocksdb::ReadOptions(), raw.handles[kCfActive],
+  auto s = raw.db->Get(rocksdb::ReadOptions(), raw.handles[c],
                        rocksdb::Slice(key.data, sizeof key.data), &v);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (s.ok()) {
-    EXPECT_TRUE(decode_delivery(id, v, d).ok());
-  }
+  EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
+  if (!s.ok()) return std::nullopt;
+  Delivery d;
+  EXPECT_TRUE(decode_delivery(id, v, d).ok());
   return d;
 }
 
@@ -164,11 +164,13 @@ TEST(LeaseStore, ALeaseStaysOutOfRocksDbReadsAsInFlightAndBecomesOneLeaseExpired
     EXPECT_EQ(fields((*det)->delivery), fields(settled));
   }  // a stop with `open` still on the wire, as after a kill -9 (the log is in the page cache)
 
-  // RocksDB itself never saw the lease: the active record is the one the delivery was created
-  // with (attempts 2, pending).
-  Delivery raw = raw_active(path, open.id);
-  EXPECT_EQ(raw.status, DeliveryStatus::kPending);
-  EXPECT_EQ(raw.attempts, 2);
+  // RocksDB itself never saw the lease: the delivery's one record is the one it was created
+  // with (attempts 2, pending), in deliveries_created; deliveries_active has none.
+  std::optional<Delivery> raw = raw_record(path, kCfCreated, open.id);
+  ASSERT_TRUE(raw.has_value());
+  EXPECT_EQ(raw->status, DeliveryStatus::kPending);
+  EXPECT_EQ(raw->attempts, 2);
+  EXPECT_FALSE(raw_record(path, kCfActive, open.id).has_value());
 
   for (int round = 0; round < 2; ++round) {
     auto store = open_store(options_for(path));
@@ -215,9 +217,10 @@ TEST(LeaseStore, UnderAlwaysTheLeaseIsPartOfTheSyncedBatch) {
     write_durable(*store, lease);
     EXPECT_EQ(store->sizes().lease_log_bytes, 0u);
   }
-  Delivery raw = raw_active(path, d.id);
-  EXPECT_EQ(raw.status, DeliveryStatus::kInFlight);
-  EXPECT_EQ(raw.attempts, 3);
+  std::optional<Delivery> raw = raw_record(path, kCfActive, d.id);
+  ASSERT_TRUE(raw.has_value());
+  EXPECT_EQ(raw->status, DeliveryStatus::kInFlight);
+  EXPECT_EQ(raw->attempts, 3);
 }
 
 TEST(LeaseStore, ASegmentGoesOnceEveryLeaseInItIsSettledAndSynced) {
