@@ -1,16 +1,28 @@
-// The transport's speed against wrk (docs/benchmarks.md "The transport alone"), plus micro
-// benchmarks of the per-request work (signing, request head, response parsing).
+// The transport's speed against wrk and against a bare io_uring client (docs/benchmarks.md "The
+// transport alone"), plus micro benchmarks of the per-request work (signing, request head,
+// response parsing).
 //
 //   bench_net_transport                       Google Benchmark micro benchmarks
 //   bench_net_transport --ab [--trials=5] [--seconds=3] [--conns=64] [--mode=plain|tls|both]
-//                            [--sink=PATH] [--wrk=PATH] [--side=ringcast|wrk|both]
+//                            [--sink=PATH] [--wrk=PATH] [--peers=ringcast,wrk,bare]
+//                            [--side=ringcast|wrk|bare]
 //
 // The A/B harness: a fresh ringcast-sink per trial pinned to CPU 1 (signature verification on),
-// the client pinned to CPU 0: either this process driving net::HttpTransport with `conns`
-// requests always in flight, or `wrk -t1 -c<conns>` with a Lua script carrying the same
-// headers and the same 1 KB signed body. Trials alternate A, B, A, B, ...; the medians of wall
-// requests/s and of requests per CPU-second of the client process (utime + stime) are printed,
-// and full TLS handshakes per 10,000 requests (counted by the sink). Loopback only.
+// the client pinned to CPU 0, one of three peers with `conns` requests always in flight:
+//   ringcast  this process driving net::HttpTransport;
+//   wrk       `wrk -t1 -c<conns>` with a Lua script carrying the same headers and the same 1 KB
+//             body, with one signature computed beforehand and replayed;
+//   bare      this process driving the smallest io_uring client that sends the same requests,
+//             each signed afresh (bench/support/bare_uring_client.h): the floor, what the kernel
+//             and the signature cost with no transport around them. Plain HTTP only: it is
+//             skipped in TLS mode.
+// --peers picks the peers; trial t runs the list rotated by t, so that every peer runs in every
+// position (two peers: A B, B A, ...). --side=X is --peers=X (one peer: for profiling).
+// Each trial prints wall requests/s, requests per CPU-second of the client process (utime +
+// stime), io_uring_enter calls per request (ringcast and bare; n/a for wrk) and full TLS
+// handshakes per 10,000 requests (counted by the sink); each mode ends with every peer's medians
+// and the medians of the per-trial ratios ringcast/wrk (the figure to quote), ringcast/bare and
+// bare/wrk. Loopback only.
 #include <benchmark/benchmark.h>
 #include <openssl/bio.h>
 #include <openssl/ec.h>
@@ -24,13 +36,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "bench/support/bare_uring_client.h"
 #include "bench/support/loopback_peers.h"
 #include "net/http_client.h"
 #include "net/http_response.h"
@@ -84,7 +100,9 @@ struct Args {
   std::string mode = "both";
   std::string sink;
   std::string wrk = "/usr/bin/wrk";
-  std::string side = "both";  // ringcast | wrk | both (one side: for profiling)
+  std::string peers = "ringcast,wrk,bare";  // comma-separated, each at most once
+  std::string side = "both";                // ringcast | wrk | bare: --peers=<it>; both: as --peers
+  std::vector<std::string> peer_list;       // `peers`, split
 };
 
 struct Certs {
@@ -160,6 +178,7 @@ PeerResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   bool running = true;
   std::vector<Req> reqs(static_cast<size_t>(a.conns));
   rusage r0{}, r1{};
+  const uint64_t enters0 = loop->stats().submits;
   ::getrusage(RUSAGE_SELF, &r0);
   const auto start = std::chrono::steady_clock::now();
   for (auto& r : reqs) {
@@ -178,6 +197,7 @@ PeerResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   const uint64_t counted = done;
   const auto stop = std::chrono::steady_clock::now();
   ::getrusage(RUSAGE_SELF, &r1);
+  const uint64_t enters = loop->stats().submits - enters0;
   running = false;
   while (transport->in_flight() > 0) loop->run_once(milliseconds(10));
   PeerResult tr;
@@ -188,6 +208,7 @@ PeerResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   tr.user_us_per_req = 1e6 * (user_seconds(r1) - user_seconds(r0)) / static_cast<double>(counted);
   tr.sys_us_per_req =
       1e6 * (cpu_seconds(r1) - cpu_seconds(r0)) / static_cast<double>(counted) - tr.user_us_per_req;
+  tr.syscalls_per_req = static_cast<double>(enters) / static_cast<double>(counted);
   if (errors > 0) std::cerr << "ringcast: " << errors << " non-200 answers\n";
   if (std::getenv("RINGCAST_BENCH_VERBOSE")) {
     const LoopStats& ls = loop->stats();
@@ -201,18 +222,58 @@ PeerResult run_ringcast(const Args& a, uint16_t port, const Certs* tls) {
   return tr;
 }
 
+// "n/a" for a peer that does not count its io_uring_enter calls (wrk).
+std::string syscalls_text(double per_req) {
+  if (per_req <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", per_req);
+  return buf;
+}
+
+// One peer's figures in one mode, one entry per trial.
+struct Series {
+  std::vector<double> rps, cpu, handshakes, syscalls;
+};
+
+// The median over the trials of num[t] / den[t]; a trial where either is 0 (a failed run,
+// reported on stderr) is left out.
+double median_ratio(const std::vector<double>& num, const std::vector<double>& den) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < std::min(num.size(), den.size()); ++i) {
+    if (num[i] > 0 && den[i] > 0) ratios.push_back(num[i] / den[i]);
+  }
+  return median(ratios);
+}
+
 void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs) {
-  std::vector<double> rc_rps, rc_cpu, rc_hs, wrk_rps, wrk_cpu, wrk_hs;
+  std::vector<std::string> peers;
+  for (const std::string& p : a.peer_list) {
+    if (tls && p == "bare") {
+      std::printf("tls: the bare peer does no TLS, skipped\n");
+      continue;
+    }
+    peers.push_back(p);
+  }
+  if (peers.empty()) return;
+  const size_t n = peers.size();
+  std::map<std::string, Series> got;
   for (int t = 0; t < a.trials; ++t) {
-    for (int side = 0; side < 2; ++side) {
-      const bool ours = (side == 0) == (t % 2 == 0);  // A B, B A, A B, ...
-      if ((ours && a.side == "wrk") || (!ours && a.side == "ringcast")) continue;
-      const int id = t * 2 + side + (tls ? 1000 : 0);
+    for (size_t k = 0; k < n; ++k) {
+      // The list rotated by t: every peer runs in every position, so none is always the one
+      // that runs first (or right after another one) in a trial.
+      const std::string& peer = peers[(k + static_cast<size_t>(t)) % n];
+      const int id = t * static_cast<int>(n) + static_cast<int>(k) + (tls ? 1000 : 0);
       std::vector<std::string> tls_flags;
       if (tls) tls_flags = {"--tls-cert", certs.cert_file, "--tls-key", certs.key_file};
       Sink s = start_sink(a.sink, dir, id, 1, tls_flags);
-      PeerResult r = ours ? run_ringcast(a, s.port, tls ? &certs : nullptr)
-                          : run_wrk({a.wrk, a.conns, a.seconds, 0, s.port, tls, dir});
+      PeerResult r;
+      if (peer == "ringcast") {
+        r = run_ringcast(a, s.port, tls ? &certs : nullptr);
+      } else if (peer == "wrk") {
+        r = run_wrk({a.wrk, a.conns, a.seconds, 0, s.port, tls, dir});
+      } else {
+        r = run_bare({a.conns, a.seconds, 0, s.port});
+      }
       const std::string stats = stop_sink(s);
       const uint64_t sink_requests = json_number(stats, "requests");
       const uint64_t full = json_number(stats, "tls_handshakes");
@@ -222,36 +283,45 @@ void run_ab(const Args& a, bool tls, const std::string& dir, const Certs& certs)
                         : 0;
       std::printf(
           "  %-5s trial %d %-8s wall %9.0f req/s  %9.0f req/CPU-s (user %.1f + sys %.1f us/req)  "
-          "full handshakes %llu (%.2f /10k)  sink saw %llu (bad signatures %llu)\n",
-          tls ? "tls" : "plain", t, ours ? "ringcast" : "wrk", r.wall_rps, r.req_per_cpu_s,
-          r.user_us_per_req, r.sys_us_per_req, static_cast<unsigned long long>(full),
-          handshakes_per_10k, static_cast<unsigned long long>(sink_requests),
-          static_cast<unsigned long long>(bad));
+          "syscalls/req %s  full handshakes %llu (%.2f /10k)  sink saw %llu (bad signatures "
+          "%llu)\n",
+          tls ? "tls" : "plain", t, peer.c_str(), r.wall_rps, r.req_per_cpu_s, r.user_us_per_req,
+          r.sys_us_per_req, syscalls_text(r.syscalls_per_req).c_str(),
+          static_cast<unsigned long long>(full), handshakes_per_10k,
+          static_cast<unsigned long long>(sink_requests), static_cast<unsigned long long>(bad));
       std::fflush(stdout);
-      (ours ? rc_rps : wrk_rps).push_back(r.wall_rps);
-      (ours ? rc_cpu : wrk_cpu).push_back(r.req_per_cpu_s);
-      (ours ? rc_hs : wrk_hs).push_back(handshakes_per_10k);
+      Series& sr = got[peer];
+      sr.rps.push_back(r.wall_rps);
+      sr.cpu.push_back(r.req_per_cpu_s);
+      sr.handshakes.push_back(handshakes_per_10k);
+      sr.syscalls.push_back(r.syscalls_per_req);
     }
   }
-  if (rc_rps.empty() || wrk_rps.empty()) return;
-  // Each trial's A and B ran back to back: their ratio cancels the machine's drift between
-  // trials, so the median of those ratios is the figure to quote (the ratio of the medians
-  // mixes trials run minutes apart).
-  std::vector<double> pair_wall, pair_cpu;
-  for (size_t i = 0; i < std::min(rc_rps.size(), wrk_rps.size()); ++i) {
-    pair_wall.push_back(rc_rps[i] / wrk_rps[i]);
-    pair_cpu.push_back(rc_cpu[i] / wrk_cpu[i]);
+  std::printf("%s, %d conns, %d s x %d trials (median):\n", tls ? "TLS" : "plain HTTP", a.conns,
+              a.seconds, a.trials);
+  for (const std::string& peer : peers) {
+    const Series& sr = got[peer];
+    std::printf("  %-9s %9.0f req/s  %9.0f req/CPU-s  %.2f full handshakes/10k  syscalls/req %s\n",
+                peer == "wrk" ? "wrk -t1" : peer.c_str(), median(sr.rps), median(sr.cpu),
+                median(sr.handshakes), syscalls_text(median(sr.syscalls)).c_str());
   }
-  std::printf(
-      "%s, %d conns, %d s x %d trials (median):\n"
-      "  ringcast  %9.0f req/s  %9.0f req/CPU-s  %.2f full handshakes/10k\n"
-      "  wrk -t1   %9.0f req/s  %9.0f req/CPU-s  %.2f full handshakes/10k\n"
-      "  ratio of the medians      %5.2fx wall   %5.2fx per CPU-second\n"
-      "  median of per-trial ratios %4.2fx wall   %5.2fx per CPU-second\n",
-      tls ? "TLS" : "plain HTTP", a.conns, a.seconds, a.trials, median(rc_rps), median(rc_cpu),
-      median(rc_hs), median(wrk_rps), median(wrk_cpu), median(wrk_hs),
-      median(rc_rps) / median(wrk_rps), median(rc_cpu) / median(wrk_cpu), median(pair_wall),
-      median(pair_cpu));
+  // The peers of a trial ran back to back: their ratio cancels the machine's drift between
+  // trials, so the median of those ratios is the figure to quote (the ratio of the medians
+  // mixes trials run minutes apart). ringcast/bare is what the transport costs above the
+  // floor; bare/wrk, how far wrk itself is from it.
+  const std::pair<const char*, const char*> pairs[] = {
+      {"ringcast", "wrk"}, {"ringcast", "bare"}, {"bare", "wrk"}};
+  for (const auto& [num, den] : pairs) {
+    if (got.count(num) == 0 || got.count(den) == 0) continue;
+    const Series& x = got[num];
+    const Series& y = got[den];
+    const std::string name = std::string(num) + "/" + den;
+    std::printf(
+        "  %-13s median of per-trial ratios %5.2fx wall  %5.2fx per CPU-second  "
+        "(ratio of the medians %5.2fx wall  %5.2fx per CPU-second)\n",
+        name.c_str(), median_ratio(x.rps, y.rps), median_ratio(x.cpu, y.cpu),
+        median(x.rps) / median(y.rps), median(x.cpu) / median(y.cpu));
+  }
   std::fflush(stdout);
 }
 
@@ -270,10 +340,27 @@ int ab_main(int argc, char** argv) {
     if (auto v = val("--mode=")) a.mode = v;
     if (auto v = val("--sink=")) a.sink = v;
     if (auto v = val("--wrk=")) a.wrk = v;
+    if (auto v = val("--peers=")) a.peers = v;
     if (auto v = val("--side=")) a.side = v;
   }
-  if (::access(a.sink.c_str(), X_OK) != 0 || ::access(a.wrk.c_str(), X_OK) != 0) {
-    std::cerr << "need " << a.sink << " and " << a.wrk << "\n";
+  if (a.side != "both") a.peers = a.side;
+  for (size_t from = 0; from <= a.peers.size();) {
+    size_t comma = a.peers.find(',', from);
+    if (comma == std::string::npos) comma = a.peers.size();
+    const std::string p = a.peers.substr(from, comma - from);
+    if ((p != "ringcast" && p != "wrk" && p != "bare") ||
+        std::find(a.peer_list.begin(), a.peer_list.end(), p) != a.peer_list.end()) {
+      std::cerr << "--peers: ringcast, wrk and bare, each at most once (got \"" << a.peers
+                << "\")\n";
+      return 1;
+    }
+    a.peer_list.push_back(p);
+    from = comma + 1;
+  }
+  const bool need_wrk =
+      std::find(a.peer_list.begin(), a.peer_list.end(), "wrk") != a.peer_list.end();
+  if (::access(a.sink.c_str(), X_OK) != 0 || (need_wrk && ::access(a.wrk.c_str(), X_OK) != 0)) {
+    std::cerr << "need " << a.sink << (need_wrk ? " and " + a.wrk : "") << "\n";
     return 1;
   }
   char tmpl[] = "/tmp/ringcast-bench-XXXXXX";

@@ -44,6 +44,9 @@ struct PeerResult {
   double wall_rps = 0;
   double req_per_cpu_s = 0;
   uint64_t requests = 0;
+  // io_uring_enter calls per request in the timed window; 0 when the peer does not count them
+  // (wrk).
+  double syscalls_per_req = 0;
 };
 
 // `wrk -t1 -c<conns> -d<seconds>s` on `cpu`, POSTing make_body() with the headers ringcast
