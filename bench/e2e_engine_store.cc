@@ -4,6 +4,7 @@
 //
 //   bench_e2e_engine_store [--trials=5] [--n=30000] [--conns=32] [--seconds=2]
 //                          [--sink=PATH] [--wrk=PATH] [--only=rocks|memory|wrk]
+//                          [--max-allocs=X]
 //
 // Each trial runs three peers against a fresh ringcast-sink pinned to CPU 1 (signatures
 // verified), in an order that rotates from trial to trial; this process and all its threads
@@ -19,6 +20,12 @@
 //   wrk     `wrk -t1 -c<conns>`, one pre-signed request replayed for `seconds`.
 // It prints each trial and the medians of the per-trial ratios rocks/wrk, memory/wrk and
 // rocks/memory (the share of a delivery's CPU left when persisting is free). Loopback only.
+//
+// It also counts the heap allocations of the whole process (every thread) in each engine
+// peer's timed window, per delivery: malloc, calloc and realloc are interposed here and
+// counted before glibc's own run (not in sanitizer builds, which interpose them themselves).
+// With --max-allocs=X it fails (exit 1) when the median per delivery of either engine peer is
+// above X: the hot path's allocations are a figure the benchmark holds.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -45,6 +52,39 @@
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/locked_store.h"
 
+// ---- allocation counting ---------------------------------------------------------------------
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RINGCAST_BENCH_COUNT_ALLOCS 0
+#else
+#define RINGCAST_BENCH_COUNT_ALLOCS 1
+#endif
+
+namespace {
+std::atomic<uint64_t> g_allocs{0};
+}  // namespace
+
+#if RINGCAST_BENCH_COUNT_ALLOCS
+extern "C" {
+void* __libc_malloc(size_t n);
+void* __libc_calloc(size_t n, size_t size);
+void* __libc_realloc(void* p, size_t n);
+// glibc's free() takes what its __libc_* functions return: only the counting is added.
+void* malloc(size_t n) {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t size) {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t n) {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  return __libc_realloc(p, n);
+}
+}
+#endif
+
 namespace ringcast::bench {
 namespace {
 
@@ -57,7 +97,8 @@ struct Args {
   int seconds = 2;
   std::string sink;
   std::string wrk = "/usr/bin/wrk";
-  std::string only;  // rocks | memory | wrk: that peer alone, no ratios (for profiling)
+  std::string only;        // rocks | memory | wrk: that peer alone, no ratios (for profiling)
+  double max_allocs = -1;  // per delivery, median of each engine peer; < 0: not checked
 };
 
 [[noreturn]] void die(const std::string& what, const Error& e) {
@@ -154,6 +195,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   rusage r0{}, r1{};
   perf_ctl("enable");
   ::getrusage(RUSAGE_SELF, &r0);
+  const uint64_t allocs0 = g_allocs.load(std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
   EndpointPatch lift;
   lift.rate_limit = RateLimit{};
@@ -171,6 +213,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
     }
   }
   const auto stop = std::chrono::steady_clock::now();
+  const uint64_t allocs1 = g_allocs.load(std::memory_order_relaxed);
   ::getrusage(RUSAGE_SELF, &r1);
   perf_ctl("disable");
 
@@ -182,6 +225,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   r.req_per_cpu_s = n / cpu;
   r.user_us_per_req = 1e6 * (user_seconds(r1) - user_seconds(r0)) / n;
   r.sys_us_per_req = 1e6 * cpu / n - r.user_us_per_req;
+  r.allocs_per_req = static_cast<double>(allocs1 - allocs0) / n;
   if (embedded) embedded->close();
   if (on_memory) on_memory->stop();
   return r;
@@ -192,7 +236,7 @@ int run(const Args& a) {
   char tmpl[] = "/tmp/ringcast-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   const std::vector<std::string> kinds = {"rocks", "memory", "wrk"};
-  std::vector<std::vector<double>> per_cpu(3), wall(3);
+  std::vector<std::vector<double>> per_cpu(3), wall(3), allocs(3);
   for (int t = 0; t < a.trials; ++t) {
     for (int k = 0; k < 3; ++k) {
       const size_t which = static_cast<size_t>((t + k) % 3);  // rotating order
@@ -214,16 +258,41 @@ int run(const Args& a) {
                   << "); see " << dir << "\n";
         return 1;
       }
+      std::string allocs_text = "";
+      if (kinds[which] != "wrk" && RINGCAST_BENCH_COUNT_ALLOCS) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "  allocs %.2f each", r.allocs_per_req);
+        allocs_text = buf;
+      }
       std::printf(
-          "  trial %d %-7s wall %9.0f /s  %9.0f per CPU-s (user %.1f + sys %.1f us each)  "
+          "  trial %d %-7s wall %9.0f /s  %9.0f per CPU-s (user %.1f + sys %.1f us each)%s  "
           "sink saw %llu (bad signatures %llu)\n",
           t, kinds[which].c_str(), r.wall_rps, r.req_per_cpu_s, r.user_us_per_req, r.sys_us_per_req,
-          static_cast<unsigned long long>(seen), static_cast<unsigned long long>(bad));
+          allocs_text.c_str(), static_cast<unsigned long long>(seen),
+          static_cast<unsigned long long>(bad));
       std::fflush(stdout);
       per_cpu[which].push_back(r.req_per_cpu_s);
       wall[which].push_back(r.wall_rps);
+      allocs[which].push_back(r.allocs_per_req);
     }
   }
+  // The hot path's allocations (see the top of the file), checked before the ratios.
+  bool allocs_ok = true;
+  if (RINGCAST_BENCH_COUNT_ALLOCS) {
+    for (size_t k = 0; k < 2; ++k) {
+      if (allocs[k].empty()) continue;
+      const double m = median(allocs[k]);
+      std::printf("  %s: %.2f heap allocations per delivery (median)\n", kinds[k].c_str(), m);
+      if (a.max_allocs >= 0 && m > a.max_allocs) {
+        std::fprintf(stderr,
+                     "bench_e2e_engine_store: %s: %.2f allocations per delivery, more than "
+                     "--max-allocs=%.2f\n",
+                     kinds[k].c_str(), m, a.max_allocs);
+        allocs_ok = false;
+      }
+    }
+  }
+  if (!allocs_ok) return 1;
   if (!a.only.empty()) return 0;
   // The three peers of a trial ran back to back: their ratios cancel the machine's drift.
   std::vector<double> rocks_wrk, memory_wrk, rocks_memory;
@@ -273,6 +342,8 @@ int main(int argc, char** argv) {
       a.wrk = v6;
     } else if (auto v7 = val("--only=")) {
       a.only = v7;
+    } else if (auto v8 = val("--max-allocs=")) {
+      a.max_allocs = std::atof(v8);
     } else {
       std::cerr << "bench_e2e_engine_store: unknown argument " << s << "\n";
       return 2;

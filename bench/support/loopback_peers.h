@@ -47,6 +47,7 @@ struct PeerResult {
   // io_uring_enter calls per request in the timed window; 0 when the peer does not count them
   // (wrk).
   double syscalls_per_req = 0;
+  double allocs_per_req = 0;  // heap allocations of the process per request, where counted
 };
 
 // `wrk -t1 -c<conns> -d<seconds>s` on `cpu`, POSTing make_body() with the headers ringcast
