@@ -67,6 +67,15 @@ void LeaseBatch::add(DeliveryId id, std::string_view record) {
   be32_at(buf_.data() + at + 4, check_of(buf_.data() + at + kHeadBytes, body));
 }
 
+void LeaseBatch::clear(size_t keep_bytes) {
+  if (buf_.capacity() > keep_bytes) {
+    std::string().swap(buf_);
+    std::vector<std::pair<DeliveryId, uint32_t>>().swap(at_);
+  }
+  buf_.clear();
+  at_.clear();
+}
+
 LeaseLog::LeaseLog(SegmentDir files, uint64_t segment_bytes)
     : files_(std::move(files)), segment_bytes_(std::max<uint64_t>(segment_bytes, 4096)) {}
 
@@ -161,11 +170,11 @@ Result<void> LeaseLog::append(const LeaseBatch& batch) {
     const auto [id, off] = batch.at_[i];
     const size_t end = i + 1 < batch.at_.size() ? batch.at_[i + 1].second : batch.buf_.size();
     const Loc loc{active_, start + off, static_cast<uint32_t>(end - off)};
-    auto [it, fresh] = live_.try_emplace(id, loc);
+    auto [at, fresh] = live_.try_emplace(id, loc);
     if (!fresh) {  // a newer lease of the same attempt (e.g. a kill mark while in flight)
-      auto old = segments_.find(it->second.segment);
+      auto old = segments_.find(at->segment);
       if (old != segments_.end()) --old->second.live;
-      it->second = loc;
+      *at = loc;
     }
     ++seg->live;
   }
@@ -180,11 +189,11 @@ void LeaseLog::resolve(const DeliveryId* ids, size_t n) {
   std::lock_guard lock(mu_);
   bool freed = false;
   for (size_t i = 0; i < n; ++i) {
-    auto it = live_.find(ids[i]);
-    if (it == live_.end()) continue;
-    auto seg = segments_.find(it->second.segment);
+    const Loc* at = live_.find(ids[i]);
+    if (at == nullptr) continue;
+    auto seg = segments_.find(at->segment);
     if (seg != segments_.end() && --seg->second.live == 0 && seg->first != active_) freed = true;
-    live_.erase(it);
+    live_.erase(ids[i]);
   }
   live_count_.store(live_.size(), std::memory_order_release);
   if (freed) count_resolved();
@@ -199,9 +208,9 @@ void LeaseLog::count_resolved() {
 Result<bool> LeaseLog::lookup(DeliveryId id, std::string& record) const {
   if (live_count_.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard lock(mu_);
-  auto it = live_.find(id);
-  if (it == live_.end()) return false;
-  const Loc& loc = it->second;
+  const Loc* at = live_.find(id);
+  if (at == nullptr) return false;
+  const Loc& loc = *at;
   std::string entry(loc.size, '\0');
   size_t got = 0;
   if (auto r = pread_all(segments_.at(loc.segment).fd, entry.data(), loc.size, loc.offset, got); !r)

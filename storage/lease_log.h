@@ -32,6 +32,7 @@
 
 #include "core/result.h"
 #include "core/types.h"
+#include "storage/id_map.h"
 #include "storage/segment_dir.h"
 
 namespace ringcast::storage {
@@ -41,6 +42,9 @@ class LeaseBatch {
  public:
   void add(DeliveryId id, std::string_view record);
   bool empty() const { return at_.empty(); }
+  // Empties it and keeps its buffers (a batch reused per writing thread allocates nothing once
+  // grown); a buffer past `keep_bytes` is given back instead.
+  void clear(size_t keep_bytes);
 
  private:
   friend class LeaseLog;
@@ -104,7 +108,7 @@ class LeaseLog {
   std::mutex sync_mu_;         // sync() and remove(): a descriptor is not closed while synced
   mutable std::mutex mu_;      // everything below; appends never wait for a sync
   std::map<uint64_t, Segment> segments_;  // of this run
-  std::unordered_map<DeliveryId, Loc> live_;
+  IdMap<Loc> live_;                       // no allocation per lease (id_map.h)
   uint64_t active_ = 0;
   std::vector<uint64_t> dirty_;
   bool dir_dirty_ = false;

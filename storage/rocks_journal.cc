@@ -52,7 +52,10 @@ constexpr size_t kSpillPerBatch = 1024;
 // the store fails).
 class CreatedOnlyBatch {
  public:
-  explicit CreatedOnlyBatch(CreatedOnly& set) : set_(set) {}
+  // `touched` and `ops` are the caller's (cleared) buffers, reused across writes.
+  CreatedOnlyBatch(CreatedOnly& set, std::vector<Partition>& touched,
+                   std::vector<std::pair<DeliveryId, bool>>& ops)
+      : set_(set), touched_(touched), ops_(ops) {}
   CreatedOnlyBatch(const CreatedOnlyBatch&) = delete;
   CreatedOnlyBatch& operator=(const CreatedOnlyBatch&) = delete;
   ~CreatedOnlyBatch() {
@@ -95,10 +98,41 @@ class CreatedOnlyBatch {
     touched_.push_back(p);
   }
   CreatedOnly& set_;
-  std::vector<Partition> touched_;
+  std::vector<Partition>& touched_;
   size_t last_ = 0;
-  std::vector<std::pair<DeliveryId, bool>> ops_;  // (id, added) in order
+  std::vector<std::pair<DeliveryId, bool>>& ops_;  // (id, added) in order
   bool committed_ = false;
+};
+
+// What one write() builds besides its WriteBatch, kept per writing thread and cleared, not
+// freed, between writes: once grown, the delivery path allocates none of it (a batch of a few
+// deliveries otherwise cost several allocations per delivery: docs/benchmarks.md "What
+// persisting costs"). Buffers grown past kKeepBytes by a rare huge write are given back.
+struct WriteScratch {
+  static constexpr size_t kKeepBytes = size_t{1} << 20;
+  std::string v;
+  std::vector<uint64_t> expiring_events, expiring_deliveries;
+  std::vector<bool> superseded, embedded;
+  std::vector<std::pair<DeliveryId, size_t>> attempt_of, leased, settled;
+  std::vector<DeliveryId> active_deletes, settle_ids;
+  LeaseBatch leases;
+  std::vector<Partition> touched;
+  std::vector<std::pair<DeliveryId, bool>> created_ops;
+  std::vector<std::pair<Partition, uint64_t>> floors;
+
+  template <typename T>
+  static void reset(std::vector<T>& x) {
+    if (x.capacity() * sizeof(T) > kKeepBytes) std::vector<T>().swap(x);
+    x.clear();
+  }
+  void clear() {
+    if (v.capacity() > kKeepBytes) std::string().swap(v);
+    v.clear();
+    reset(expiring_events), reset(expiring_deliveries), reset(superseded), reset(embedded);
+    reset(attempt_of), reset(leased), reset(settled), reset(active_deletes), reset(settle_ids);
+    reset(touched), reset(created_ops), reset(floors);
+    leases.clear(kKeepBytes);
+  }
 };
 
 // check_space(): below this much free space it is measured at every write. The floor is 1/32
@@ -398,8 +432,9 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   } give_back{reused};
   rocksdb::WriteBatch& batch = reused;
   batch.Clear();
-  std::string v;
-  v.reserve(512);
+  thread_local WriteScratch scratch;  // write() never nests on a thread
+  scratch.clear();
+  std::string& v = scratch.v;
   int64_t stamp = -1;
   auto get_stamp = [&] {
     if (stamp < 0) stamp = stamp_ms();
@@ -407,7 +442,8 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   };
 
   // Ids that get an expiry entry (R10.1), grouped per partition at the end of the batch.
-  std::vector<uint64_t> expiring_events, expiring_deliveries;
+  std::vector<uint64_t>& expiring_events = scratch.expiring_events;
+  std::vector<uint64_t>& expiring_deliveries = scratch.expiring_deliveries;
   auto put_expiry_groups = [&](std::vector<uint64_t>& ids, ExpiryKind kind) {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -470,7 +506,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   // once, in its last state; its index entries come from the put that created it. Only a
   // batch that creates deliveries is looked at: elsewhere a repeat is rare, and harmless (the
   // batch applies in order, the last put wins), so the hot delivery path builds no map.
-  std::vector<bool> superseded;
+  std::vector<bool>& superseded = scratch.superseded;
   const bool creates = std::any_of(m.deliveries.begin(), m.deliveries.end(),
                                    [](const DeliveryPut& dp) { return dp.is_new; });
   if (creates && m.deliveries.size() > 1) {
@@ -488,9 +524,9 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   // The attempt that ended a delivery goes into its archive record (encode_archived) when the
   // batch holds exactly one attempt of it: one memtable insert less per delivered attempt.
   // (delivery, index of its attempt) sorted by delivery; kSeveral: several in this batch.
-  std::vector<std::pair<DeliveryId, size_t>> attempt_of;
+  std::vector<std::pair<DeliveryId, size_t>>& attempt_of = scratch.attempt_of;
   constexpr size_t kSeveral = ~size_t{0};
-  std::vector<bool> embedded;
+  std::vector<bool>& embedded = scratch.embedded;
   if (!m.attempts.empty() &&
       std::any_of(m.deliveries.begin(), m.deliveries.end(),
                   [](const DeliveryPut& dp) { return is_terminal(dp.delivery.status); })) {
@@ -514,12 +550,13 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   // it so; every other put settles the delivery's earlier lease once this batch is in the WAL.
   // Both with the put's index in the batch.
   const bool log_leases = options_.sync != SyncPolicy::kAlways;
-  LeaseBatch leases;
-  std::vector<std::pair<DeliveryId, size_t>> leased, settled;
-  std::vector<DeliveryId> active_deletes;  // added last, in key order (see below)
+  LeaseBatch& leases = scratch.leases;
+  std::vector<std::pair<DeliveryId, size_t>>& leased = scratch.leased;
+  std::vector<std::pair<DeliveryId, size_t>>& settled = scratch.settled;
+  std::vector<DeliveryId>& active_deletes = scratch.active_deletes;  // added last, in key order
   // The created-only set (created_only.h) changes with this batch; undone if the batch is not
   // committed, so that the set never runs ahead of what is in the WAL.
-  CreatedOnlyBatch created{created_only_};
+  CreatedOnlyBatch created{created_only_, scratch.touched, scratch.created_ops};
   for (size_t di = 0; di < m.deliveries.size(); ++di) {
     const DeliveryPut& dp = m.deliveries[di];
     const Delivery& d = dp.delivery;
@@ -631,7 +668,7 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   put_expiry_groups(expiring_deliveries, ExpiryKind::kDeliveryGroup);
   // Per partition this batch changed: the oldest created-only deliveries of one that spans too
   // far go into deliveries_active (their created record is their state), then its floor.
-  std::vector<std::pair<Partition, uint64_t>> floors;
+  std::vector<std::pair<Partition, uint64_t>>& floors = scratch.floors;
   for (Partition p : created.touched()) {
     const std::vector<DeliveryId> old =
         created_only_.oldest_beyond(p, options_.created_span_max, kSpillPerBatch);
@@ -671,17 +708,17 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
   // records (a write is idempotent) and appends the leases then.
   if (auto r = leases_->append(leases); !r)
     return disk_error(r.error().sys_errno, r.error().message);
-  settle_leases(leased, settled);
+  settle_leases(leased, settled, scratch.settle_ids);
   return seq;
 }
 
 // After a write: the deliveries whose last put in the batch was not a lease have their earlier
 // lease settled. `leased` and `settled` hold (delivery, index of the put in the batch).
 void RocksStore::settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
-                               const std::vector<std::pair<DeliveryId, size_t>>& settled) {
+                               const std::vector<std::pair<DeliveryId, size_t>>& settled,
+                               std::vector<DeliveryId>& ids) {
   if (!settled.empty() && leases_->any_live()) {
-    std::vector<DeliveryId> ids;
-    ids.reserve(settled.size());
+    ids.clear();
     std::sort(leased.begin(), leased.end());
     for (const auto& [id, at] : settled) {
       // A lease put after this one in the same batch stays live.

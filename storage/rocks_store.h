@@ -233,8 +233,10 @@ class RocksStore final : public Store {
   Result<void> sync_recovered();
   Result<void> drop_torn_events();
   Result<void> apply_old_leases();
+  // `ids`: a buffer of the caller's for the settled ids.
   void settle_leases(std::vector<std::pair<DeliveryId, size_t>>& leased,
-                     const std::vector<std::pair<DeliveryId, size_t>>& settled);
+                     const std::vector<std::pair<DeliveryId, size_t>>& settled,
+                     std::vector<DeliveryId>& ids);
   Result<void> sync_logs();  // the payload and lease logs, before a WAL sync
   // A write of the store's own files failed with `err`: ENOSPC, EDQUOT and EROFS make the disk
   // kFull (the write changed nothing durable); anything else fails the store (kFailed). The
