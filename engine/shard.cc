@@ -266,12 +266,32 @@ std::vector<std::pair<Partition, uint64_t>> Shard::owned_partitions() const {
 void Shard::on_written(Mutations& m, uint64_t seq) {
   static_cast<void>(seq);
   const WallTime now = loop_->wall_now();
+  const uint64_t batch = ++ended_batch_;
+  bool reported = false;
   for (const DeliveryPut& p : m.deliveries) {
     const Delivery& d = p.delivery;
     if (!is_terminal(d.status) || p.rewrite) continue;
     send_.delivery_ended(d, now);
     requeue_.delivery_ended(d.id);
-    if (options_.on_delivery_done) core_.after_durable([this, d] { options_.on_delivery_done(d); });
+    if (options_.on_delivery_done) {
+      ended_.emplace_back(batch, d);
+      reported = true;
+    }
+  }
+  if (reported) {
+    core_.after_durable([this, batch] {
+      for (; ended_head_ < ended_.size() && ended_[ended_head_].first <= batch; ++ended_head_) {
+        if (ended_[ended_head_].first == batch)
+          options_.on_delivery_done(ended_[ended_head_].second);
+      }
+      if (ended_head_ == ended_.size()) {
+        ended_.clear();
+        ended_head_ = 0;
+      } else if (ended_head_ >= 1024 && ended_head_ * 2 >= ended_.size()) {
+        ended_.erase(ended_.begin(), ended_.begin() + static_cast<ptrdiff_t>(ended_head_));
+        ended_head_ = 0;
+      }
+    });
   }
   if (options_.on_notification && !m.notifications.empty()) {
     for (Notification& n : m.notifications)

@@ -263,6 +263,15 @@ class Shard final : private TurnBatch::Listener {
   HandOver handover_;
 
   std::vector<SendCommand> commands_;  // the turn's due sends (Scheduler::poll)
+  // EngineOptions::on_delivery_done: the deliveries a written batch ended, each with that
+  // batch's number, reported once the batch is durable by one callback per batch (a callback
+  // per delivery allocated its captured copy every time). Batches become durable in order; the
+  // entries of a batch whose answers were dropped (a stop) are skipped by the next one.
+  // A queue in a vector that keeps its capacity (a deque allocates a block every few entries):
+  // entries before ended_head_ were reported.
+  std::vector<std::pair<uint64_t, Delivery>> ended_;
+  size_t ended_head_ = 0;
+  uint64_t ended_batch_ = 0;
 };
 
 }  // namespace ringcast::engine

@@ -185,10 +185,16 @@ void TurnBatch::flush_durable() {
   size_t n = 0;
   while (n < acks_.size() && acks_[n].seq <= durable) ++n;
   if (n == 0) return;
-  std::vector<Ack> ready(std::make_move_iterator(acks_.begin()),
-                         std::make_move_iterator(acks_.begin() + static_cast<ptrdiff_t>(n)));
+  // The spare buffer keeps its capacity from flush to flush (no allocation per batch); an
+  // answer that flushes again meanwhile finds it taken and uses a fresh one.
+  std::vector<Ack> ready;
+  ready.swap(ready_spare_);
+  ready.assign(std::make_move_iterator(acks_.begin()),
+               std::make_move_iterator(acks_.begin() + static_cast<ptrdiff_t>(n)));
   acks_.erase(acks_.begin(), acks_.begin() + static_cast<ptrdiff_t>(n));
   for (auto& a : ready) a.fire();
+  ready.clear();
+  if (ready.capacity() > ready_spare_.capacity()) ready_spare_.swap(ready);
 }
 
 void TurnBatch::after_durable(std::function<void()> fire, std::function<void(const Error&)> lost) {

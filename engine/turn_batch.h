@@ -101,8 +101,9 @@ class TurnBatch {
   Mutations mutations_;
   // Every event of this turn came through the intake's key lookup: see Mutations.
   bool keys_checked_ = true;
-  std::vector<Ack> acks_;       // waiting for durable_seq() >= seq
-  std::vector<Ack> turn_acks_;  // wait for this turn's commit (seq set then)
+  std::vector<Ack> acks_;         // waiting for durable_seq() >= seq
+  std::vector<Ack> turn_acks_;    // wait for this turn's commit (seq set then)
+  std::vector<Ack> ready_spare_;  // flush_durable()'s buffer, kept between flushes
   uint64_t last_written_seq_ = 0;
   // write_held_: the store refused mutations_ (DiskHealth::kFull); they stay, with turn_acks_,
   // and are written again every kDiskRetry; nothing new is sent and intake answers 503
