@@ -26,6 +26,8 @@
 // counted before glibc's own run (not in sanitizer builds, which interpose them themselves).
 // With --max-allocs=X it fails (exit 1) when the median per delivery of either engine peer is
 // above X: the hot path's allocations are a figure the benchmark holds.
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +65,58 @@
 
 namespace {
 std::atomic<uint64_t> g_allocs{0};
+
+// RINGCAST_BENCH_ALLOC_STACKS=1: every 16th allocation of a timed window records its call stack;
+// the most frequent ones are printed at the end, as object+offset of each call (`addr2line -f
+// -C -i -e <object> <offset>` names them). To find what allocates on the hot path.
+constexpr int kStackDepth = 12;
+constexpr uint32_t kMaxSamples = 1 << 16;
+struct StackSample {
+  void* pcs[kStackDepth];
+  int depth;
+};
+std::atomic<bool> g_sampling{false};
+std::atomic<uint32_t> g_samples_taken{0};
+StackSample g_samples[kMaxSamples];
+thread_local bool t_in_sample = false;
+
+void maybe_sample(uint64_t count) {
+  if (!g_sampling.load(std::memory_order_relaxed) || t_in_sample || (count & 15) != 0) return;
+  t_in_sample = true;  // backtrace() may allocate (the first call loads the unwinder)
+  const uint32_t i = g_samples_taken.fetch_add(1, std::memory_order_relaxed);
+  if (i < kMaxSamples) g_samples[i].depth = ::backtrace(g_samples[i].pcs, kStackDepth);
+  t_in_sample = false;
+}
+
+void print_alloc_stacks() {
+  const uint32_t n = std::min(g_samples_taken.load(), kMaxSamples);
+  std::map<std::vector<void*>, uint32_t> by_stack;
+  for (uint32_t i = 0; i < n; ++i) {
+    // Frame 0 is maybe_sample, 1 the interposed function: the caller's stack starts at 2.
+    const StackSample& s = g_samples[i];
+    if (s.depth <= 2) continue;
+    ++by_stack[std::vector<void*>(s.pcs + 2, s.pcs + s.depth)];
+  }
+  std::vector<std::pair<uint32_t, const std::vector<void*>*>> top;
+  for (const auto& [stack, count] : by_stack) top.emplace_back(count, &stack);
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::fprintf(stderr, "allocation stacks (%u samples, 1 in 16):\n", n);
+  for (size_t i = 0; i < std::min<size_t>(top.size(), 25); ++i) {
+    std::fprintf(stderr, "  %u:", top[i].first);
+    for (void* pc : *top[i].second) {
+      Dl_info info{};
+      if (::dladdr(pc, &info) != 0 && info.dli_fname != nullptr) {
+        const char* base = std::strrchr(info.dli_fname, '/');
+        std::fprintf(stderr, " %s+%#lx", base ? base + 1 : info.dli_fname,
+                     static_cast<unsigned long>(static_cast<char*>(pc) -
+                                                static_cast<char*>(info.dli_fbase) - 1));
+      } else {
+        std::fprintf(stderr, " %p", pc);
+      }
+    }
+    std::fprintf(stderr, "\n");
+  }
+}
 }  // namespace
 
 #if RINGCAST_BENCH_COUNT_ALLOCS
@@ -71,15 +126,15 @@ void* __libc_calloc(size_t n, size_t size);
 void* __libc_realloc(void* p, size_t n);
 // glibc's free() takes what its __libc_* functions return: only the counting is added.
 void* malloc(size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  maybe_sample(g_allocs.fetch_add(1, std::memory_order_relaxed));
   return __libc_malloc(n);
 }
 void* calloc(size_t n, size_t size) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  maybe_sample(g_allocs.fetch_add(1, std::memory_order_relaxed));
   return __libc_calloc(n, size);
 }
 void* realloc(void* p, size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  maybe_sample(g_allocs.fetch_add(1, std::memory_order_relaxed));
   return __libc_realloc(p, n);
 }
 }
@@ -196,6 +251,8 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   perf_ctl("enable");
   ::getrusage(RUSAGE_SELF, &r0);
   const uint64_t allocs0 = g_allocs.load(std::memory_order_relaxed);
+  static const bool stacks = std::getenv("RINGCAST_BENCH_ALLOC_STACKS") != nullptr;
+  g_sampling = stacks;
   const auto start = std::chrono::steady_clock::now();
   EndpointPatch lift;
   lift.rate_limit = RateLimit{};
@@ -214,6 +271,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   }
   const auto stop = std::chrono::steady_clock::now();
   const uint64_t allocs1 = g_allocs.load(std::memory_order_relaxed);
+  g_sampling = false;
   ::getrusage(RUSAGE_SELF, &r1);
   perf_ctl("disable");
 
@@ -292,6 +350,7 @@ int run(const Args& a) {
       }
     }
   }
+  if (g_samples_taken.load() > 0) print_alloc_stacks();
   if (!allocs_ok) return 1;
   if (!a.only.empty()) return 0;
   // The three peers of a trial ran back to back: their ratios cancel the machine's drift.
