@@ -9,6 +9,9 @@
 #      rates; then p50/p99 delivery latency (creation → 2xx) under a paced live load;
 #   3. memory: RSS per pending delivery with PENDING_N deliveries waiting on a retry in the
 #      timer wheel (their first attempt was refused; the policy's next step is 1 h away).
+# TLS=1 runs the same phases over TLS: the sink serves a self-signed certificate made at run
+# time by `bench_net_transport --make-certs` (BENCH_BIN), the daemon trusts it through
+# transport.ca_file, the endpoints and wrk use https:// (docs/benchmarks.md "End to end").
 # The sink is pinned to SINK_CPU (default 1), the daemon and wrk to SENDER_CPU (default 0); this
 # script and its helpers (CLI, curl, awk) also run on SINK_CPU, never on the sender's core.
 # Bounded in time; cleans up its processes and its temp dir (KEEP=1 keeps the dir).
@@ -17,7 +20,8 @@
 #        QUICK=1 bench/e2e_delivery.sh  smoke run (~30 s idle)
 # Knobs (environment): INTAKE_N DELIV_N TRIALS PENDING_N PENDING_CHUNKS LIVE_RATE LIVE_SECONDS
 #   CONNECTIONS SHARDS PAYLOAD_BYTES SENDER_CPU SINK_CPU HOLD_VIA=refused|sink503 HOLD_PORT
-#   PAYLOAD_FILL RECOVERY=1 PERF=1 PERF_ARGS RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP. See docs/benchmarks.md.
+#   PAYLOAD_FILL RECOVERY=1 PERF=1 PERF_ARGS RINGCAST_BIN SINK_BIN RESULTS_FILE KEEP TLS=1
+#   BENCH_BIN. See docs/benchmarks.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -43,14 +47,30 @@ INTAKE_CONNS=${INTAKE_CONNS:-4}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-300}  # seconds, per timed delivery window
 RINGCAST_BIN=${RINGCAST_BIN:-$ROOT/build/tools/ringcast}
 SINK_BIN=${SINK_BIN:-$ROOT/build/tools/ringcast-sink}
+TLS=${TLS:-0}                   # 1: the sink serves TLS, the daemon and wrk send https://
+BENCH_BIN=${BENCH_BIN:-$ROOT/build/bench/bench_net_transport}  # TLS=1: makes the certificate
 WRK_LUA=$ROOT/bench/wrk_post1k.lua
 
 for tool in taskset wrk curl awk /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "e2e_delivery: $tool is required" >&2; exit 2; }
 done
-for b in "$RINGCAST_BIN" "$SINK_BIN"; do
-  [ -x "$b" ] || { echo "e2e_delivery: $b not found (cmake --build build --target ringcast ringcast-sink)" >&2; exit 2; }
+BINS=("$RINGCAST_BIN" "$SINK_BIN")
+TARGETS="ringcast ringcast-sink"
+case "$TLS" in
+  0) ;;
+  1) BINS+=("$BENCH_BIN"); TARGETS+=" bench_net_transport" ;;
+  *) echo "e2e_delivery: TLS must be 0 or 1 (got '$TLS')" >&2; exit 2 ;;
+esac
+for b in "${BINS[@]}"; do
+  [ -x "$b" ] || { echo "e2e_delivery: $b not found (cmake --build build --target $TARGETS)" >&2; exit 2; }
 done
+if [ "$TLS" = 1 ]; then
+  SCHEME=https
+  OVER=" over TLS"  # in the log and result lines of the TLS mode
+else
+  SCHEME=http
+  OVER=""
+fi
 if [ "$TRIALS" -lt 1 ] || [ "$DELIV_N" -lt 1 ] || [ "$PENDING_CHUNKS" -lt 1 ]; then
   echo "e2e_delivery: TRIALS, DELIV_N and PENDING_CHUNKS must be >= 1" >&2
   exit 2
@@ -95,12 +115,44 @@ tcp_segs() {
 }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
+# The sink's control routes: sink_http METHOD PATH → HTTP_BODY (1 on failure). Plain: bash's
+# /dev/tcp (the http helper), no fork. TLS=1: the sink speaks only TLS on its port, so each call
+# is a curl process (on the sink's core, like this shell) trusting the sink's certificate, with
+# a full TLS handshake of its own that the sink counts in tls_handshakes (SINK_CALLS counts the
+# calls, so that tls_counts can take them out).
+SINK_CALLS=0
+sink_http() {
+  SINK_CALLS=$((SINK_CALLS + 1))
+  if [ "$TLS" = 1 ]; then
+    local post=()
+    [ "$1" = POST ] && post=(--data-binary "")
+    HTTP_BODY=$(curl -sS --fail --noproxy '*' --max-time 10 --cacert "$WORK/tls/cert.pem" \
+      -H 'Connection: close' "${post[@]}" "https://$SINK$2" 2>&1) || return 1
+  else
+    http "$1" "$SINK" "$2"
+  fi
+}
+# The A window polls /_stats this often: 20 ms with the fork-free plain helper; with TLS=1
+# every poll is a curl process on the sink's core (a few ms of CPU taken from the sink), so
+# 50 ms, which coarsens the wall time of an A window (not the daemon's CPU time) a little.
+if [ "$TLS" = 1 ]; then SINK_POLL=0.05; else SINK_POLL=0.02; fi
 # The sink's counters: sink_stat NAME → STAT (from GET /_stats).
-sink_stats() { http GET "$SINK" /_stats; }
+sink_stats() { sink_http GET /_stats; }
 sink_stat() {
   [[ $HTTP_BODY =~ \"$1\":([0-9]+) ]] && STAT=${BASH_REMATCH[1]} || STAT=0
 }
-sink_reset() { http POST "$SINK" /_reset || die "sink /_reset failed"; }
+sink_reset() { sink_http POST /_reset || die "sink /_reset failed: $HTTP_BODY"; }
+# TLS=1: the handshakes of a window from the last sink_stats. tls_counts CALLS_AT_RESET REQUESTS:
+# the sink's full handshakes since its /_reset minus the control calls made since (one full
+# handshake each: curl keeps no session between runs), per 10,000 requests the sink counted,
+# and its resumed ones → TLS_FULL, TLS_PER_10K, TLS_TEXT.
+tls_counts() {
+  sink_stat tls_handshakes
+  TLS_FULL=$((STAT - (SINK_CALLS - $1)))
+  sink_stat tls_resumed
+  TLS_PER_10K=$(div $((TLS_FULL * 10000)) "$2" %.2f)
+  TLS_TEXT="full TLS handshakes $TLS_FULL ($TLS_PER_10K per 10k requests), resumed $STAT"
+}
 
 # Quantile q (0..1) of histogram NAME between two /metrics snapshots, in ms (linear inside a
 # bucket, like Prometheus' histogram_quantile); "n/a" without samples, ">15000" past the last bound.
@@ -197,22 +249,38 @@ wait_quiet() {  # READY_OK PENDING_OK SECONDS
 # ---- start ------------------------------------------------------------------------------------
 mkdir -p "$WORK/bin"
 cp "$RINGCAST_BIN" "$SINK_BIN" "$WORK/bin/"  # a snapshot: a rebuild during the run cannot bite
+[ "$TLS" = 1 ] && cp "$BENCH_BIN" "$WORK/bin/bench_net_transport"
 BIN=$WORK/bin
 NCPU=$(getconf _NPROCESSORS_ONLN)
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-log "ringcast e2e delivery benchmark: commit $COMMIT, $NCPU cores, QUICK=$QUICK, work dir $WORK"
+log "ringcast e2e delivery benchmark: commit $COMMIT, $NCPU cores, QUICK=$QUICK, TLS=$TLS, work dir $WORK"
 log "sender (daemon, wrk) on core $SENDER_CPU, sink on core $SINK_CPU; connections $CONNECTIONS, shards $SHARDS, payload $PAYLOAD_BYTES B"
 LOAD_START=$(loadavg)
 
 SINK_ARGS=(--listen 127.0.0.1:0 --port-file "$WORK/sink.port" --ids-file "" --quiet)
 [ "$HOLD_VIA" = sink503 ] && SINK_ARGS+=(--fault '/hold=status=503')
+if [ "$TLS" = 1 ]; then
+  # A self-signed ECDSA P-256 certificate for 127.0.0.1 (CA:TRUE): the sink serves it, the
+  # daemon (transport.ca_file) and curl (--cacert) trust it as their anchor; wrk verifies nothing.
+  mkdir -p "$WORK/tls"
+  "$BIN/bench_net_transport" --make-certs="$WORK/tls" >"$WORK/certs.err" 2>&1 ||
+    die "bench_net_transport --make-certs failed: $(cat "$WORK/certs.err")"
+  SINK_ARGS+=(--tls-cert "$WORK/tls/cert.pem" --tls-key "$WORK/tls/key.pem")
+fi
 taskset -c "$SINK_CPU" "$BIN/ringcast-sink" "${SINK_ARGS[@]}" >"$WORK/sink.out" 2>"$WORK/sink.err" &
 SINK_PID=$!
 for _ in $(seq 1 100); do [ -s "$WORK/sink.port" ] && break; nap 0.1; done
 [ -s "$WORK/sink.port" ] || die "ringcast-sink did not start"
 SINK=127.0.0.1:$(cat "$WORK/sink.port")
+if [ "$TLS" = 1 ]; then
+  sink_http GET /_health || die "the sink does not answer over TLS with its certificate: $HTTP_BODY"
+fi
 
 TOKEN="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"  # >= 32 characters
+# TLS=1: transport.ca_file is an extra CA bundle, trusted on top of the system's
+# (docs/operations.md, [transport]).
+TRANSPORT_TLS=""
+[ "$TLS" = 1 ] && TRANSPORT_TLS="ca_file = \"$WORK/tls/cert.pem\"   # the sink's certificate"
 cat >"$WORK/ringcast.toml" <<TOML
 [server]
 listen = "127.0.0.1:0"
@@ -231,6 +299,7 @@ max_in_flight = $CONNECTIONS
 allow_http = true
 allow_private = ["127.0.0.0/8"]
 pool_size = $CONNECTIONS
+$TRANSPORT_TLS
 
 # Phase 3: deliveries whose first attempt failed wait 1 h for the next one (no jitter).
 [policies.hold]
@@ -250,7 +319,7 @@ log "sink on $SINK (pid $SINK_PID), daemon on $API (pid $DAEMON_PID, RSS $RSS_EM
 
 # ---- 1. intake on the bulk form ------------------------------------------------------------------
 log "== 1. intake: $INTAKE_N events of $PAYLOAD_BYTES B, bulk NDJSON, endpoint paused"
-create_endpoint intake "http://$SINK/intake"
+create_endpoint intake "$SCHEME://$SINK/intake"
 "${RC[@]}" endpoints pause --tenant intake "$EP_ID" >/dev/null || die "pause failed"
 gen_events intake in 1 "$INTAKE_N" >"$WORK/intake.ndjson"
 fetch_metrics "$WORK/m-intake0.txt"
@@ -277,17 +346,19 @@ result "intake: $INTAKE_N events in ${intake_secs} s = $(printf %.0f "$intake_ra
   "client $(awk -v u="$cu" -v s="$cs" 'BEGIN {printf "%.2f", u + s}') CPU-s; deliveries created: $created"
 
 # ---- 2. delivery vs wrk, interleaved ---------------------------------------------------------------
-log "== 2. delivery: $TRIALS x (A: ringcast delivers $DELIV_N pre-ingested events; B: wrk -t1 -c$CONNECTIONS)"
+log "== 2. delivery$OVER: $TRIALS x (A: ringcast delivers $DELIV_N pre-ingested events; B: wrk -t1 -c$CONNECTIONS)"
 : >"$WORK/a.txt"
 : >"$WORK/b.txt"
 : >"$WORK/ratio.txt"
 : >"$WORK/ingest.txt"
+: >"$WORK/tls_a.txt"
+: >"$WORK/tls_b.txt"
 fetch_metrics "$WORK/m-deliv0.txt"
 for i in $(seq 1 "$TRIALS"); do
   tenant=deliv-$i
   # Pre-ingest: the endpoint is rate-limited to 1/s while the events come in (a paused endpoint
   # would get no deliveries at all, SPEC R9.1), then paused, un-limited and left to settle.
-  create_endpoint "$tenant" "http://$SINK/deliv/$i" --rate 1 --burst 1
+  create_endpoint "$tenant" "$SCHEME://$SINK/deliv/$i" --rate 1 --burst 1
   ep=$EP_ID
   fetch_metrics "$WORK/m-pre$i.txt"
   gen_events "$tenant" "$tenant" 1 "$DELIV_N" | send_events "ingest-$i" "$DELIV_N" -
@@ -311,6 +382,7 @@ for i in $(seq 1 "$TRIALS"); do
   done
   cp "$WORK/metrics.txt" "$WORK/m-a$i-0.txt"
   sink_reset
+  calls0=$SINK_CALLS
   [ "$i" = 1 ] && perf_start delivery
   # -- A: timed window = resume .. the sink has answered every held delivery.
   cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
@@ -328,7 +400,7 @@ for i in $(seq 1 "$TRIALS"); do
       die "trial $i: the sink got $STAT of $held deliveries within $TRIAL_TIMEOUT s"
     fi
     kill -0 "$DAEMON_PID" 2>/dev/null || die "the daemon exited during trial $i"
-    nap 0.02
+    nap "$SINK_POLL"
   done
   t1=$EPOCHREALTIME
   cpu_ticks "$DAEMON_PID"; c1=$CPU_TICKS
@@ -345,12 +417,18 @@ for i in $(seq 1 "$TRIALS"); do
     [ $SECONDS -ge $deadline ] && die "trial $i: the sink answered $held but the daemon counts $got delivered"
     nap 0.1
   done
-  sink_stats
+  sink_stats || die "sink /_stats failed after trial $i: $HTTP_BODY"
   sink_stat requests; sreq=$STAT
   sink_stat unique_ids; suniq=$STAT
   sink_stat 200; s200=$STAT
   [ "$s200" = "$sreq" ] || log "WARNING trial $i: sink answered $s200 of $sreq requests with 200"
   [ "$suniq" = "$sreq" ] || log "WARNING trial $i: $sreq requests for $suniq distinct ids (repeats)"
+  a_tls=""
+  if [ "$TLS" = 1 ]; then
+    tls_counts "$calls0" "$sreq"
+    a_tls="; $TLS_TEXT"
+    echo "$TLS_PER_10K" >>"$WORK/tls_a.txt"
+  fi
   a_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
   a_cpu=$(div $((c1 - c0)) "$CLK_TCK" %.2f)
   a_rate=$(div "$held" "$a_wall")
@@ -360,20 +438,29 @@ for i in $(seq 1 "$TRIALS"); do
   echo "$a_per_cpu $a_rate $a_wall $a_cpu $a_p50 $a_p99" >>"$WORK/a.txt"
   ingest_rate=$(json_field events_per_second <"$WORK/send-ingest-$i.json")
   echo "$ingest_rate" >>"$WORK/ingest.txt"
-  result "A$i ringcast: $held deliveries in $a_wall s = $a_rate/s wall; daemon $a_cpu CPU-s = $a_per_cpu per CPU-s;" \
+  result "A$i ringcast$OVER: $held deliveries in $a_wall s = $a_rate/s wall; daemon $a_cpu CPU-s = $a_per_cpu per CPU-s;" \
     "attempt p50 ${a_p50} ms p99 ${a_p99} ms; daemon connections to the sink $conns; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; sent before the window $pre;" \
-    "TCP segments per delivery $(div $((g1 - g0)) "$held" %.2f)"
+    "TCP segments per delivery $(div $((g1 - g0)) "$held" %.2f)$a_tls"
 
   # -- B: wrk, same sink, same body and headers, same connection count, comparable duration.
   dur=$(awk -v w="$a_wall" 'BEGIN {d = int(w + 0.999); if (d < 2) d = 2; if (d > 59) d = 59; print d}')
   sink_reset
+  calls0=$SINK_CALLS
   cpu_ticks "$SINK_PID"; s0=$CPU_TICKS
   tcp_segs; g0=$TCP_SEGS
   BODY_BYTES=$PAYLOAD_BYTES /usr/bin/time -f "%U %S %e" -o "$WORK/wrk$i.time" \
-    taskset -c "$SENDER_CPU" wrk -t1 -c"$CONNECTIONS" -d"${dur}s" --latency -s "$WRK_LUA" "http://$SINK/deliv/$i" \
+    taskset -c "$SENDER_CPU" wrk -t1 -c"$CONNECTIONS" -d"${dur}s" --latency -s "$WRK_LUA" "$SCHEME://$SINK/deliv/$i" \
     >"$WORK/wrk$i.out" 2>&1 || { cat "$WORK/wrk$i.out" >&2; die "wrk failed"; }
   tcp_segs; g1=$TCP_SEGS
   cpu_ticks "$SINK_PID"; s1=$CPU_TICKS
+  b_tls=""
+  if [ "$TLS" = 1 ]; then
+    sink_stats || die "sink /_stats failed after wrk$i: $HTTP_BODY"
+    sink_stat requests; breq=$STAT
+    tls_counts "$calls0" "$breq"
+    b_tls="; $TLS_TEXT (of $breq requests the sink counted)"
+    echo "$TLS_PER_10K" >>"$WORK/tls_b.txt"
+  fi
   read -r wu ws _ <"$WORK/wrk$i.time"
   wreq=$(awk '/requests in/ {print $1}' "$WORK/wrk$i.out")
   wsecs=$(awk '/requests in/ {t = $4; sub(/,$/, "", t); if (t ~ /ms$/) {sub(/ms$/, "", t); t /= 1000} else sub(/s$/, "", t); print t}' "$WORK/wrk$i.out")
@@ -386,7 +473,7 @@ for i in $(seq 1 "$TRIALS"); do
   echo "$b_per_cpu $b_rate $wsecs $b_cpu" >>"$WORK/b.txt"
   ratio=$(div "$a_per_cpu" "$b_per_cpu" %.3f)
   echo "$ratio" >>"$WORK/ratio.txt"
-  result "B$i wrk: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; TCP segments per request $(div $((g1 - g0)) "${wreq:-0}" %.2f); ratio A/B per CPU-s $ratio"
+  result "B$i wrk$OVER: ${wreq:-?} requests in ${wsecs:-?} s = $b_rate/s wall; wrk $b_cpu CPU-s = $b_per_cpu per CPU-s; latency p50 ${lat50:-?} p99 ${lat99:-?}; sink $(div $((s1 - s0)) "$CLK_TCK" %.2f) CPU-s; TCP segments per request $(div $((g1 - g0)) "${wreq:-0}" %.2f); ratio A/B per CPU-s $ratio$b_tls"
 done
 a_med=$(awk '{print $1}' "$WORK/a.txt" | median)
 b_med=$(awk '{print $1}' "$WORK/b.txt" | median)
@@ -396,18 +483,22 @@ b_wall_med=$(awk '{print $2}' "$WORK/b.txt" | median)
 fetch_metrics "$WORK/m-deliv1.txt"
 att_p50=$(hist_quantile ringcast_attempt_duration_seconds 0.5 "$WORK/m-deliv0.txt" "$WORK/m-deliv1.txt")
 att_p99=$(hist_quantile ringcast_attempt_duration_seconds 0.99 "$WORK/m-deliv0.txt" "$WORK/m-deliv1.txt")
-result "delivery per CPU-second, median of $TRIALS: ringcast $a_med deliveries/CPU-s, wrk $b_med requests/CPU-s;" \
+result "delivery$OVER per CPU-second, median of $TRIALS: ringcast $a_med deliveries/CPU-s, wrk $b_med requests/CPU-s;" \
   "median ratio $r_med x (ratio of medians $(div "$a_med" "$b_med" %.3f) x; target >= 1.0)"
 result "(info) pre-ingest with fan-out to one endpoint, median: $(median <"$WORK/ingest.txt") events/s wall"
-result "delivery wall rate, median: ringcast $a_wall_med deliveries/s, wrk $b_wall_med requests/s;" \
+result "delivery wall rate$OVER, median: ringcast $a_wall_med deliveries/s, wrk $b_wall_med requests/s;" \
   "ringcast attempt duration (one HTTP exchange, $CONNECTIONS in flight) p50 $att_p50 ms p99 $att_p99 ms"
+if [ "$TLS" = 1 ]; then
+  result "(info) full TLS handshakes per 10k requests (the sink's count less its control calls)," \
+    "median: ringcast $(median <"$WORK/tls_a.txt"), wrk $(median <"$WORK/tls_b.txt")"
+fi
 
 # ---- 2b. delivery latency under a paced live load ------------------------------------------------
 LIVE_N=$((LIVE_RATE * LIVE_SECONDS))
 step=$((LIVE_RATE / 10))
 [ "$step" -ge 1 ] || step=1
-log "== 2b. latency: $LIVE_N events offered at ~$LIVE_RATE/s ($step every 100 ms) to an enabled endpoint"
-create_endpoint live "http://$SINK/live"
+log "== 2b. latency$OVER: $LIVE_N events offered at ~$LIVE_RATE/s ($step every 100 ms) to an enabled endpoint"
+create_endpoint live "$SCHEME://$SINK/live"
 gen_events live live 1 "$LIVE_N" >"$WORK/live.ndjson"
 mkdir -p "$WORK/live"
 split -l "$step" -a 5 "$WORK/live.ndjson" "$WORK/live/c."
@@ -430,17 +521,19 @@ lp50=$(hist_quantile ringcast_delivery_latency_seconds 0.5 "$WORK/m-live0.txt" "
 lp99=$(hist_quantile ringcast_delivery_latency_seconds 0.99 "$WORK/m-live0.txt" "$WORK/m-live1.txt")
 lcount=$(hist_count ringcast_delivery_latency_seconds "$WORK/m-live0.txt" "$WORK/m-live1.txt")
 rm -rf "$WORK/live" "$WORK/live.ndjson"
-result "delivery latency (creation -> 2xx, from ringcast_delivery_latency_seconds, $lcount deliveries at ~$live_rate events/s achieved):" \
+result "delivery latency$OVER (creation -> 2xx, from ringcast_delivery_latency_seconds, $lcount deliveries at ~$live_rate events/s achieved):" \
   "p50 $lp50 ms, p99 $lp99 ms"
 
 # ---- 3. RSS per pending delivery ---------------------------------------------------------------
+# With TLS=1 the URL is https:// too: HOLD_VIA=refused fails at connect, before any TLS, as in
+# plain mode; HOLD_VIA=sink503 gets its 503 over TLS.
 if [ "$HOLD_VIA" = sink503 ]; then
-  HOLD_URL="http://$SINK/hold"
+  HOLD_URL="$SCHEME://$SINK/hold"
 else
   if (exec 3<>"/dev/tcp/127.0.0.1/$HOLD_PORT") 2>/dev/null; then
     die "HOLD_PORT $HOLD_PORT is open on 127.0.0.1; pick a closed one or HOLD_VIA=sink503"
   fi
-  HOLD_URL="http://127.0.0.1:$HOLD_PORT/hold"
+  HOLD_URL="$SCHEME://127.0.0.1:$HOLD_PORT/hold"
 fi
 log "== 3. memory: $PENDING_N deliveries waiting on a retry ($HOLD_VIA: $HOLD_URL, next attempt in 1 h), in $PENDING_CHUNKS steps"
 create_endpoint hold "$HOLD_URL" --policy hold
@@ -525,7 +618,7 @@ if [ "${RECOVERY:-0}" = 1 ]; then
 fi
 
 {
-  echo "== ringcast e2e delivery benchmark — $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT, QUICK=$QUICK"
+  echo "== ringcast e2e delivery benchmark$OVER — $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT, QUICK=$QUICK, TLS=$TLS"
   echo "   $NCPU cores; load average at start $LOAD_START, at end $(loadavg); daemon+wrk on core $SENDER_CPU, sink on core $SINK_CPU"
   echo "   N: intake $INTAKE_N, delivery $DELIV_N x $TRIALS trials, latency $LIVE_N, pending $PENDING_N; $PAYLOAD_BYTES B payloads; $CONNECTIONS connections"
   for r in "${RESULTS[@]}"; do echo "   $r"; done

@@ -6,6 +6,12 @@
 //   bench_net_transport --ab [--trials=5] [--seconds=3] [--conns=64] [--mode=plain|tls|both]
 //                            [--sink=PATH] [--wrk=PATH] [--peers=ringcast,wrk,bare]
 //                            [--side=ringcast|wrk|bare]
+//   bench_net_transport --make-certs=DIR      writes DIR/cert.pem and DIR/key.pem (the harness's
+//                                             self-signed certificate, below) and exits: the
+//                                             certificate of bench/e2e_delivery.sh's TLS mode
+//                                             (docs/benchmarks.md "End to end"), made without
+//                                             the openssl CLI. Exit 1 with a message when DIR is
+//                                             not a directory or a file cannot be written.
 //
 // The A/B harness: a fresh ringcast-sink per trial pinned to CPU 1 (signature verification on),
 // the client pinned to CPU 0, one of three peers with `conns` requests always in flight:
@@ -34,6 +40,7 @@
 #include <openssl/x509v3.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +49,9 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,11 +118,27 @@ struct Certs {
   std::string cert_file, key_file;
 };
 
-// A self-signed ECDSA P-256 certificate for localhost / 127.0.0.1, made in-process; the client
-// trusts it as its own anchor.
-Certs make_certs(const std::string& dir) {
+// Writes one PEM file with write(bio) (a PEM_write_bio_* call, 1 on success); false, with a
+// line on stderr, when the file cannot be opened, written or flushed.
+template <typename Write>
+bool write_pem(const std::string& file, Write write) {
+  bssl::UniquePtr<BIO> b(BIO_new_file(file.c_str(), "w"));
+  if (!b || write(b.get()) != 1 || BIO_flush(b.get()) != 1) {
+    std::cerr << "cannot write " << file << "\n";
+    return false;
+  }
+  return true;
+}
+
+// A self-signed ECDSA P-256 certificate for localhost / 127.0.0.1 (CA:TRUE), made in-process,
+// written as dir/cert.pem and dir/key.pem; the client trusts it as its own anchor. nullopt,
+// with a line on stderr, when it cannot be made or written.
+std::optional<Certs> make_certs(const std::string& dir) {
   bssl::UniquePtr<EC_KEY> ec(EC_KEY_new_by_curve_name(NID_X9_62_prime256v1));
-  EC_KEY_generate_key(ec.get());
+  if (!ec || EC_KEY_generate_key(ec.get()) != 1) {
+    std::cerr << "cannot generate the P-256 key\n";
+    return std::nullopt;
+  }
   bssl::UniquePtr<EVP_PKEY> key(EVP_PKEY_new());
   EVP_PKEY_assign_EC_KEY(key.get(), ec.release());
   bssl::UniquePtr<X509> x(X509_new());
@@ -134,17 +159,28 @@ Certs make_certs(const std::string& dir) {
     bssl::UniquePtr<X509_EXTENSION> ext(X509V3_EXT_nconf_nid(nullptr, &ctx, nid, value));
     X509_add_ext(x.get(), ext.get(), -1);
   }
-  X509_sign(x.get(), key.get(), EVP_sha256());
-  Certs c{dir + "/cert.pem", dir + "/key.pem"};
-  {
-    bssl::UniquePtr<BIO> b(BIO_new_file(c.cert_file.c_str(), "w"));
-    PEM_write_bio_X509(b.get(), x.get());
+  if (X509_sign(x.get(), key.get(), EVP_sha256()) <= 0) {
+    std::cerr << "cannot sign the certificate\n";
+    return std::nullopt;
   }
-  {
-    bssl::UniquePtr<BIO> b(BIO_new_file(c.key_file.c_str(), "w"));
-    PEM_write_bio_PrivateKey(b.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  Certs c{dir + "/cert.pem", dir + "/key.pem"};
+  if (!write_pem(c.cert_file, [&](BIO* b) { return PEM_write_bio_X509(b, x.get()); }) ||
+      !write_pem(c.key_file, [&](BIO* b) {
+        return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+      })) {
+    return std::nullopt;
   }
   return c;
+}
+
+// --make-certs=DIR: make_certs(DIR), for bench/e2e_delivery.sh's TLS mode.
+int make_certs_main(const std::string& dir) {
+  struct stat st {};
+  if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::cerr << "--make-certs: \"" << dir << "\" is not a directory\n";
+    return 1;
+  }
+  return make_certs(dir) ? 0 : 1;
 }
 
 // A: this process, net::HttpTransport, `conns` requests always in flight.
@@ -365,20 +401,32 @@ int ab_main(int argc, char** argv) {
   }
   char tmpl[] = "/tmp/ringcast-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  const Certs certs = make_certs(dir);
+  const std::optional<Certs> certs = make_certs(dir);
   ::signal(SIGPIPE, SIG_IGN);
-  if (a.mode == "plain" || a.mode == "both") run_ab(a, false, dir, certs);
-  if (a.mode == "tls" || a.mode == "both") run_ab(a, true, dir, certs);
+  if (certs) {
+    if (a.mode == "plain" || a.mode == "both") run_ab(a, false, dir, *certs);
+    if (a.mode == "tls" || a.mode == "both") run_ab(a, true, dir, *certs);
+  }
   std::string cleanup = "rm -rf " + dir;
-  return std::system(cleanup.c_str()) == 0 ? 0 : 1;
+  const bool cleaned = std::system(cleanup.c_str()) == 0;
+  return certs && cleaned ? 0 : 1;
 }
 
 }  // namespace
 }  // namespace ringcast::net
 
 int main(int argc, char** argv) {
+  constexpr std::string_view kMakeCerts = "--make-certs=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--ab") == 0) return ringcast::net::ab_main(argc, argv);
+    const std::string_view arg = argv[i];
+    if (arg == "--ab") return ringcast::net::ab_main(argc, argv);
+    if (arg.starts_with(kMakeCerts)) {
+      return ringcast::net::make_certs_main(std::string(arg.substr(kMakeCerts.size())));
+    }
+    if (arg == "--make-certs") {
+      std::cerr << "usage: bench_net_transport --make-certs=DIR\n";
+      return 1;
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
