@@ -164,6 +164,7 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
                           "tenant_hash");
     }
   }
+  std::map<Partition, std::vector<DeliveryId>> ended;  // per partition: ids this batch ended
   for (const DeliveryPut& dp : m.deliveries) {
     const Delivery& d = dp.delivery;
     PartBatch& b = part(id_partition(d.id));
@@ -179,9 +180,9 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
     } else if (dp.is_new || dp.rewrite) {
       b.op('Z', "act", id8);
     }
-    if (is_terminal(d.status)) b.op('S', "done", id8, stamp);  // retention: ended at `stamp`
-    // A resend reopened it: live again, out of retention's reach until it ends.
-    if (dp.rewrite && !is_terminal(d.status)) b.op('R', "done", id8);
+    // Retention: the ids this batch ended in p are one T done member (below). A resend that
+    // reopens a delivery leaves its earlier member: retention skips an id that is in T act.
+    if (is_terminal(d.status)) ended[id_partition(d.id)].push_back(d.id);
     if (dp.is_new) {
       uint64_t th = dp.tenant_hash;
       if (th == 0) {
@@ -200,6 +201,16 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
       }
     }
     b.saw(d.id);
+  }
+  // T done: one member per partition and batch, the ended ids (be64 each, ascending) scored
+  // with the batch's stamp, instead of a member per delivery (docs/cluster.md "Retention").
+  for (auto& [p, ids] : ended) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::string member;
+    member.reserve(8 * ids.size());
+    for (DeliveryId id : ids) put_be64(member, id);
+    part(p).op('S', "done", std::move(member), stamp);
   }
   for (const Attempt& a : m.attempts) {
     // T at: one lexicographic ZSET per partition, member be64(id) + be16(number) + attempt, so

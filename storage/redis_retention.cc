@@ -267,6 +267,13 @@ Result<RetentionStats> RedisStore::run_retention_on(WallTime now,
         std::vector<std::string> members;
         for (const Reply& m : (*c)->elements()) members.push_back(m.str());
         if (members.empty()) break;
+        const size_t fetched = members.size();
+        if (kind == "done") {  // at most `chunk` ids per script (one member at least)
+          size_t n = 0, keep = 0;
+          while (keep < members.size() && (keep == 0 || n + members[keep].size() / 8 <= chunk))
+            n += members[keep++].size() / 8;
+          members.resize(keep);
+        }
         // Asked once per chunk with work, before it is deleted: the next pass finds the rest.
         if (stop && stop()) {
           st.stopped = true;
@@ -280,11 +287,17 @@ Result<RetentionStats> RedisStore::run_retention_on(WallTime now,
           ops.push_back(std::move(c));
         };
         if (kind == "done") {
+          // A member is the ids one batch ended (8 bytes each; one id: also what builds before
+          // the per-batch members wrote).
           std::vector<DeliveryId> ids;
+          std::vector<size_t> first;  // per member: its first index in ids
           for (const std::string& m : members) {
-            if (m.size() != 8) return make_error(Errc::kCorruption, "done index: bad member");
-            ids.push_back(get_be64(m.data()));
+            if (m.empty() || m.size() % 8 != 0)
+              return make_error(Errc::kCorruption, "done index: bad member");
+            first.push_back(ids.size());
+            for (size_t at = 0; at < m.size(); at += 8) ids.push_back(get_be64(m.data() + at));
           }
+          first.push_back(ids.size());
           auto ds = im.fetch(ids);
           if (!ds) return ds.error();
           // The tenant of each event (its T ed header) names the index members.
@@ -320,14 +333,17 @@ Result<RetentionStats> RedisStore::run_retention_on(WallTime now,
               if (!tenant.empty()) tenant_of[evs[i]] = tenant_hash(tenant);
             }
           }
-          for (size_t i = 0; i < ids.size(); ++i) {
-            const auto& d = (*ds)[i];
-            auto th = d ? tenant_of.find(d->event) : tenant_of.end();
-            if (th == tenant_of.end()) {
-              op('D', members[i]);  // no record or no tenant: only what the id names goes
-            } else {
-              op('D', members[i], tenant_index(th->second),
-                 endpoint_index(th->second, d->endpoint));
+          for (size_t mi = 0; mi < members.size(); ++mi) {
+            op('G', members[mi]);
+            for (size_t i = first[mi]; i < first[mi + 1]; ++i) {
+              const auto& d = (*ds)[i];
+              auto th = d ? tenant_of.find(d->event) : tenant_of.end();
+              if (th == tenant_of.end()) {
+                op('D', be64s(ids[i]));  // no record or no tenant: only what the id names goes
+              } else {
+                op('D', be64s(ids[i]), tenant_index(th->second),
+                   endpoint_index(th->second, d->endpoint));
+              }
             }
           }
           for (EventSeq e : evs) op('E', be64s(e));
@@ -369,7 +385,7 @@ Result<RetentionStats> RedisStore::run_retention_on(WallTime now,
         st.events += static_cast<uint64_t>(a[2].integer_value());
         st.notifications += static_cast<uint64_t>(a[3].integer_value());
         st.expiry_entries += members.size();
-        if (members.size() < chunk) break;
+        if (fetched < chunk && members.size() == fetched) break;
       }
     }
   }

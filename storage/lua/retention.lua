@@ -23,13 +23,17 @@ local function inv(s)
   for i = 1, #s do t[i] = string.char(255 - string.byte(s, i)) end
   return table.concat(t)
 end
+-- G: a T done member (the ids one batch ended) still scored before the cutoff goes, and the D
+-- ops after it delete its ids; an id in T act was reopened by a resend since and stays.
+local go = false
 for i = 5, #ARGV, 4 do
   local op, a, b, c = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  if op == 'D' then
+  if op == 'G' then
     local sc = redis.call('ZSCORE', pre .. 'done', a)
-    if sc and tonumber(sc) < cutoff then
-      redis.call('ZREM', pre .. 'done', a)
-      redis.call('ZREM', pre .. 'act', a)
+    go = sc and tonumber(sc) < cutoff
+    if go then redis.call('ZREM', pre .. 'done', a) end
+  elseif op == 'D' then
+    if go and not redis.call('ZSCORE', pre .. 'act', a) then
       nd = nd + redis.call('HDEL', pre .. 'dl', a)
       na = na + redis.call('ZREMRANGEBYLEX', pre .. 'at', '[' .. a, after(a))
       if b ~= '' then

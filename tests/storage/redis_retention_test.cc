@@ -110,9 +110,18 @@ class RedisRetentionTest : public ::testing::Test {
                         .type == SyncReply::Type::kString
                 ? 1
                 : 0) +
-           (server_->cmd({"ZSCORE", key(p, "done"), be64s(id)}).type == SyncReply::Type::kString
-                ? 1
-                : 0);
+           (in_done(id) ? 1 : 0);
+  }
+  // The id is in a T done member (the ids one batch ended, be64 each).
+  bool in_done(DeliveryId id) {
+    const SyncReply r = server_->cmd({"ZRANGE", key(id_partition(id), "done"), "0", "-1"});
+    const std::string id8 = be64s(id);
+    for (const SyncReply& m : r.elements) {
+      for (size_t at = 0; at + 8 <= m.str.size(); at += 8) {
+        if (m.str.compare(at, 8, id8) == 0) return true;
+      }
+    }
+    return false;
   }
   bool event_stored(RedisStore& s, const Event& e) {
     auto k = s.find_event_key(e.tenant, e.id);
@@ -347,6 +356,61 @@ TEST_F(RedisRetentionTest, IsFencedByTheLease) {
   r = s->run_retention_on(clock_.wall_now(), {{static_cast<Partition>((p + 1) % kPartitions), 5}});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(delivery_stored(make_id(p, 21)));
+}
+
+// T done holds one member per partition and batch (the ids it ended); a resend that reopens
+// one of them keeps that delivery out of the member's retention, and it goes a window after it
+// ends again.
+TEST_F(RedisRetentionTest, OneMemberPerBatchAndAReopenedDeliveryIsKept) {
+  auto s = open();
+  ASSERT_NE(s, nullptr);
+  const Partition p = partition_of(tenant_);
+  const uint64_t th = tenant_hash(tenant_);
+  const EndpointId ep = make_id(p, 1);
+  std::vector<Event> evs;
+  Mutations ended;
+  for (uint64_t i = 0; i < 3; ++i) {
+    evs.push_back(make_event(tenant_, "r" + std::to_string(i), 100 + 2 * i, "{}"));
+    write(*s, new_delivery(evs.back(), ep, 101 + 2 * i, true));
+    Mutations e = end(evs.back(), ep, 101 + 2 * i);
+    ended.deliveries.push_back(e.deliveries[0]);
+    ended.attempts.push_back(e.attempts[0]);
+  }
+  write(*s, ended);
+  EXPECT_EQ(num({"ZCARD", key(p, "done")}), 1) << "one member for the batch's three ids";
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(in_done(make_id(p, 101 + 2 * i))) << i;
+
+  clock_.advance(days(5));
+  const DeliveryId reopened = make_id(p, 103);
+  {  // a resend: the ended delivery is pending again
+    Mutations m;
+    Delivery d = make_delivery(evs[1], ep, 103, DeliveryStatus::kPending);
+    DeliveryPut put{d, th, false};
+    put.rewrite = true;
+    m.deliveries.push_back(put);
+    m.attempts.push_back(make_attempt(d.id, 2, Outcome::kSuccess));
+    write(*s, m);
+  }
+  clock_.advance(days(26));  // the batch ended 31 days ago
+  auto st = s->run_retention_on(clock_.wall_now(), all_partitions());
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(st->deliveries, 2u);
+  EXPECT_FALSE(delivery_stored(make_id(p, 101)));
+  EXPECT_FALSE(delivery_stored(make_id(p, 105)));
+  EXPECT_TRUE(delivery_stored(reopened)) << "reopened since: not the old member's to delete";
+  EXPECT_EQ(num({"ZCARD", key(p, "done")}), 0);
+
+  write(*s, end(evs[1], ep, 103));  // it ends again: a window from now
+  clock_.advance(days(29));
+  st = s->run_retention_on(clock_.wall_now(), all_partitions());
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->deliveries, 0u);
+  EXPECT_TRUE(delivery_stored(reopened));
+  clock_.advance(days(2));
+  st = s->run_retention_on(clock_.wall_now(), all_partitions());
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->deliveries, 1u);
+  EXPECT_FALSE(delivery_stored(reopened));
 }
 
 TEST_F(RedisRetentionTest, WorksInChunksAndStopsBetweenThem) {
