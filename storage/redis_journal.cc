@@ -90,7 +90,7 @@ std::string notifications_key(uint64_t th) {
 // `stamp_ms` (the store's wall clock at write()) scores the retention indexes; a replay sends
 // the same ops, so the stamps stay those of the first send.
 Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool outbox,
-                                     bool mail_outbox) {
+                                     bool mail_outbox, CreatedGroups& created) {
   const std::string stamp = std::to_string(stamp_ms);
   std::map<Partition, PartBatch> parts;
   auto part = [&](Partition p) -> PartBatch& {
@@ -164,6 +164,21 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
                           "tenant_hash");
     }
   }
+  // Created deliveries (docs/cluster.md "Created deliveries"): a batch's new ones of a
+  // partition are one T cr member, not T act members; the writer remembers them (`created`).
+  {
+    std::map<Partition, std::vector<DeliveryId>> fresh;
+    for (const DeliveryPut& dp : m.deliveries) {
+      if (dp.is_new) fresh[id_partition(dp.delivery.id)].push_back(dp.delivery.id);
+    }
+    for (auto& [p, ids] : fresh) {
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      part(p).op('Z', "cr", CreatedGroups::member_of(ids));
+      created.add_group(p, std::move(ids));
+    }
+  }
+  std::vector<std::string> emptied;                    // T cr members with no created-only id left
   std::map<Partition, std::vector<DeliveryId>> ended;  // per partition: ids this batch ended
   for (const DeliveryPut& dp : m.deliveries) {
     const Delivery& d = dp.delivery;
@@ -172,14 +187,21 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
     encode_delivery(d, v);
     const std::string id8 = be64s(d.id);
     b.op('H', "dl", id8, v);
-    // T act: added when created or reopened (a resend), removed when it ends. Any other put of
-    // a live delivery — a lease, a retry, a send given back, recovery's lease_expired — is of
-    // one created before or earlier in this batch, so it is in T act already (no ZADD again).
+    // T act: the live deliveries that are not only created — those that reached a retry's
+    // wait, a send given back, a recovered lease, a resend. A lease leaves a created delivery
+    // created-only (recovery finds it in T cr and reads its lease in T dl). An end removes the
+    // delivery from T act unless it was only created.
+    const size_t before = emptied.size();
     if (is_terminal(d.status)) {
-      b.op('R', "act", id8);
-    } else if (dp.is_new || dp.rewrite) {
+      if (!created.take(d.id, emptied)) b.op('R', "act", id8);
+    } else if (dp.rewrite) {
+      created.take(d.id, emptied);
       b.op('Z', "act", id8);
+    } else if (!dp.is_new && d.status != DeliveryStatus::kInFlight) {
+      // Already in T act unless it was only created (written by this store, or recovered).
+      if (created.take(d.id, emptied)) b.op('Z', "act", id8);
     }
+    for (size_t i = before; i < emptied.size(); ++i) b.op('R', "cr", std::move(emptied[i]));
     // Retention: the ids this batch ended in p are one T done member (below). A resend that
     // reopens a delivery leaves its earlier member: retention skips an id that is in T act.
     if (is_terminal(d.status)) ended[id_partition(d.id)].push_back(d.id);
@@ -673,7 +695,8 @@ Result<uint64_t> RedisStore::write(const Mutations& m) {
     if (impl_->error) return *impl_->error;
     if (m.empty()) return impl_->next_commit;
   }
-  auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox, impl_->opt.mail_outbox);
+  auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox, impl_->opt.mail_outbox,
+                    impl_->created);
   if (!list) return list.error();
   // The epoch of each partition is the one set when write() is called: the one the caller's
   // fenced(p, epoch) check must name.

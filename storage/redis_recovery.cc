@@ -29,6 +29,7 @@ namespace ringcast::storage {
 namespace {
 
 constexpr size_t kRecoveryChunk = 1024;
+constexpr size_t kCreatedMembersPerPage = 256;  // T cr members (a batch's ids each) per page
 
 // Pairs of a flat HGETALL reply.
 Result<std::vector<std::pair<std::string, std::string>>> pairs_of(const Reply& r) {
@@ -170,7 +171,60 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
       ++st.tenants;
     }
   }
-  {  // non-terminal deliveries, in id order, a page at a time; leases are turned back first
+  // Leases found in flight are turned back (a lease_expired attempt, written and waited for)
+  // before the chunk's deliveries are visited.
+  auto settle_chunk = [&](std::vector<Delivery>& chunk) -> Result<void> {
+    std::vector<size_t> leased;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (chunk[i].status == DeliveryStatus::kInFlight) leased.push_back(i);
+    }
+    if (!leased.empty()) {
+      std::vector<Cmd> hk;
+      for (size_t i : leased) {
+        auto [lo, hi] = attempts_range(chunk[i].id);
+        hk.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
+      }
+      Replies kr = impl_->run(std::move(hk));
+      Mutations m;
+      m.event_keys_checked = true;
+      for (size_t j = 0; j < leased.size(); ++j) {
+        Delivery& d = chunk[leased[j]];
+        auto kc = check(kr[j]);
+        if (!kc) return kc.error();
+        // Never overwrite a recorded attempt: number after the last one stored.
+        uint32_t number = std::max<uint32_t>(d.attempts, 1);
+        if (!(*kc)->is_array()) return bad_reply();
+        for (const Reply& f : (*kc)->elements()) {
+          if (f.str().size() >= 10)
+            number = std::max<uint32_t>(number, get_be16(f.str().data() + 8) + 1u);
+        }
+        number = std::min<uint32_t>(number, 0xffff);
+        m.attempts.push_back(expire_lease(d, static_cast<uint16_t>(number), now));
+        m.deliveries.push_back(DeliveryPut{d, 0, false});
+      }
+      auto list = split(m, impl_->stamp_ms(), impl_->opt.notification_outbox,
+                        impl_->opt.mail_outbox, impl_->created);
+      if (!list) return list.error();
+      for (PartBatch& b : *list) b.epoch = epoch;  // all of p
+      auto w = impl_->submit(std::move(*list), m.event_keys_checked);
+      if (!w) return w.error();
+      if (!wait_durable(*w, impl_->opt.command_timeout * 4)) {
+        if (auto e = failed()) return *e;
+        return make_error(Errc::kUnavailable, "redis: recovery write did not complete");
+      }
+      if (fenced(p, epoch))
+        return make_error(Errc::kUnavailable, "redis: the partition's lease is not held",
+                          "partition", "fenced");
+      st.leases_expired += leased.size();
+    }
+    for (const Delivery& d : chunk) visitor.on_delivery(d);
+    st.pending += chunk.size();
+    return ok();
+  };
+  // What this store knew of p's created deliveries is rebuilt from T cr below.
+  impl_->created.reset_partition(p);
+  std::vector<DeliveryId> active;  // T act's ids, ascending
+  {                                // the deliveries in T act, in id order, a page at a time
     Result<Reply> page = std::move(rs[2]);
     for (;;) {
       auto c = check(page);
@@ -184,60 +238,91 @@ Result<RecoveryStats> RedisStore::recover(Partition p, WallTime now, RecoveryVis
         last = m.str();
       }
       if (part.empty()) break;
+      active.insert(active.end(), part.begin(), part.end());
       auto ds = impl_->fetch(part);
       if (!ds) return ds.error();
       std::vector<Delivery> chunk;
-      std::vector<size_t> leased;
       for (auto& d : *ds) {
         if (!d || is_terminal(d->status)) continue;  // not expected in the active set
         max_seq = std::max(max_seq, id_sequence(d->id));
         chunk.push_back(*d);
-        if (d->status == DeliveryStatus::kInFlight) leased.push_back(chunk.size() - 1);
       }
-      if (!leased.empty()) {
-        std::vector<Cmd> hk;
-        for (size_t i : leased) {
-          auto [lo, hi] = attempts_range(chunk[i].id);
-          hk.push_back({"ZRANGEBYLEX", pre + "at", std::move(lo), std::move(hi)});
-        }
-        Replies kr = impl_->run(std::move(hk));
-        Mutations m;
-        m.event_keys_checked = true;
-        for (size_t j = 0; j < leased.size(); ++j) {
-          Delivery& d = chunk[leased[j]];
-          auto kc = check(kr[j]);
-          if (!kc) return kc.error();
-          // Never overwrite a recorded attempt: number after the last one stored.
-          uint32_t number = std::max<uint32_t>(d.attempts, 1);
-          if (!(*kc)->is_array()) return bad_reply();
-          for (const Reply& f : (*kc)->elements()) {
-            if (f.str().size() >= 10)
-              number = std::max<uint32_t>(number, get_be16(f.str().data() + 8) + 1u);
-          }
-          number = std::min<uint32_t>(number, 0xffff);
-          m.attempts.push_back(expire_lease(d, static_cast<uint16_t>(number), now));
-          m.deliveries.push_back(DeliveryPut{d, 0, false});
-        }
-        auto list =
-            split(m, impl_->stamp_ms(), impl_->opt.notification_outbox, impl_->opt.mail_outbox);
-        if (!list) return list.error();
-        for (PartBatch& b : *list) b.epoch = epoch;  // all of p
-        auto w = impl_->submit(std::move(*list), m.event_keys_checked);
-        if (!w) return w.error();
-        if (!wait_durable(*w, impl_->opt.command_timeout * 4)) {
-          if (auto e = failed()) return *e;
-          return make_error(Errc::kUnavailable, "redis: recovery write did not complete");
-        }
-        if (fenced(p, epoch))
-          return make_error(Errc::kUnavailable, "redis: the partition's lease is not held",
-                            "partition", "fenced");
-        st.leases_expired += leased.size();
-      }
-      for (const Delivery& d : chunk) visitor.on_delivery(d);
-      st.pending += chunk.size();
+      if (auto r = settle_chunk(chunk); !r) return r.error();
       if (part.size() < kRecoveryChunk) break;
       page = impl_->run1({"ZRANGEBYLEX", pre + "act", "(" + last, "+", "LIMIT", "0",
                           std::to_string(kRecoveryChunk)});
+    }
+  }
+  std::sort(active.begin(), active.end());
+  {  // the created deliveries (docs/cluster.md "Created deliveries"): T cr's members, whose
+     // ids not in T act and not ended are only created
+    std::string after = "-";
+    std::vector<std::string> dead;  // members with no created-only id left
+    for (;;) {
+      auto page = impl_->run1({"ZRANGEBYLEX", pre + "cr", after, "+", "LIMIT", "0",
+                               std::to_string(kCreatedMembersPerPage)});
+      auto c = check(page);
+      if (!c) return c.error();
+      if (!(*c)->is_array()) return bad_reply();
+      std::vector<std::vector<DeliveryId>> members;
+      std::vector<DeliveryId> ask;  // their ids not in T act
+      std::string last;
+      for (const Reply& m : (*c)->elements()) {
+        const std::string& b = m.str();
+        if (b.empty() || b.size() % 8 != 0)
+          return make_error(Errc::kCorruption, "created: bad member");
+        std::vector<DeliveryId>& ids = members.emplace_back();
+        for (size_t at = 0; at < b.size(); at += 8) {
+          const DeliveryId id = get_be64(b.data() + at);
+          ids.push_back(id);
+          max_seq = std::max(max_seq, id_sequence(id));
+          if (!std::binary_search(active.begin(), active.end(), id)) ask.push_back(id);
+        }
+        last = b;
+      }
+      if (members.empty()) break;
+      std::vector<Delivery> live;  // ascending
+      for (size_t from = 0; from < ask.size(); from += kRecoveryChunk) {
+        const std::vector<DeliveryId> some(
+            ask.begin() + static_cast<ptrdiff_t>(from),
+            ask.begin() + static_cast<ptrdiff_t>(std::min(ask.size(), from + kRecoveryChunk)));
+        auto ds = impl_->fetch(some);
+        if (!ds) return ds.error();
+        for (auto& d : *ds) {
+          if (d && !is_terminal(d->status)) live.push_back(*d);
+        }
+      }
+      std::sort(live.begin(), live.end(),
+                [](const Delivery& a, const Delivery& b) { return a.id < b.id; });
+      for (size_t mi = 0; mi < members.size(); ++mi) {
+        std::vector<DeliveryId> still;
+        for (DeliveryId id : members[mi]) {
+          auto it = std::lower_bound(live.begin(), live.end(), id,
+                                     [](const Delivery& d, DeliveryId x) { return d.id < x; });
+          if (it != live.end() && it->id == id) still.push_back(id);
+        }
+        if (still.empty()) {
+          dead.push_back(CreatedGroups::member_of(members[mi]));
+        } else {
+          impl_->created.recovered_group(p, std::move(members[mi]), still);
+        }
+      }
+      for (size_t from = 0; from < live.size(); from += kRecoveryChunk) {
+        std::vector<Delivery> chunk(
+            live.begin() + static_cast<ptrdiff_t>(from),
+            live.begin() + static_cast<ptrdiff_t>(std::min(live.size(), from + kRecoveryChunk)));
+        if (auto r = settle_chunk(chunk); !r) return r.error();
+      }
+      if (members.size() < kCreatedMembersPerPage) break;
+      after = "(" + last;
+    }
+    // A member none of whose ids is only created stays so (an id never goes back): whoever
+    // removes it, and when, does not matter.
+    for (size_t from = 0; from < dead.size(); from += kRecoveryChunk) {
+      Cmd zrem{"ZREM", pre + "cr"};
+      for (size_t i = from; i < std::min(dead.size(), from + kRecoveryChunk); ++i)
+        zrem.push_back(std::move(dead[i]));
+      if (auto r = check(impl_->run1(std::move(zrem))); !r) return r.error();
     }
   }
   {

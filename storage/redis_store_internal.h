@@ -56,6 +56,7 @@
 #include "redis/client.h"
 #include "redis/cluster.h"
 #include "redis/reply.h"
+#include "storage/redis_created.h"
 #include "storage/redis_store.h"
 
 namespace ringcast::storage {
@@ -207,9 +208,10 @@ struct PartBatch {
   uint32_t next_order_ = 0;
 };
 
-// storage/redis_journal.cc.
+// storage/redis_journal.cc. `created` is the writer's record of created-only deliveries
+// (redis_created.h), updated with the batch.
 Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool outbox,
-                                     bool mail_outbox);
+                                     bool mail_outbox, CreatedGroups& created);
 
 }  // namespace redis_detail
 
@@ -232,6 +234,8 @@ using redis_detail::tenant_index;
 
 struct RedisStore::Impl {
   RedisStoreOptions opt;
+  // The deliveries this store wrote (or recovered) that are only created: not in T act.
+  CreatedGroups created;
   std::atomic<uint64_t>* durable = nullptr;
   bool fencing = false;      // opt.node_id is set
   std::string apply_source;  // kApplyBody, behind cluster::kFencePrelude when fencing
