@@ -284,8 +284,8 @@ TEST_P(RedisFenceTest, AFencedPartitionWritesNothingAndTheRestOfTheBatchLands) {
     EXPECT_EQ(lease.elements[0].str, c.node);
     EXPECT_EQ(lease.elements[1].str, c.epoch);
     EXPECT_EQ(raw({"EXISTS", cluster::partition_key("rc", p_, "seq")}).integer, 0);
-    EXPECT_EQ(raw({"EXISTS", cluster::partition_key("rc", p_, "act")}).integer, 0);
-    EXPECT_EQ(raw({"EXISTS", cluster::partition_key("rc", q_, "act")}).integer, 1);
+    EXPECT_EQ(raw({"EXISTS", cluster::partition_key("rc", p_, "cr")}).integer, 0);
+    EXPECT_EQ(raw({"EXISTS", cluster::partition_key("rc", q_, "cr")}).integer, 1);
     seq += 100;
   }
   EXPECT_EQ(s->fenced_writes(), 2u);
