@@ -71,20 +71,9 @@ class CreatedRecords : public ::testing::Test {
   Event event(uint64_t seq) { return make_event(tenant_, "evt-" + std::to_string(seq), seq, "{}"); }
   // n new deliveries of one new event, as intake writes them (created, pending, no attempt).
   std::vector<Delivery> create(RocksStore& store, uint64_t event_seq, uint64_t n) {
-    Event ev = event(event_seq);
-    Mutations m;
-    m.events.push_back(ev);
-    std::vector<Delivery> out;
-    for (uint64_t i = 1; i <= n; ++i) {
-      Delivery d = make_delivery(ev, make_id(p_, 1), event_seq + i);
-      d.attempts = d.fast_attempts = 0;
-      d.last_http_status = 0;
-      d.last_code = ErrorCode::none();
-      m.deliveries.push_back(put_new(d, tenant_));
-      out.push_back(d);
-    }
+    auto [m, ds] = created_batch(tenant_, event_seq, n, make_id(p_, 1));
     write_durable(store, m);
-    return out;
+    return ds;
   }
   // ds[from, to) leased, then their first attempts succeeded: two batches, as a shard writes
   // them.

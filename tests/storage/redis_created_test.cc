@@ -25,12 +25,6 @@ using ringcast::test::RedisServer;
 using ringcast::test::SyncReply;
 using ringcast::test::TempDir;
 
-std::string be64s(uint64_t v) {
-  std::string s;
-  put_be64(s, v);
-  return s;
-}
-
 class RedisCreatedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -62,18 +56,9 @@ class RedisCreatedTest : public ::testing::Test {
   }
   // One event with n new deliveries (created, pending), as intake writes them.
   std::vector<Delivery> create(RedisStore& s, uint64_t event_seq, uint64_t n) {
-    Event ev = make_event(tenant_, "evt-" + std::to_string(event_seq), event_seq, "{}");
-    Mutations m;
-    m.events.push_back(ev);
-    std::vector<Delivery> out;
-    for (uint64_t i = 1; i <= n; ++i) {
-      Delivery d = make_delivery(ev, make_id(p_, 1), event_seq + i);
-      d.attempts = d.fast_attempts = 0;
-      m.deliveries.push_back(put_new(d, tenant_));
-      out.push_back(d);
-    }
+    auto [m, ds] = created_batch(tenant_, event_seq, n, make_id(p_, 1));
     write(s, m);
-    return out;
+    return ds;
   }
   void put(RedisStore& s, std::vector<Delivery>& ds, size_t from, size_t to, DeliveryStatus st,
            uint16_t attempts) {

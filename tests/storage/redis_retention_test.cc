@@ -31,11 +31,6 @@ using ringcast::test::RedisServerOptions;
 using ringcast::test::SyncReply;
 using ringcast::test::TempDir;
 
-std::string be64s(uint64_t v) {
-  std::string s;
-  put_be64(s, v);
-  return s;
-}
 std::string hex16(uint64_t v) {
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));

@@ -11,6 +11,7 @@
 
 #include "core/store.h"
 #include "core/types.h"
+#include "storage/codec.h"
 #include "storage/rocks_store.h"
 #include "storage/schema.h"
 #include "tests/support/temp_dir.h"
@@ -128,6 +129,33 @@ inline DeliveryPut put_new(const Delivery& d, std::string_view tenant) {
 }
 inline DeliveryPut put_update(const Delivery& d) {
   return DeliveryPut{d, 0, false};
+}
+
+// One new event of `tenant` and its n new deliveries to `endpoint`, as intake writes them
+// (created, pending, no attempt yet): the batch, and the deliveries (ids event_seq + 1 ...).
+inline std::pair<Mutations, std::vector<Delivery>> created_batch(std::string_view tenant,
+                                                                 uint64_t event_seq, uint64_t n,
+                                                                 EndpointId endpoint) {
+  Event ev = make_event(tenant, "evt-" + std::to_string(event_seq), event_seq, "{}");
+  Mutations m;
+  m.events.push_back(ev);
+  std::vector<Delivery> out;
+  for (uint64_t i = 1; i <= n; ++i) {
+    Delivery d = make_delivery(ev, endpoint, event_seq + i);
+    d.attempts = d.fast_attempts = 0;
+    d.last_http_status = 0;
+    d.last_code = ErrorCode::none();
+    m.deliveries.push_back(put_new(d, tenant));
+    out.push_back(d);
+  }
+  return {std::move(m), std::move(out)};
+}
+
+// be64 of v, as the stores' keys and Redis members spell ids.
+inline std::string be64s(uint64_t v) {
+  std::string s;
+  put_be64(s, v);
+  return s;
 }
 
 inline StoreOptions options_for(const std::string& path, Clock* clock = nullptr,
