@@ -40,11 +40,6 @@ class RedisCreatedTest : public ::testing::Test {
     if (!r) ADD_FAILURE() << "open failed: " << r.error().message;
     return r ? std::move(*r) : nullptr;
   }
-  void write(RedisStore& s, const Mutations& m) {
-    auto r = s.write(m);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    ASSERT_TRUE(s.wait_durable(*r, seconds(10)));
-  }
   std::string key(const std::string& suffix) const {
     return "{rc:" + std::to_string(p_) + "}:" + suffix;
   }
@@ -57,7 +52,7 @@ class RedisCreatedTest : public ::testing::Test {
   // One event with n new deliveries (created, pending), as intake writes them.
   std::vector<Delivery> create(RedisStore& s, uint64_t event_seq, uint64_t n) {
     auto [m, ds] = created_batch(tenant_, event_seq, n, make_id(p_, 1));
-    write(s, m);
+    write_durable(s, m);
     return ds;
   }
   void put(RedisStore& s, std::vector<Delivery>& ds, size_t from, size_t to, DeliveryStatus st,
@@ -71,7 +66,7 @@ class RedisCreatedTest : public ::testing::Test {
         m.attempts.push_back(make_attempt(
             ds[i].id, attempts, is_terminal(st) ? Outcome::kSuccess : Outcome::kRetryable));
     }
-    write(s, m);
+    write_durable(s, m);
   }
   std::set<DeliveryId> recover_ids(RedisStore& s, uint64_t* leases = nullptr) {
     CollectingVisitor v;

@@ -179,7 +179,9 @@ inline std::unique_ptr<RocksStore> open_store(const StoreOptions& o) {
 }
 
 // Writes and waits until durable; fails the test on error.
-inline uint64_t write_durable(RocksStore& s, const Mutations& m) {
+// Either store (RocksStore, RedisStore: both have wait_durable).
+template <class S>
+inline uint64_t write_durable(S& s, const Mutations& m) {
   auto r = s.write(m);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   if (!r) return 0;
