@@ -6,11 +6,9 @@
 namespace ringcast::storage {
 
 uint64_t CreatedOnly::Window::floor() const {
+  // add() and take() keep the front word non-zero while anything is set.
   if (count == 0) return high;
-  for (size_t w = 0; w < words.size(); ++w) {
-    if (words[w] != 0) return base + 64 * w + static_cast<uint64_t>(std::countr_zero(words[w]));
-  }
-  return high;  // unreachable while count > 0
+  return base + static_cast<uint64_t>(std::countr_zero(words.front()));
 }
 
 bool CreatedOnly::add(DeliveryId id) {

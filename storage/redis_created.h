@@ -29,7 +29,6 @@ class CreatedGroups {
   // id left the created-only state (it ended, or a later state of it goes to T act): true when it
   // was created-only. A member that has no created-only id left is appended to `emptied`.
   bool take(DeliveryId id, std::vector<std::string>& emptied);
-  bool contains(DeliveryId id) const;
 
   // Recovery of p: forget what this writer knew of it, then add each member found in T cr with
   // the ids that are still only created (`live`, a subset of `ids`).
@@ -37,20 +36,17 @@ class CreatedGroups {
   void recovered_group(Partition p, std::vector<DeliveryId> ids,
                        const std::vector<DeliveryId>& live);
 
-  size_t size() const;  // created-only deliveries known
-
  private:
   struct Group {
     std::vector<DeliveryId> ids;  // the member's ids, ascending
     std::vector<bool> live;       // per id: still only created
     size_t remaining = 0;
   };
-  // Groups of p in id order, and the group holding id (nullptr if none); with mu_ held.
-  const Group* find(Partition p, DeliveryId id, size_t* at) const;
+  // Adds g to p's groups in id order; with mu_ held.
+  void insert(Partition p, Group g);
 
   mutable std::mutex mu_;
   std::unordered_map<Partition, std::deque<Group>> parts_;
-  size_t size_ = 0;
 };
 
 }  // namespace ringcast::storage

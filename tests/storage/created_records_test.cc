@@ -104,17 +104,7 @@ class CreatedRecords : public ::testing::Test {
     }
     write_durable(store, m);
   }
-  std::set<DeliveryId> recovered_ids(RocksStore& store) {
-    CollectingVisitor v;
-    auto st = store.recover(p_, kT0 + hours(1), v);
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-    std::set<DeliveryId> ids;
-    for (const Delivery& d : v.deliveries) {
-      EXPECT_EQ(d.status, DeliveryStatus::kPending);
-      EXPECT_TRUE(ids.insert(d.id).second) << "recovered twice: " << d.id;
-    }
-    return ids;
-  }
+  std::set<DeliveryId> recovered_ids(RocksStore& store) { return test::recovered_ids(store, p_); }
 };
 
 TEST_F(CreatedRecords, AFirstAttemptThatEndsADeliveryLeavesNoTombstoneInDeliveriesActive) {

@@ -69,16 +69,7 @@ class RedisCreatedTest : public ::testing::Test {
     write_durable(s, m);
   }
   std::set<DeliveryId> recover_ids(RedisStore& s, uint64_t* leases = nullptr) {
-    CollectingVisitor v;
-    auto st = s.recover(p_, kT0 + hours(1), v);
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-    std::set<DeliveryId> ids;
-    for (const Delivery& d : v.deliveries) {
-      EXPECT_EQ(d.status, DeliveryStatus::kPending) << d.id;
-      EXPECT_TRUE(ids.insert(d.id).second) << "visited twice: " << d.id;
-    }
-    if (leases && st.ok()) *leases = st->leases_expired;
-    return ids;
+    return recovered_ids(s, p_, leases);
   }
 
   TempDir dir_{"ringcast-redis-created"};

@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -187,6 +188,25 @@ inline uint64_t write_durable(S& s, const Mutations& m) {
   if (!r) return 0;
   EXPECT_TRUE(s.wait_durable(*r, seconds(10)));
   return *r;
+}
+
+// The ids recovery of p hands its visitor (each once, each pending: leases turned back), from
+// either store; `leases` gets how many leases it turned back.
+template <class S>
+inline std::set<DeliveryId> recovered_ids(S& s, Partition p, uint64_t* leases = nullptr) {
+  struct Ids final : RecoveryVisitor {
+    std::set<DeliveryId> ids;
+    void on_endpoint(const Endpoint&) override {}
+    void on_tenant(const Tenant&) override {}
+    void on_delivery(const Delivery& d) override {
+      EXPECT_EQ(d.status, DeliveryStatus::kPending) << d.id;
+      EXPECT_TRUE(ids.insert(d.id).second) << "recovered twice: " << d.id;
+    }
+  } v;
+  auto st = s.recover(p, kT0 + hours(1), v);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
+  if (leases && st.ok()) *leases = st->leases_expired;
+  return v.ids;
 }
 
 // The store's RocksDB opened directly (the store closed), to look under or around its API.
