@@ -49,6 +49,18 @@ std::optional<EventInputError> check_event_names(std::string_view tenant, std::s
   return std::nullopt;
 }
 
+std::optional<EventInputError> check_ordering_key(std::string_view key, bool given) {
+  bool bad = key.size() > kMaxOrderingKeyBytes || (given && key.empty());
+  for (size_t i = 0; i < key.size() && !bad; ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    bad = c < 0x20 || c > 0x7e;
+  }
+  if (!bad) return std::nullopt;
+  return EventInputError{"invalid_value", "ordering_key",
+                         "ordering_key must be 1-" + std::to_string(kMaxOrderingKeyBytes) +
+                             " bytes of printable ASCII"};
+}
+
 std::optional<EventInputError> check_event_payload_size(size_t bytes, const EventLimits& limits) {
   if (bytes <= limits.max_payload_bytes) return std::nullopt;
   return EventInputError{

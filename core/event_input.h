@@ -44,6 +44,12 @@ std::optional<EventInputError> check_event_id(std::string_view id,
 std::optional<EventInputError> check_event_names(std::string_view tenant, std::string_view id,
                                                  std::string_view type, const EventLimits& limits);
 
+// SPEC R13.1: an ordering key, when given (empty: none): 1..kMaxOrderingKeyBytes bytes of
+// printable ASCII (0x20..0x7e). Field "ordering_key". `given`: the producer named the field,
+// so an empty one is an error too.
+inline constexpr size_t kMaxOrderingKeyBytes = 256;
+std::optional<EventInputError> check_ordering_key(std::string_view key, bool given = false);
+
 // The payload's size (its JSON is each intake's parser's to check).
 std::optional<EventInputError> check_event_payload_size(size_t bytes, const EventLimits& limits);
 

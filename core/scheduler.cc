@@ -376,9 +376,14 @@ uint32_t Scheduler::fan_out_to(const Event& ev, const std::vector<EndpointId>& e
     d.next_attempt_at = now;
     d.status = DeliveryStatus::kPending;
     if (money) d.flags |= Delivery::kFlagMoney;
+    // SPEC R13.1: the endpoint's ordering decides the key the delivery is ordered by.
+    if (ep->cfg.ordering == Ordering::kEndpoint) {
+      d.set_order_key(kEndpointOrderKey);
+    } else if (ep->cfg.ordering == Ordering::kPerKey && !ev.ordering_key.empty()) {
+      d.set_order_key(ordering_key_hash(ev.ordering_key));
+    }
     if (created != nullptr) created->push_back(ep->cfg.id);
-    put(s, true, m);  // SPEC R12.2: persisted before the first byte
-    route(s, now, m);
+    enter(*ep, s, now, m, true, false);  // SPEC R12.2: persisted before the first byte
     ++n;
   }
   return n;
@@ -438,10 +443,10 @@ Result<Delivery> Scheduler::reopen_delivery(const Delivery& ended, WallTime now,
   d.last_code = ErrorCode::of(K::kResent);
   d.last_http_status = 0;
   d.breaker_mark = 0;
-  put(s, false, m);
-  m.deliveries.back().rewrite = true;
   const Delivery out = d;
-  route(s, now, m);
+  // SPEC R13: an ordered one queues again behind what waits for its key (docs/operations.md
+  // "Ordered delivery").
+  enter(*ep, s, now, m, false, true);
   return out;
 }
 

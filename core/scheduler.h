@@ -20,6 +20,7 @@
 
 #include "core/breaker.h"
 #include "core/engine.h"
+#include "core/order_keys.h"
 #include "core/policy.h"
 #include "core/result.h"
 #include "core/store.h"
@@ -118,6 +119,26 @@ struct SchedulerStats {
   uint64_t outcome[4] = {};  // by Outcome: success, rejected, retryable, unknown (R12.8)
   uint64_t subscription_postponed = 0, breaker_opened = 0, endpoints_disabled = 0;
   uint64_t hold_expired = 0, deadline_exceeded = 0;
+  // Ordered delivery (SPEC R13). Gauges: keys in play (a head, waiting ones, or blocked), keys
+  // blocked by a head that ended in failure (R13.2), deliveries waiting behind their key's head,
+  // the bytes of the key table; walked (once a second): keys with a backlog (waiting ones or
+  // blocked) and the age of the oldest such key's head (since its creation; a blocked key's:
+  // since it was blocked). Counter: deliveries ended superseded (R13.3).
+  uint64_t order_keys = 0, order_keys_blocked = 0, order_waiting = 0, order_bytes = 0;
+  uint64_t order_keys_backlogged = 0;
+  Duration order_oldest_head{0};
+  uint64_t superseded = 0;
+};
+
+// One ordering key with a backlog or a block (SPEC R13; Scheduler::order_keys_of).
+struct OrderKeyView {
+  uint64_t order_key = 0;     // ordering_key_hash() of the key, or kEndpointOrderKey
+  DeliveryId head = 0;        // the delivery at its head (0: blocked)
+  DeliveryId blocked_by = 0;  // blocked: the head that ended in failure (0: unknown after a restart)
+  bool blocked = false;
+  WallTime since;        // the head's creation; blocked: when the block began
+  uint32_t waiting = 0;  // deliveries waiting behind it (counted up to 1,000,000)
+  DeliveryId first_waiting = 0;
 };
 
 class Scheduler {
@@ -211,6 +232,13 @@ class Scheduler {
   uint32_t fan_out_missing(const Event& ev, const std::vector<EndpointId>& exclude, WallTime now,
                            IdAllocator& ids, Mutations& m,
                            std::vector<EndpointId>* created = nullptr);
+  // SPEC R13.2: an operator resolved `d` (an ended delivery). If it is the head that blocks its
+  // ordering key (or the key's blocker is unknown, after a restart), the key goes on: the next
+  // waiting delivery is its head. Returns whether a key was released.
+  bool settle_key(const Delivery& d, WallTime now, Mutations& m);
+  // The keys of an endpoint with a backlog or a block, at most `limit` (SPEC R13; a walk over
+  // every key in play: for the API, not for hot paths).
+  std::vector<OrderKeyView> order_keys_of(EndpointId endpoint, size_t limit) const;
 
   // ---- the loop -----------------------------------------------------------------------------
   // One pass: fires due timers (bounded), breaker timers, applies holds, and emits sends from
@@ -295,6 +323,17 @@ class Scheduler {
   void clear_wait_flags(Delivery& d);
   static DeliveryStatus ended_status(const Delivery& d);
   static void note_outcome(Delivery& d, Outcome o);
+  // SPEC R13 (core/scheduler_order.cc).
+  void enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool is_new, bool rewrite);
+  void order_ended(Pending* s, DeliveryStatus st, Mutations& m);
+  void release_key(uint64_t key_id, WallTime now, Mutations& m);
+  void supersede_backlog(EpState& ep, uint64_t key_id, const Pending* by, WallTime now,
+                         Mutations& m);
+  void restore_ordered(Pending* s, WallTime now);
+  void order_detach(Pending* s);
+  void order_reset_endpoint(EpState& ep, const Endpoint& before, WallTime now, Mutations& m);
+  void order_drop_blocked(const PartitionSet* ps, EndpointId endpoint);
+  void unqueue(Pending* s);  // out of the wheel or its ready queue, wherever it is linked
   uint32_t fan_out_to(const Event& ev, const std::vector<EndpointId>& exclude, WallTime now,
                       IdAllocator& ids, Mutations& m, std::vector<EndpointId>* created);
   static bool wants_check(const EpState& ep, const Delivery& d);
@@ -354,6 +393,16 @@ class Scheduler {
     uint32_t checks = 0;
   };
   std::unordered_map<DeliveryId, Reconcile> reconciling_;
+  // Ordered delivery (SPEC R13): the keys in play, and the blocked ones' facts (rare).
+  OrderKeys order_keys_;
+  struct Blocked {
+    DeliveryId by = 0;  // 0: unknown (blocked since a restart: Delivery::kFlagKeyBlocked)
+    WallTime since;
+    EndpointId endpoint = 0;
+    uint64_t order_key = 0;
+  };
+  std::unordered_map<uint64_t, Blocked> blocked_;
+  uint64_t order_waiting_ = 0;
   // The report of the on_result() running now (nullptr outside one) and the delivery it is for
   // (nullptr once that one ended): finish(), disable_endpoint() and on_check_result() fill it.
   ResultReport* report_ = nullptr;

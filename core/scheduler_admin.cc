@@ -55,6 +55,7 @@ void Scheduler::restore_delivery(const Delivery& d, WallTime now) {
       arm_endpoint_timer(*ep, ep->hold_until_ms);
     }
   }
+  if (d.order_key() != 0 && !d.test()) return restore_ordered(s, now);  // SPEC R13.4
   schedule_at(s, std::max(d.next_attempt_at, now));
 }
 
@@ -93,7 +94,9 @@ Result<Endpoint> Scheduler::update_endpoint(const Endpoint& e, WallTime now, Mut
   n.disabled_reason = ep->cfg.disabled_reason;
   n.created_at = ep->cfg.created_at;
   n.updated_at = now;
+  const Endpoint before = ep->cfg;
   ep->cfg = n;
+  order_reset_endpoint(*ep, before, now, m);  // SPEC R13: a change of ordering
   ep->policy = p;
   ep->tokens_init = false;       // a new rate limit starts with a full bucket
   if (ep->rate_timer_ms != 0) {  // ... and does not wait for the old limit's next token
@@ -156,6 +159,7 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
     for (uint32_t i = 0; i < opts_.slab_chunk_size; ++i) {
       Pending* s = &chunk[i];
       if (s->d.id == 0 || is_orphan(s) || !ps.test(pending_partition(s))) continue;
+      order_detach(s);  // SPEC R13: the next owner rebuilds the keys from the store
       if (s->d.status == DeliveryStatus::kInFlight) {
         RC_CHECK(!s->te.linked());
         s->te.expiry_ms = kOrphanMark;
@@ -164,17 +168,13 @@ uint64_t Scheduler::drop_partitions(const PartitionSet& ps) {
         ++orphans_;
         continue;
       }
-      RC_CHECK(s->te.linked());
-      if (s->te.expiry_ms == kReadyMark) {
-        ready_unlink(*ep_of(s->d.endpoint), s);
-      } else {
-        wheel_.cancel(&s->te);
-      }
+      unqueue(s);
       clear_wait_flags(s->d);
       free_pending(s);
       ++dropped;
     }
   }
+  order_drop_blocked(&ps, 0);
   // 2. Endpoints: an endpoint is in its tenant's partition.
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     EpState& ep = *it->second;
@@ -323,9 +323,28 @@ SchedulerStats Scheduler::stats() const {
         g.held_by_breaker += ep->ready_count;
       }
     }
+    g.order_keys_backlogged = 0;
+    g.order_oldest_head = Duration(0);
+    order_keys_.for_each([&](const OrderKeys::Key& k) {
+      if (k.head != nullptr && k.tail == nullptr) return;  // no backlog
+      ++g.order_keys_backlogged;
+      WallTime since = now_;
+      if (k.head != nullptr) {
+        since = pending_of(k.head)->d.created_at;
+      } else if (auto b = blocked_.find(k.id); b != blocked_.end()) {
+        since = b->second.since;
+      }
+      g.order_oldest_head = std::max(g.order_oldest_head, now_ - since);
+    });
     gauges_at_ = now_;
     gauges_valid_ = true;
   }
+  s.order_keys = order_keys_.size();
+  s.order_keys_blocked = blocked_.size();
+  s.order_waiting = order_waiting_;
+  s.order_bytes = order_keys_.bytes();
+  s.order_keys_backlogged = gauges_.order_keys_backlogged;
+  s.order_oldest_head = gauges_.order_oldest_head;
   s.breakers_open = gauges_.breakers_open;
   s.breakers_half_open = gauges_.breakers_half_open;
   s.held_by_pause = gauges_.held_by_pause;

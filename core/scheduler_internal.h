@@ -28,6 +28,9 @@ inline constexpr int64_t kReadyMark = std::numeric_limits<int64_t>::min();
 // (drop_partition): its result is ignored and its record recycled then. In-flight ones are never
 // linked, so the field is free to carry it.
 inline constexpr int64_t kOrphanMark = std::numeric_limits<int64_t>::min() + 1;
+// TimerEntry::expiry_ms of a pending delivery waiting behind its ordering key's head (SPEC R13,
+// core/order_keys.h): linked into the key's waiting list, in no wheel and no ready queue.
+inline constexpr int64_t kWaitMark = std::numeric_limits<int64_t>::min() + 2;
 
 inline Partition partition_of_hash(uint64_t tenant_hash) {
   return static_cast<Partition>(tenant_hash % kPartitions);
@@ -44,6 +47,7 @@ inline bool list_empty(const TimerEntry* h) {
 
 using scheduler_detail::K;
 using scheduler_detail::kOrphanMark;
+using scheduler_detail::kWaitMark;
 using scheduler_detail::kReadyMark;
 using scheduler_detail::list_empty;
 using scheduler_detail::list_init;

@@ -31,6 +31,9 @@ void Scheduler::finish(Pending* s, DeliveryStatus st, ErrorCode code, Mutations&
     case DeliveryStatus::kUnknown:
       ++counters_.unknown;
       break;
+    case DeliveryStatus::kSuperseded:
+      ++counters_.superseded;
+      break;
     default:
       break;
   }
@@ -41,6 +44,7 @@ void Scheduler::finish(Pending* s, DeliveryStatus st, ErrorCode code, Mutations&
     report_for_ = nullptr;  // its record is recycled now
   }
   put(s, false, m);
+  order_ended(s, st, m);  // SPEC R13: the next of its key goes (or the key is held)
   free_pending(s);
 }
 
@@ -462,7 +466,9 @@ void Scheduler::disable_endpoint(EpState& ep, ErrorCode reason, const Delivery& 
 // in-flight ones are marked and end when their result comes back. Scans the slab: a rare
 // event (R8.3 auto-disable, delete).
 void Scheduler::kill_backlog(EndpointId id, ErrorCode code, Mutations& m) {
-  EpState* ep = ep_of(id);
+  // SPEC R13: the endpoint's keys end with its backlog (a blocked one's block too): no
+  // release of a next one while they are killed.
+  order_drop_blocked(nullptr, id);
   for (const auto& chunk : chunks_) {
     for (uint32_t i = 0; i < opts_.slab_chunk_size; ++i) {
       Pending* s = &chunk[i];
@@ -471,13 +477,8 @@ void Scheduler::kill_backlog(EndpointId id, ErrorCode code, Mutations& m) {
         s->d.last_code = code;
         continue;
       }
-      if (s->te.linked()) {
-        if (s->te.expiry_ms == kReadyMark) {
-          ready_unlink(*ep, s);
-        } else {
-          wheel_.cancel(&s->te);
-        }
-      }
+      order_detach(s);
+      unqueue(s);
       finish(s, DeliveryStatus::kDead, code, m);
     }
   }

@@ -129,6 +129,27 @@ const char* on_unknown_name(OnUnknown o) {
   return "?";
 }
 
+const char* ordering_name(Ordering o) {
+  switch (o) {
+    case Ordering::kNone:
+      return "none";
+    case Ordering::kPerKey:
+      return "per_key";
+    case Ordering::kEndpoint:
+      return "endpoint";
+  }
+  return "?";
+}
+
+const char* on_head_failure_name(OnHeadFailure o) {
+  return o == OnHeadFailure::kSkip ? "skip" : "block";
+}
+
+uint64_t ordering_key_hash(std::string_view key) {
+  const uint64_t h = XXH3_64bits_withSeed(key.data(), key.size(), 0x6f72646572ULL) & kOrderKeyMask;
+  return h <= kEndpointOrderKey ? h + 2 : h;
+}
+
 const char* delivery_status_name(DeliveryStatus s) {
   switch (s) {
     case DeliveryStatus::kPending:
@@ -143,6 +164,8 @@ const char* delivery_status_name(DeliveryStatus s) {
       return "dead";
     case DeliveryStatus::kUnknown:
       return "unknown";
+    case DeliveryStatus::kSuperseded:
+      return "superseded";
   }
   return "?";
 }
@@ -216,6 +239,8 @@ std::string ErrorCode::str() const {
       return "status_check";
     case K::kReconcileExpired:
       return "reconcile_expired";
+    case K::kSuperseded:
+      return "superseded";
   }
   return "unknown";
 }

@@ -81,6 +81,8 @@ struct ErrorCode {
     // kHistoryRecordBase). The answer's meaning is in the record's outcome.
     kStatusCheck,
     kReconcileExpired,  // the reconciliation deadline passed without an answer: needs review
+    // SPEC R13.3: a newer delivery of the same ordering key replaced it while it waited.
+    kSuperseded,
   };
   Kind kind = Kind::kNone;
   int16_t detail = 0;
@@ -113,16 +115,43 @@ const char* endpoint_state_name(EndpointState s);
 enum class OnUnknown : uint8_t { kRetry, kReconcile, kReview };
 const char* on_unknown_name(OnUnknown o);
 
+// SPEC R13 (docs/operations.md "Ordered delivery"): what an endpoint keeps in order. kPerKey:
+// the deliveries of one ordering key, one at a time, in acceptance order; kEndpoint: all of
+// the endpoint's deliveries so.
+enum class Ordering : uint8_t { kNone, kPerKey, kEndpoint };
+const char* ordering_name(Ordering o);
+// What a head delivery that ends failed, dead or unknown does to its key (SPEC R13.2): kBlock
+// holds the key until that head is resent or resolved; kSkip lets the next one go.
+enum class OnHeadFailure : uint8_t { kBlock, kSkip };
+const char* on_head_failure_name(OnHeadFailure o);
+
+// The hash an ordering key is known by in a delivery record and in the scheduler: 56 bits (what
+// Delivery keeps), never 0 (no key) or 1 (kEndpointOrderKey). Two keys of one endpoint with the
+// same hash would share one queue: stricter order, never a broken one.
+inline constexpr uint64_t kEndpointOrderKey = 1;  // an endpoint with ordering = endpoint
+uint64_t ordering_key_hash(std::string_view key);
+
 // Delivery lifecycle. kInFlight doubles as the lease: persisted before the request goes on
 // the wire; a delivery found kInFlight at recovery gets a `lease_expired` attempt (R6).
 // kUnknown ("needs review", SPEC R12.10): its budget or a ceiling ended while its last
 // attempt's outcome was UNKNOWN (R12.1) — the receiver may have acted, so it is not `failed`
 // — until an operator resolves it (delivered or failed) or resends it.
-enum class DeliveryStatus : uint8_t { kPending, kInFlight, kDelivered, kFailed, kDead, kUnknown };
+// kSuperseded (SPEC R13.3): it waited behind its key's head and a newer delivery of the key
+// replaced it (the endpoint's `supersede`); never one that had an attempt.
+enum class DeliveryStatus : uint8_t {
+  kPending,
+  kInFlight,
+  kDelivered,
+  kFailed,
+  kDead,
+  kUnknown,
+  kSuperseded
+};
 const char* delivery_status_name(DeliveryStatus s);
 inline bool is_terminal(DeliveryStatus s) {
   return s == DeliveryStatus::kDelivered || s == DeliveryStatus::kFailed ||
-         s == DeliveryStatus::kDead || s == DeliveryStatus::kUnknown;
+         s == DeliveryStatus::kDead || s == DeliveryStatus::kUnknown ||
+         s == DeliveryStatus::kSuperseded;
 }
 
 // Which ladder an attempt was spent on (R3.4: separate budgets).
@@ -147,6 +176,9 @@ struct Event {
   std::string payload;     // raw JSON bytes, delivered byte-for-byte (R1)
   WallTime created_at;
   uint64_t payload_hash = 0;
+  // SPEC R13.1: empty, or 1..256 bytes of printable ASCII (core/event_input.h). Endpoints with
+  // ordering = per_key send the deliveries of one key one at a time, in acceptance order.
+  std::string ordering_key;
 };
 
 struct Secret {
@@ -187,6 +219,10 @@ struct Endpoint {
   // kReconcile: where to ask, "{webhook_id}" replaced by the delivery's webhook id; a GET
   // signed like a delivery (empty body). Validated like `url`.
   std::string status_url;
+  // SPEC R13 (docs/operations.md "Ordered delivery").
+  Ordering ordering = Ordering::kNone;
+  OnHeadFailure on_head_failure = OnHeadFailure::kBlock;
+  bool supersede = false;  // R13.3: after a backlog only a key's newest waiting one is sent
   WallTime created_at;
   WallTime updated_at;
 };
@@ -240,6 +276,18 @@ struct Delivery {
   // How often a crash of ringcast left it in flight (SPEC R6 lease_expired, expire_lease()):
   // each such attempt is in its history but spent none of its budget. Saturates at 255.
   uint8_t lease_expiries = 0;
+  // SPEC R13: ordering_key_hash() of its event's key (or kEndpointOrderKey), 0 when unordered;
+  // 56 bits, in the bytes the fields above leave free (Delivery stays 80 bytes). Persisted.
+  uint8_t order_key_bytes[7] = {};
+
+  uint64_t order_key() const {
+    uint64_t k = 0;
+    for (int i = 6; i >= 0; --i) k = (k << 8) | order_key_bytes[i];
+    return k;
+  }
+  void set_order_key(uint64_t k) {
+    for (int i = 0; i < 7; ++i) order_key_bytes[i] = static_cast<uint8_t>(k >> (8 * i));
+  }
 
   static constexpr uint8_t kFlagMoney = 1;  // money event (R3.5), decided at intake
   static constexpr uint8_t kFlagTest = 2;   // endpoint test event (R8.5, R9.3)
@@ -256,6 +304,10 @@ struct Delivery {
   // shows `"outcome_pending": "unknown"` while it retries, and a budget or ceiling that ends
   // now ends it kUnknown, not kFailed (R12.10). Persisted; cleared by a definitive outcome.
   static constexpr uint8_t kFlagLastUnknown = 32;
+  // SPEC R13.2: the first of its key's waiting deliveries while the key's head ended failed under
+  // on_head_failure = block: the key stays held after a restart. Persisted; cleared when it is
+  // released.
+  static constexpr uint8_t kFlagKeyBlocked = 64;
   bool money() const { return flags & kFlagMoney; }
   bool test() const { return flags & kFlagTest; }
   bool deferred() const { return flags & kFlagDeferred; }
@@ -263,6 +315,7 @@ struct Delivery {
   Ladder ladder() const { return (flags & kFlagSlowLadder) ? Ladder::kSlow : Ladder::kFast; }
 };
 static_assert(sizeof(Delivery) <= 80);
+inline constexpr uint64_t kOrderKeyMask = (uint64_t{1} << 56) - 1;
 
 // Network timings of one attempt (0 when a phase did not happen, e.g. a reused connection).
 struct Timings {
@@ -285,6 +338,10 @@ inline constexpr uint16_t kCheckBase = 0x4000;
 inline bool is_check_record(uint16_t number) {
   return number >= kCheckBase && number < kHistoryRecordBase;
 }
+// SPEC R13.3: the record that says a delivery ended superseded, and by which delivery (its
+// response_prefix: that delivery's id, decimal); code kSuperseded. Numbered below the status
+// checks, after any attempt (at most 510, the ladders' budgets).
+inline constexpr uint16_t kSupersededRecord = kCheckBase - 1;
 inline uint16_t check_record_number(uint16_t after_attempt, uint32_t index) {
   return static_cast<uint16_t>(kCheckBase + (after_attempt % 512u) * 32u +
                                (index < 31u ? index : 31u));

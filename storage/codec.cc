@@ -38,7 +38,7 @@ bool version_ok(Reader& r) {
   return r.u8() == kValueVersion && r.ok();
 }
 
-constexpr uint8_t kMaxStatus = static_cast<uint8_t>(DeliveryStatus::kUnknown);
+constexpr uint8_t kMaxStatus = static_cast<uint8_t>(DeliveryStatus::kSuperseded);
 constexpr uint8_t kMaxOutcome = static_cast<uint8_t>(Outcome::kUnknown);
 constexpr uint8_t kMaxLadder = static_cast<uint8_t>(Ladder::kSlow);
 constexpr uint8_t kMaxSignature = static_cast<uint8_t>(SignatureProfile::kSmengo);
@@ -91,22 +91,26 @@ void encode_event(const Event& e, std::string& out) {
 
 void encode_event_inline(const Event& e, std::string& out) {
   out.reserve(out.size() + 48 + e.tenant.size() + e.id.size() + e.type.size() +
-              e.message_id.size() + e.payload.size());
-  put_u8(out, kEventInlineWithMessageId);
+              e.message_id.size() + e.payload.size() + e.ordering_key.size());
+  const bool keyed = !e.ordering_key.empty();
+  put_u8(out, keyed ? kEventInlineWithOrderingKey : kEventInlineWithMessageId);
   put_event_fields(e, out);
   put_bytes(out, e.message_id);
   put_bytes(out, e.payload);
+  if (keyed) put_bytes(out, e.ordering_key);
 }
 
 Result<Event> decode_event(EventSeq seq, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
-  if (!r.ok() || (tag != kValueVersion && tag != kEventInlineWithMessageId))
+  if (!r.ok() || (tag != kValueVersion && tag != kEventInlineWithMessageId &&
+                  tag != kEventInlineWithOrderingKey))
     return corrupt("event: bad version or empty value");
   Event e;
   get_event_fields(seq, r, e);
-  if (tag == kEventInlineWithMessageId) e.message_id = r.bytes();
+  if (tag != kValueVersion) e.message_id = r.bytes();
   e.payload = r.bytes();
+  if (tag == kEventInlineWithOrderingKey) e.ordering_key = r.bytes();
   if (!r.done()) return corrupt("event: truncated or trailing bytes");
   if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
   // Written before message ids existed (or by a writer that had none): derived from the seq.
@@ -115,17 +119,19 @@ Result<Event> decode_event(EventSeq seq, std::string_view v) {
 }
 
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out) {
-  put_u8(out, kEventInLogWithMessageId);
+  const bool keyed = !e.ordering_key.empty();
+  put_u8(out, keyed ? kEventInLogWithOrderingKey : kEventInLogWithMessageId);
   put_event_fields(e, out);
   put_bytes(out, e.message_id);
   put_varint(out, ref.segment);
   put_varint(out, ref.offset);
   put_varint(out, ref.size);
+  if (keyed) put_bytes(out, e.ordering_key);
 }
 
 Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   const uint8_t tag = v.empty() ? 0 : static_cast<uint8_t>(v[0]);
-  if (tag != kEventInLog && tag != kEventInLogWithMessageId) {
+  if (tag != kEventInLog && tag != kEventInLogWithMessageId && tag != kEventInLogWithOrderingKey) {
     auto e = decode_event(seq, v);
     if (!e) return e.error();
     return StoredEvent{std::move(*e), std::nullopt};
@@ -134,7 +140,7 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   r.u8();
   StoredEvent s;
   get_event_fields(seq, r, s.event);
-  if (tag == kEventInLogWithMessageId) s.event.message_id = r.bytes();
+  if (tag != kEventInLog) s.event.message_id = r.bytes();
   // Written before message ids existed (or by a writer that had none): one derived from the
   // sequence, stable and unique within this store.
   if (s.event.message_id.empty()) s.event.message_id = legacy_message_id(s.event.created_at, seq);
@@ -142,6 +148,7 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   ref.segment = r.varint();
   ref.offset = r.varint();
   const uint64_t size = r.varint();
+  if (tag == kEventInLogWithOrderingKey) s.event.ordering_key = r.bytes();
   if (!r.done() || size > std::numeric_limits<uint32_t>::max())
     return corrupt("event: truncated or trailing bytes");
   ref.size = static_cast<uint32_t>(size);
@@ -152,7 +159,10 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
 // ---- delivery ---------------------------------------------------------------------------------
 void encode_delivery(const Delivery& d, std::string& out) {
   const int64_t created = d.created_at.ns();
-  put_u8(out, d.lease_expiries > 0 ? kDeliveryWithLeaseExpiries : kValueVersion);
+  const uint64_t order_key = d.order_key();
+  put_u8(out, order_key != 0        ? kDeliveryWithOrderKey
+              : d.lease_expiries > 0 ? kDeliveryWithLeaseExpiries
+                                     : kValueVersion);
   put_zigzag(out, static_cast<int64_t>(d.id - d.event));
   put_zigzag(out, static_cast<int64_t>(d.id - d.endpoint));
   put_fixed64(out, static_cast<uint64_t>(created));
@@ -166,7 +176,12 @@ void encode_delivery(const Delivery& d, std::string& out) {
   put_code(out, d.last_code);
   put_u8(out, static_cast<uint8_t>(d.status));
   put_u8(out, d.flags);
-  if (d.lease_expiries > 0) put_u8(out, d.lease_expiries);
+  if (order_key != 0) {
+    put_u8(out, d.lease_expiries);
+    out.append(reinterpret_cast<const char*>(d.order_key_bytes), sizeof(d.order_key_bytes));
+  } else if (d.lease_expiries > 0) {
+    put_u8(out, d.lease_expiries);
+  }
 }
 
 static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d);
@@ -208,7 +223,9 @@ Result<void> decode_archived(DeliveryId id, std::string_view v, Delivery& d,
 
 static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d) {
   const uint8_t tag = r.u8();
-  if (!r.ok() || (tag != kValueVersion && tag != kDeliveryWithLeaseExpiries)) return false;
+  if (!r.ok() ||
+      (tag != kValueVersion && tag != kDeliveryWithLeaseExpiries && tag != kDeliveryWithOrderKey))
+    return false;
   d.id = id;
   d.event = id - static_cast<uint64_t>(r.zz());
   d.endpoint = id - static_cast<uint64_t>(r.zz());
@@ -224,7 +241,8 @@ static bool decode_delivery_fields(DeliveryId id, Reader& r, Delivery& d) {
   d.last_code = get_code(r);
   d.status = static_cast<DeliveryStatus>(r.u8_max(kMaxStatus));
   d.flags = r.u8();
-  d.lease_expiries = tag == kDeliveryWithLeaseExpiries ? r.u8() : 0;
+  d.lease_expiries = tag != kValueVersion ? r.u8() : 0;
+  for (uint8_t& b : d.order_key_bytes) b = tag == kDeliveryWithOrderKey ? r.u8() : 0;
   return true;
 }
 
@@ -279,9 +297,14 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
 
 // ---- endpoint ---------------------------------------------------------------------------------
 void encode_endpoint(const Endpoint& e, std::string& out) {
-  const bool reconcile = e.on_unknown != OnUnknown::kRetry || !e.status_url.empty();
+  const bool ordering = e.ordering != Ordering::kNone ||
+                        e.on_head_failure != OnHeadFailure::kBlock || e.supersede;
+  const bool reconcile = ordering || e.on_unknown != OnUnknown::kRetry || !e.status_url.empty();
   const bool extended = reconcile || e.idempotency_key || !e.headers.empty();
-  put_u8(out, reconcile ? kEndpointWithReconcile : extended ? kEndpointWithHeaders : kValueVersion);
+  put_u8(out, ordering    ? kEndpointWithOrdering
+              : reconcile ? kEndpointWithReconcile
+              : extended  ? kEndpointWithHeaders
+                          : kValueVersion);
   put_bytes(out, e.tenant);
   put_bytes(out, e.url);
   put_varint(out, e.event_types.size());
@@ -310,13 +333,18 @@ void encode_endpoint(const Endpoint& e, std::string& out) {
   if (!reconcile) return;
   put_u8(out, static_cast<uint8_t>(e.on_unknown));
   put_bytes(out, e.status_url);
+  if (!ordering) return;
+  put_u8(out, static_cast<uint8_t>(e.ordering));
+  put_u8(out, static_cast<uint8_t>(e.on_head_failure));
+  put_u8(out, e.supersede ? 1 : 0);
 }
 
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
   if (!r.ok() ||
-      (tag != kValueVersion && tag != kEndpointWithHeaders && tag != kEndpointWithReconcile))
+      (tag != kValueVersion && tag != kEndpointWithHeaders && tag != kEndpointWithReconcile &&
+       tag != kEndpointWithOrdering))
     return corrupt("endpoint: bad version or empty value");
   Endpoint e;
   e.id = id;
@@ -345,7 +373,7 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   e.disabled_reason = get_code(r);
   e.created_at = WallTime::from_ns(r.zz());
   e.updated_at = WallTime::from_ns(r.zz());
-  if (tag == kEndpointWithHeaders || tag == kEndpointWithReconcile) {
+  if (tag != kValueVersion) {
     e.idempotency_key = r.u8_max(1) != 0;
     // Each header takes at least two bytes (two lengths).
     n = r.bounded(r.remaining() / 2);
@@ -356,9 +384,14 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
       e.headers.push_back(std::move(h));
     }
   }
-  if (tag == kEndpointWithReconcile) {
+  if (tag == kEndpointWithReconcile || tag == kEndpointWithOrdering) {
     e.on_unknown = static_cast<OnUnknown>(r.u8_max(static_cast<uint8_t>(OnUnknown::kReview)));
     e.status_url = r.bytes();
+  }
+  if (tag == kEndpointWithOrdering) {
+    e.ordering = static_cast<Ordering>(r.u8_max(static_cast<uint8_t>(Ordering::kEndpoint)));
+    e.on_head_failure = static_cast<OnHeadFailure>(r.u8_max(1));
+    e.supersede = r.u8_max(1) != 0;
   }
   if (!r.done()) return corrupt("endpoint: truncated or trailing bytes");
   return e;

@@ -333,6 +333,12 @@ void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out
 // decode_event reads it as well as version 1.
 inline constexpr uint8_t kEventInlineWithMessageId = 4;
 void encode_event_inline(const Event& e, std::string& out);
+// An event with an ordering key (SPEC R13.1) is written with its own tag, the form's fields
+// then the key (bytes): kEventInLogWithOrderingKey (the RocksDB store's, after
+// kEventInLogWithMessageId's fields) and kEventInlineWithOrderingKey (the Redis store's, after
+// kEventInlineWithMessageId's). An event without one keeps the older tag.
+inline constexpr uint8_t kEventInLogWithOrderingKey = 13;
+inline constexpr uint8_t kEventInlineWithOrderingKey = 14;
 struct StoredEvent {
   Event event;
   std::optional<PayloadRef> ref;
@@ -343,6 +349,9 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v);
 // its own tag: version 1's fields, then lease_expiries (u8). Every other delivery stays version 1
 // (a binary from before reads it). decode_delivery reads both.
 inline constexpr uint8_t kDeliveryWithLeaseExpiries = 9;
+// An ordered delivery (SPEC R13: Delivery::order_key() != 0) is written with tag 12: version
+// 9's fields (lease_expiries always), then the 56-bit order key (7 bytes, little-endian).
+inline constexpr uint8_t kDeliveryWithOrderKey = 12;
 void encode_delivery(const Delivery& d, std::string& out);
 // Allocation-free: recovery decodes a million of these.
 Result<void> decode_delivery(DeliveryId id, std::string_view v, Delivery& out);
@@ -366,6 +375,9 @@ inline constexpr uint8_t kEndpointWithHeaders = 5;
 // Version 6 adds, after version 5's fields, the reconciliation settings (R12.11): on_unknown
 // (u8) and status_url (bytes). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithReconcile = 6;
+// Version 11 adds, after version 6's fields, the ordering settings (SPEC R13): ordering (u8),
+// on_head_failure (u8), supersede (u8). Written only when they differ from the defaults.
+inline constexpr uint8_t kEndpointWithOrdering = 11;
 // A tenant value with the owner's e-mail (SPEC R8.4) after the version-1 fields: an address
 // written so was set before confirmation existed and reads back confirmed.
 inline constexpr uint8_t kTenantWithSettings = 7;
