@@ -31,6 +31,10 @@ struct EndpointSpec {
   bool idempotency_key = false;
   OnUnknown on_unknown = OnUnknown::kRetry;  // reconciliation (R12.11)
   std::string status_url;                    // "{webhook_id}" template; needed by kReconcile
+  // SPEC R13 (docs/operations.md "Ordered delivery").
+  Ordering ordering = Ordering::kNone;
+  OnHeadFailure on_head_failure = OnHeadFailure::kBlock;
+  bool supersede = false;
 };
 
 struct EndpointPatch {
@@ -44,6 +48,9 @@ struct EndpointPatch {
   std::optional<bool> idempotency_key;
   std::optional<OnUnknown> on_unknown;
   std::optional<std::string> status_url;  // "" removes it
+  std::optional<Ordering> ordering;       // SPEC R13
+  std::optional<OnHeadFailure> on_head_failure;
+  std::optional<bool> supersede;
 };
 
 enum class EndpointAction : uint8_t { kPause, kResume, kEnable };
@@ -53,6 +60,9 @@ struct EventInput {
   std::string id;
   std::string type;
   std::string payload;  // raw JSON bytes, delivered byte-for-byte
+  // SPEC R13.1: empty (none) or 1..256 bytes of printable ASCII (core/event_input.h
+  // check_ordering_key); kInvalidArgument field "ordering_key" otherwise.
+  std::string ordering_key{};
 };
 
 struct SubmitResult {
@@ -118,6 +128,17 @@ struct TenantSettings {
   bool owner_email_confirmed = false;
   WallTime confirmation_sent_at;
   bool confirmation_sent = false;
+};
+
+// One ordering key with a backlog or a block (SPEC R13; Scheduler::order_keys_of).
+struct OrderKeyView {
+  uint64_t order_key = 0;     // ordering_key_hash() of the key, or kEndpointOrderKey
+  DeliveryId head = 0;        // the delivery at its head (0: blocked)
+  DeliveryId blocked_by = 0;  // blocked: the head that ended in failure (0: unknown after a restart)
+  bool blocked = false;
+  WallTime since;        // the head's creation; blocked: when the block began
+  uint32_t waiting = 0;  // deliveries waiting behind it (counted up to 1,000,000)
+  DeliveryId first_waiting = 0;
 };
 
 struct BreakerView {
@@ -208,6 +229,16 @@ class Engine {
                                 std::string note, Callback<Delivery> done) {
     (void)tenant, (void)id, (void)verdict, (void)note;
     done(make_error(Errc::kUnavailable, "this engine cannot resolve deliveries", nullptr,
+                    "not_supported"));
+  }
+
+  // SPEC R13: the endpoint's ordering keys that have a backlog (deliveries waiting behind
+  // their head) or are blocked (R13.2), at most `limit`, from the owning shard's memory.
+  // kNotFound "not_found" for an unknown endpoint.
+  virtual void order_keys(std::string tenant, EndpointId endpoint, size_t limit,
+                          Callback<std::vector<OrderKeyView>> done) {
+    (void)tenant, (void)endpoint, (void)limit;
+    done(make_error(Errc::kUnavailable, "this engine keeps no ordering keys", nullptr,
                     "not_supported"));
   }
 

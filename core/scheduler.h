@@ -130,16 +130,6 @@ struct SchedulerStats {
   uint64_t superseded = 0;
 };
 
-// One ordering key with a backlog or a block (SPEC R13; Scheduler::order_keys_of).
-struct OrderKeyView {
-  uint64_t order_key = 0;     // ordering_key_hash() of the key, or kEndpointOrderKey
-  DeliveryId head = 0;        // the delivery at its head (0: blocked)
-  DeliveryId blocked_by = 0;  // blocked: the head that ended in failure (0: unknown after a restart)
-  bool blocked = false;
-  WallTime since;        // the head's creation; blocked: when the block began
-  uint32_t waiting = 0;  // deliveries waiting behind it (counted up to 1,000,000)
-  DeliveryId first_waiting = 0;
-};
 
 class Scheduler {
  public:

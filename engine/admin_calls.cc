@@ -76,6 +76,9 @@ void AdminCalls::create_endpoint(std::string tenant, EndpointSpec spec, Callback
   e.max_in_flight = spec.max_in_flight;
   e.headers = std::move(spec.headers);
   e.idempotency_key = spec.idempotency_key;
+  e.ordering = spec.ordering;  // SPEC R13
+  e.on_head_failure = spec.on_head_failure;
+  e.supersede = spec.supersede;
   e.created_at = e.updated_at = now;
   auto r = core_.scheduler->create_endpoint(std::move(e), now, core_.mutations());
   if (!r.ok()) return done(r.error());
@@ -104,6 +107,12 @@ void AdminCalls::list_endpoints(const std::string& tenant, Callback<std::vector<
   std::vector<Endpoint> out;
   for (const Endpoint* e : core_.scheduler->endpoints_of(tenant)) out.push_back(view(*e));
   done(std::move(out));
+}
+
+void AdminCalls::order_keys(const std::string& tenant, EndpointId id, size_t limit,
+                            Callback<std::vector<OrderKeyView>> done) {
+  if (!core_.owned_endpoint(tenant, id)) return done(unknown_endpoint());
+  done(core_.scheduler->order_keys_of(id, limit));
 }
 
 void AdminCalls::get_endpoint(const std::string& tenant, EndpointId id, Callback<Endpoint> done) {
@@ -140,6 +149,9 @@ void AdminCalls::update_endpoint(const std::string& tenant, EndpointId id, Endpo
   if (patch.idempotency_key) e.idempotency_key = *patch.idempotency_key;
   if (patch.on_unknown) e.on_unknown = *patch.on_unknown;
   if (patch.status_url) e.status_url = std::move(*patch.status_url);
+  if (patch.ordering) e.ordering = *patch.ordering;  // SPEC R13
+  if (patch.on_head_failure) e.on_head_failure = *patch.on_head_failure;
+  if (patch.supersede) e.supersede = *patch.supersede;
   if (auto rc = check_reconcile(e, url_check()); !rc.ok()) return done(rc.error());
   WallTime now = core_.loop->wall_now();
   e.updated_at = now;

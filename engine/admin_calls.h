@@ -43,6 +43,8 @@ class AdminCalls {
   void rotate_secret(const std::string& tenant, EndpointId id, std::optional<std::string> secret,
                      Callback<Endpoint> done);
   void get_breaker(const std::string& tenant, Callback<BreakerView> done);
+  void order_keys(const std::string& tenant, EndpointId id, size_t limit,
+                  Callback<std::vector<OrderKeyView>> done);  // SPEC R13
   void reset_breaker(const std::string& tenant, Callback<BreakerView> done);
   void set_subscription(const std::string& tenant, bool active, Callback<bool> done);
   void get_tenant_settings(const std::string& tenant, Callback<TenantSettings> done);

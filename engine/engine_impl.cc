@@ -460,6 +460,13 @@ void EngineImpl::get_breaker(std::string tenant, Callback<BreakerView> done) {
                  ([tenant, done](Shard& s) mutable { s.get_breaker(tenant, std::move(done)); }));
 }
 
+void EngineImpl::order_keys(std::string tenant, EndpointId endpoint, size_t limit,
+                            Callback<std::vector<OrderKeyView>> done) {
+  RINGCAST_ROUTE(tenant, ([tenant, endpoint, limit, done](Shard& s) mutable {
+                   s.order_keys(tenant, endpoint, limit, std::move(done));
+                 }));
+}
+
 void EngineImpl::reset_breaker(std::string tenant, Callback<BreakerView> done) {
   RINGCAST_ROUTE(tenant,
                  ([tenant, done](Shard& s) mutable { s.reset_breaker(tenant, std::move(done)); }));

@@ -52,6 +52,8 @@ class EngineImpl final : public Engine {
   void submit_batch(std::vector<EventInput> events,
                     std::function<void(std::vector<Result<SubmitResult>>)> done) override;
   void get_breaker(std::string tenant, Callback<BreakerView> done) override;
+  void order_keys(std::string tenant, EndpointId endpoint, size_t limit,
+                  Callback<std::vector<OrderKeyView>> done) override;
   void get_tenant_settings(std::string tenant, Callback<TenantSettings> done) override;
   void set_tenant_settings(std::string tenant, TenantSettings settings,
                            Callback<TenantSettings> done) override;

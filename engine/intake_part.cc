@@ -40,6 +40,10 @@ Error ShardIntake::store_full() {
 
 Result<void> ShardIntake::check_event_input(const EventInput& in, bool* to_inbox) {
   if (core_.draining) return shutting_down();
+  if (auto bad = check_ordering_key(in.ordering_key)) {  // SPEC R13.1, the C++ API's way in
+    core_.metrics.events_rejected.fetch_add(1, std::memory_order_relaxed);
+    return make_error(Errc::kInvalidArgument, bad->message.c_str(), "ordering_key", bad->code);
+  }
   if (!core_.serves(in.tenant)) {
     if (to_inbox == nullptr || core_.options.inbox == nullptr) return not_owner_error();
     // Another node owns the partition, or nobody does right now: the event goes to the
@@ -107,6 +111,7 @@ Result<SubmitResult> ShardIntake::take_in(EventInput& in,
   ev.id = std::move(in.id);
   ev.type = std::move(in.type);
   ev.payload = std::move(in.payload);
+  ev.ordering_key = std::move(in.ordering_key);
   ev.created_at = now;
   ev.payload_hash = hash;
   ev.message_id = core_.new_message_id(now);

@@ -1,5 +1,6 @@
 #include "engine/metrics.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
@@ -62,6 +63,13 @@ class Writer {
   void gauge(const char* name, const char* help, F f) {
     header(name, "gauge", help);
     sample(name, "", static_cast<double>(sum_i(f)));
+  }
+  template <class F>
+  void gauge_max(const char* name, const char* help, F f) {  // the largest shard's value
+    header(name, "gauge", help);
+    int64_t v = 0;
+    for (auto* s : shards_) v = std::max(v, f(*s).load(std::memory_order_relaxed));
+    sample(name, "", static_cast<double>(v));
   }
   template <class F>
   void histogram(const char* name, const char* help, F f) {
@@ -260,6 +268,22 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
           [](M s) -> const Gauge& { return s.unknown_live; });
   w.gauge("ringcast_breakers_open", "Tenants whose circuit breaker is open or half-open.",
           [](M s) -> const Gauge& { return s.breakers_open; });
+  // Ordered delivery (SPEC R13, docs/operations.md "Ordered delivery").
+  w.gauge("ringcast_order_keys_waiting",
+          "Ordering keys with deliveries waiting behind their head, or blocked.",
+          [](M s) -> const Gauge& { return s.order_keys_waiting; });
+  w.gauge("ringcast_order_keys_blocked",
+          "Ordering keys held because their head ended in failure (on_head_failure = block).",
+          [](M s) -> const Gauge& { return s.order_keys_blocked; });
+  w.gauge("ringcast_order_deliveries_waiting", "Deliveries waiting behind their key's head.",
+          [](M s) -> const Gauge& { return s.order_waiting; });
+  w.gauge_max("ringcast_order_oldest_head_seconds",
+              "Age of the oldest head of an ordering key with a backlog (a blocked key's: since "
+              "the block).",
+              [](M s) -> const Gauge& { return s.order_oldest_head_s; });
+  w.counter("ringcast_deliveries_superseded_total",
+            "Deliveries ended superseded by a newer one of their ordering key (SPEC R13.3).",
+            [](M s) -> const Counter& { return s.superseded; });
   w.gauge("ringcast_endpoints", "Endpoints known to the shards.",
           [](M s) -> const Gauge& { return s.endpoints; });
   w.gauge("ringcast_intake_waiting_durable", "Accepted events waiting for their WAL sync.",

@@ -79,6 +79,9 @@ struct ShardMetrics {
   Gauge deferred_waiting{0}, held_by_retry_after{0};
   Gauge unknown_live{0};  // live deliveries whose latest attempt was UNKNOWN (R12.8)
   Gauge tenants{0}, endpoints{0}, intake_waiting_durable{0};
+  // Ordered delivery (SPEC R13): from the scheduler's stats each turn.
+  Gauge order_keys_waiting{0}, order_keys_blocked{0}, order_waiting{0}, order_oldest_head_s{0};
+  Counter superseded{0};
 };
 
 std::string render_prometheus(const std::vector<const ShardMetrics*>& shards, uint32_t shard_count);

@@ -62,6 +62,8 @@ void Requeue::resolve_delivery(DeliveryDetail seen, Resolution verdict, std::str
   rec.started_at = now;
   rec.response_prefix = std::move(note);
   mutations.attempts.push_back(std::move(rec));
+  // SPEC R13.2: a resolved head that blocked its ordering key lets the key go on.
+  core_.scheduler->settle_key(d, now, mutations);
 
   if (rewritten_.emplace(id, seen.attempts.size() + 1).second) {
     rewritten_order_.push_back(id);

@@ -251,6 +251,16 @@ void SendPath::refresh_gauges() {
   core_.metrics.breakers_open.store(static_cast<int64_t>(s.breakers_open + s.breakers_half_open),
                                     std::memory_order_relaxed);
   core_.metrics.endpoints.store(static_cast<int64_t>(s.endpoints), std::memory_order_relaxed);
+  core_.metrics.order_keys_waiting.store(static_cast<int64_t>(s.order_keys_backlogged),
+                                         std::memory_order_relaxed);
+  core_.metrics.order_keys_blocked.store(static_cast<int64_t>(s.order_keys_blocked),
+                                         std::memory_order_relaxed);
+  core_.metrics.order_waiting.store(static_cast<int64_t>(s.order_waiting),
+                                    std::memory_order_relaxed);
+  core_.metrics.order_oldest_head_s.store(
+      std::chrono::duration_cast<std::chrono::seconds>(s.order_oldest_head).count(),
+      std::memory_order_relaxed);
+  core_.metrics.superseded.store(s.superseded, std::memory_order_relaxed);
   core_.metrics.intake_waiting_durable.store(static_cast<int64_t>(core_.batch.answers_waiting()),
                                              std::memory_order_relaxed);
 }

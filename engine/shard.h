@@ -140,6 +140,10 @@ class Shard final : private TurnBatch::Listener {
   void get_breaker(const std::string& tenant, Callback<BreakerView> done) {
     admin_.get_breaker(tenant, std::move(done));
   }
+  void order_keys(const std::string& tenant, EndpointId id, size_t limit,
+                  Callback<std::vector<OrderKeyView>> done) {
+    admin_.order_keys(tenant, id, limit, std::move(done));
+  }
   void reset_breaker(const std::string& tenant, Callback<BreakerView> done) {
     admin_.reset_breaker(tenant, std::move(done));
   }

@@ -22,8 +22,9 @@ namespace {
 
 using redis::Reply;
 
-// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in sixes: key field
-// (tenant \0 id), tenant, event id, type, payload, be64(payload hash). One answer per event:
+// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in sevens: key field
+// (tenant \0 id), tenant, event id, type, payload, be64(payload hash), ordering key (SPEC R13.1;
+// empty: none, and no field "k" in the entry). One answer per event:
 // "N" queued now, "U" unknown tenant, "Q"..be64(hash) queued before, "S"..T key's value.
 constexpr std::string_view kPushScript = lua::inbox_push;
 
@@ -161,7 +162,7 @@ struct RedisInbox::Impl {
     for (auto& [p, idx] : by_part) {
       const std::string in = key(p, "in"), ik = key(p, "ik"), kk = key(p, "key"), tn = key(p, "tn");
       std::vector<std::string> args;
-      args.reserve(idx.size() * 6);
+      args.reserve(idx.size() * 7);
       for (size_t i : idx) {
         const EventInput& e = *job->events[i].event;
         std::string f = e.tenant;
@@ -173,6 +174,7 @@ struct RedisInbox::Impl {
         args.push_back(e.type);
         args.push_back(e.payload);
         args.push_back(be64s(job->events[i].payload_hash));
+        args.push_back(e.ordering_key);
       }
       std::vector<std::string_view> cmd{"EVAL", kPushScript, "4", in, ik, kk, tn};
       cmd.reserve(cmd.size() + args.size());
@@ -285,6 +287,8 @@ struct RedisInbox::Impl {
                 entry.event.type = f[j + 1].str();
               else if (name == "p")
                 entry.event.payload = f[j + 1].str();
+              else if (name == "k")
+                entry.event.ordering_key = f[j + 1].str();
             }
             job->out[i].entries.push_back(std::move(entry));
           }
