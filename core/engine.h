@@ -132,9 +132,10 @@ struct TenantSettings {
 
 // One ordering key with a backlog or a block (SPEC R13; Scheduler::order_keys_of).
 struct OrderKeyView {
-  uint64_t order_key = 0;     // ordering_key_hash() of the key, or kEndpointOrderKey
-  DeliveryId head = 0;        // the delivery at its head (0: blocked)
-  DeliveryId blocked_by = 0;  // blocked: the head that ended in failure (0: unknown after a restart)
+  uint64_t order_key = 0;  // ordering_key_hash() of the key, or kEndpointOrderKey
+  DeliveryId head = 0;     // the delivery at its head (0: blocked)
+  DeliveryId blocked_by =
+      0;  // blocked: the head that ended in failure (0: unknown after a restart)
   bool blocked = false;
   WallTime since;        // the head's creation; blocked: when the block began
   uint32_t waiting = 0;  // deliveries waiting behind it (counted up to 1,000,000)

@@ -130,7 +130,6 @@ struct SchedulerStats {
   uint64_t superseded = 0;
 };
 
-
 class Scheduler {
  public:
   Scheduler(SchedulerOptions opts, const PolicyRegistry& policies, uint64_t rng_seed, WallTime now);

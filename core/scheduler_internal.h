@@ -47,8 +47,8 @@ inline bool list_empty(const TimerEntry* h) {
 
 using scheduler_detail::K;
 using scheduler_detail::kOrphanMark;
-using scheduler_detail::kWaitMark;
 using scheduler_detail::kReadyMark;
+using scheduler_detail::kWaitMark;
 using scheduler_detail::list_empty;
 using scheduler_detail::list_init;
 using scheduler_detail::partition_of_hash;

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 
 namespace ringcast {
 
@@ -34,7 +34,10 @@ class TimePoint {
   constexpr TimePoint operator+(Duration d) const { return TimePoint(since_origin_ + d); }
   constexpr TimePoint operator-(Duration d) const { return TimePoint(since_origin_ - d); }
   constexpr Duration operator-(TimePoint o) const { return since_origin_ - o.since_origin_; }
-  constexpr TimePoint& operator+=(Duration d) { since_origin_ += d; return *this; }
+  constexpr TimePoint& operator+=(Duration d) {
+    since_origin_ += d;
+    return *this;
+  }
   constexpr auto operator<=>(const TimePoint&) const = default;
 
  private:
@@ -68,7 +71,10 @@ class ManualClock final : public Clock {
       : wall_(wall_start) {}
   MonoTime mono_now() override { return mono_; }
   WallTime wall_now() override { return wall_; }
-  void advance(Duration d) { mono_ += d; wall_ += d; }
+  void advance(Duration d) {
+    mono_ += d;
+    wall_ += d;
+  }
   // Wall clock steps (NTP) without monotonic time moving.
   void step_wall(Duration d) { wall_ += d; }
 

@@ -160,7 +160,7 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
 void encode_delivery(const Delivery& d, std::string& out) {
   const int64_t created = d.created_at.ns();
   const uint64_t order_key = d.order_key();
-  put_u8(out, order_key != 0        ? kDeliveryWithOrderKey
+  put_u8(out, order_key != 0         ? kDeliveryWithOrderKey
               : d.lease_expiries > 0 ? kDeliveryWithLeaseExpiries
                                      : kValueVersion);
   put_zigzag(out, static_cast<int64_t>(d.id - d.event));
@@ -297,8 +297,8 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
 
 // ---- endpoint ---------------------------------------------------------------------------------
 void encode_endpoint(const Endpoint& e, std::string& out) {
-  const bool ordering = e.ordering != Ordering::kNone ||
-                        e.on_head_failure != OnHeadFailure::kBlock || e.supersede;
+  const bool ordering =
+      e.ordering != Ordering::kNone || e.on_head_failure != OnHeadFailure::kBlock || e.supersede;
   const bool reconcile = ordering || e.on_unknown != OnUnknown::kRetry || !e.status_url.empty();
   const bool extended = reconcile || e.idempotency_key || !e.headers.empty();
   put_u8(out, ordering    ? kEndpointWithOrdering
@@ -342,9 +342,8 @@ void encode_endpoint(const Endpoint& e, std::string& out) {
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
-  if (!r.ok() ||
-      (tag != kValueVersion && tag != kEndpointWithHeaders && tag != kEndpointWithReconcile &&
-       tag != kEndpointWithOrdering))
+  if (!r.ok() || (tag != kValueVersion && tag != kEndpointWithHeaders &&
+                  tag != kEndpointWithReconcile && tag != kEndpointWithOrdering))
     return corrupt("endpoint: bad version or empty value");
   Endpoint e;
   e.id = id;

@@ -516,3 +516,80 @@ TEST(StorageCodec, CursorRoundTripAndGarbage) {
 
 }  // namespace
 }  // namespace ringcast::storage::test
+
+namespace ringcast::storage::test {
+namespace {
+
+// SPEC R13: the event's ordering key in both event forms, the endpoint's ordering settings and
+// the delivery's order key under their own tags; a record without them keeps its older tag.
+TEST(StorageCodec, OrderingFieldsRoundTripUnderTheirOwnTags) {
+  Event e = make_event("acme", "evt-1", 77, "{\"a\":1}");
+  e.payload_hash = payload_hash(e.payload);
+  e.message_id = make_message_id(e.created_at, 7, 9);
+  e.ordering_key = "order 42";
+  std::string inl;
+  encode_event_inline(e, inl);
+  EXPECT_EQ(static_cast<uint8_t>(inl[0]), kEventInlineWithOrderingKey);
+  auto back = decode_event(e.seq, inl);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ordering_key, "order 42");
+  EXPECT_EQ(back->payload, e.payload);
+  expect_truncations_fail(inl, [&](std::string_view x) { return as_void(decode_event(e.seq, x)); });
+  const PayloadRef ref{3, 1 << 20, 9};
+  std::string logged;
+  encode_event_logged(e, ref, logged);
+  EXPECT_EQ(static_cast<uint8_t>(logged[0]), kEventInLogWithOrderingKey);
+  auto lb = decode_stored_event(e.seq, logged);
+  ASSERT_TRUE(lb.ok());
+  EXPECT_EQ(lb->event.ordering_key, "order 42");
+  EXPECT_EQ(lb->event.message_id, e.message_id);
+  ASSERT_TRUE(lb->ref.has_value());
+  EXPECT_EQ(*lb->ref, ref);
+  e.ordering_key.clear();
+  std::string plain;
+  encode_event_inline(e, plain);
+  EXPECT_EQ(static_cast<uint8_t>(plain[0]), kEventInlineWithMessageId);
+
+  Delivery d = make_delivery(e, make_id(id_partition(e.seq), 3), 78, DeliveryStatus::kSuperseded);
+  d.set_order_key(ordering_key_hash("order 42"));
+  d.flags |= Delivery::kFlagKeyBlocked;
+  std::string dv;
+  encode_delivery(d, dv);
+  EXPECT_EQ(static_cast<uint8_t>(dv[0]), kDeliveryWithOrderKey);
+  auto db = decode_delivery(d.id, dv);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(db->order_key(), ordering_key_hash("order 42"));
+  EXPECT_EQ(db->status, DeliveryStatus::kSuperseded);
+  EXPECT_TRUE(db->flags & Delivery::kFlagKeyBlocked);
+  EXPECT_EQ(fields(*db), fields(d));
+  expect_truncations_fail(dv,
+                          [&](std::string_view x) { return as_void(decode_delivery(d.id, x)); });
+  EXPECT_NE(ordering_key_hash("a"), ordering_key_hash("b"));
+  EXPECT_GT(ordering_key_hash(""), kEndpointOrderKey);
+  EXPECT_EQ(ordering_key_hash("a") & ~kOrderKeyMask, 0u);
+
+  Endpoint ep = make_endpoint("acme", 4);
+  ep.ordering = Ordering::kPerKey;
+  ep.on_head_failure = OnHeadFailure::kSkip;
+  ep.supersede = true;
+  std::string ev;
+  encode_endpoint(ep, ev);
+  EXPECT_EQ(static_cast<uint8_t>(ev[0]), kEndpointWithOrdering);
+  auto eb = decode_endpoint(ep.id, ev);
+  ASSERT_TRUE(eb.ok());
+  EXPECT_EQ(eb->ordering, Ordering::kPerKey);
+  EXPECT_EQ(eb->on_head_failure, OnHeadFailure::kSkip);
+  EXPECT_TRUE(eb->supersede);
+  EXPECT_TRUE(same_endpoint(*eb, ep));
+  expect_truncations_fail(ev,
+                          [&](std::string_view x) { return as_void(decode_endpoint(ep.id, x)); });
+  ep.ordering = Ordering::kNone;
+  ep.on_head_failure = OnHeadFailure::kBlock;
+  ep.supersede = false;
+  std::string ev2;
+  encode_endpoint(ep, ev2);
+  EXPECT_NE(static_cast<uint8_t>(ev2[0]), kEndpointWithOrdering);
+}
+
+}  // namespace
+}  // namespace ringcast::storage::test
