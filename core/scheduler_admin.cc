@@ -98,10 +98,15 @@ Result<Endpoint> Scheduler::update_endpoint(const Endpoint& e, WallTime now, Mut
   ep->cfg = n;
   order_reset_endpoint(*ep, before, now, m);  // SPEC R13: a change of ordering
   ep->policy = p;
-  ep->tokens_init = false;       // a new rate limit starts with a full bucket
-  if (ep->rate_timer_ms != 0) {  // ... and does not wait for the old limit's next token
-    rate_timers_.erase({ep->rate_timer_ms, ep->cfg.id});
-    ep->rate_timer_ms = 0;
+  // A new rate limit starts with a full bucket and does not wait for the old limit's next
+  // token; another change keeps the bucket as it is.
+  if (before.rate_limit.per_second != n.rate_limit.per_second ||
+      before.rate_limit.burst != n.rate_limit.burst) {
+    ep->tokens_init = false;
+    if (ep->rate_timer_ms != 0) {
+      rate_timers_.erase({ep->rate_timer_ms, ep->cfg.id});
+      ep->rate_timer_ms = 0;
+    }
   }
   if (ep->hold_until_ms > now.ms()) arm_endpoint_timer(*ep, ep->hold_until_ms);  // R7 stays
   m.endpoints.push_back(n);

@@ -520,6 +520,11 @@ class Sim {
           spec.on_unknown = OnUnknown::kReconcile;
           spec.status_url = "https://status.sim.test/{webhook_id}";
         }
+        if (chance(50)) {  // SPEC R13
+          spec.ordering = chance(75) ? Ordering::kPerKey : Ordering::kEndpoint;
+          spec.on_head_failure = chance(50) ? OnHeadFailure::kBlock : OnHeadFailure::kSkip;
+          spec.supersede = chance(30);
+        }
         std::optional<Result<Endpoint>> got;
         shard_->create_endpoint(tenant, spec, [&](Result<Endpoint> r) { got = std::move(r); });
         settle([&] { return got.has_value(); });
@@ -650,6 +655,7 @@ class Sim {
       r.response_received = r.request_written = true;
       r.http_status = static_cast<uint16_t>(status);
       op.acted = status >= 200 && status < 300;
+      if (op.acted) first_receipt(d);
     };
     const int64_t gone = gone_at_ms_[ep.id];
     const Mode mode = d.test() ? Mode::kHealthy : mode_at(ep.id, now());
@@ -670,8 +676,21 @@ class Sim {
     sim::Answer a = sim::answer_in(mode, rng_);
     r = std::move(a.result);
     op.acted = a.acted;
+    if (op.acted) first_receipt(d);
     if (a.hangs) op.done = now() + seconds(1);       // to the whole-request deadline
     if (!r.request_written) --receiver_[d.id].seen;  // refused: it never got the request
+  }
+
+  // SPEC R13.4: of one endpoint's deliveries with the same order key, the receiver gets each
+  // one's first request in acceptance order (a head's retries may repeat it).
+  void first_receipt(const Delivery& d) {
+    if (d.order_key() == 0 || d.test() || !got_once_.insert(d.id).second) return;
+    ++order_checked_;
+    EventSeq& last = order_seen_[{d.endpoint, d.order_key()}];
+    EXPECT_GT(d.event, last) << "delivery " << d.id << " (event " << d.event
+                             << ") reached its receiver after event " << last
+                             << " of the same ordering key";
+    last = std::max(last, d.event);
   }
 
   void act(int kind) {
@@ -693,16 +712,19 @@ class Sim {
         EventInput in;
         in.tenant = tenant;
         if (!sent_keys_.empty() && chance(10)) {
-          const auto& [t, id, type, payload] = sent_keys_[rnd(sent_keys_.size())];
+          const auto& [t, id, type, payload, okey] = sent_keys_[rnd(sent_keys_.size())];
           in.tenant = t;
           in.id = id;
           in.type = type;
           in.payload = payload;
+          in.ordering_key = okey;
         } else {
           in.id = "e" + std::to_string(next_event_++);
           in.type = kTypes[rnd(4)];
           in.payload = R"({"n":)" + std::to_string(next_event_) + "}";
-          sent_keys_.push_back({in.tenant, in.id, in.type, in.payload});
+          // SPEC R13: a few keys per tenant, so keys have backlogs; some events have none.
+          if (chance(75)) in.ordering_key = "order-" + std::to_string(rnd(4));
+          sent_keys_.push_back({in.tenant, in.id, in.type, in.payload, in.ordering_key});
         }
         const std::pair<std::string, std::string> key{in.tenant, in.id};
         shard_->submit(std::move(in), [this, key, gen = generation_](Result<SubmitResult> r) {
@@ -790,6 +812,13 @@ class Sim {
             if (e.tenant != t) continue;
             if (e.state == EndpointState::kPaused)
               shard_->endpoint_action(t, id, EndpointAction::kResume, [](Result<Endpoint>) {});
+            // SPEC R13.2: the operator lets blocked keys go on (else their waiting deliveries
+            // stay pending, as they should).
+            if (e.on_head_failure == OnHeadFailure::kBlock && e.ordering != Ordering::kNone) {
+              EndpointPatch patch;
+              patch.on_head_failure = OnHeadFailure::kSkip;
+              shard_->update_endpoint(t, id, patch, [](Result<Endpoint>) {});
+            }
           }
         }
         break;
@@ -888,8 +917,14 @@ class Sim {
   // lost — after a crash half of what had not reached its receiver had —, the store keeps what
   // it keeps (SimStore::crash), and a new shard recovers.
   void restart(bool crashed) {
-    for (const Op& op : ops_)
-      if (op.acted || (crashed && !op.check && chance(50))) receiver_[op.delivery].acted = true;
+    for (const Op& op : ops_) {
+      if (op.acted || (crashed && !op.check && chance(50))) {
+        receiver_[op.delivery].acted = true;
+        if (auto d = store_.mem().deliveries().find(op.delivery);
+            d != store_.mem().deliveries().end())
+          first_receipt(d->second);
+      }
+    }
     ops_.clear();
     on_wire_.clear();
     per_endpoint_.clear();
@@ -907,12 +942,31 @@ class Sim {
     return true;
   }
 
+  // SPEC R13.3: a superseded delivery never had an attempt, and names a newer delivery of its
+  // endpoint and key.
+  void check_superseded(const Delivery& d) {
+    ++superseded_checked_;
+    EXPECT_EQ(d.attempts, 0u) << "superseded " << d.id << " had an attempt";
+    EXPECT_EQ(receiver_[d.id].seen, 0u) << "superseded " << d.id << " reached its receiver";
+    bool named = false;
+    for (const Attempt& a : store_.mem().attempts_of(d.id)) {
+      if (a.code.kind != K::kSuperseded) continue;
+      auto by = store_.mem().deliveries().find(std::stoull(a.response_prefix));
+      ASSERT_NE(by, store_.mem().deliveries().end()) << "superseded " << d.id;
+      EXPECT_EQ(by->second.endpoint, d.endpoint);
+      EXPECT_EQ(by->second.order_key(), d.order_key());
+      EXPECT_GT(by->second.event, d.event) << "superseded " << d.id << " by an older one";
+      named = true;
+    }
+    EXPECT_TRUE(named) << "superseded " << d.id << " names no replacement";
+  }
+
   void final_checks() {
     std::map<EventSeq, uint32_t> per_event;
     for (const auto& [id, d] : store_.mem().deliveries()) {
       std::vector<Attempt> attempts;  // the attempts, without the status checks' records
       for (const Attempt& a : store_.mem().attempts_of(id))
-        if (!is_check_record(a.number)) attempts.push_back(a);
+        if (!is_check_record(a.number) && a.number != kSupersededRecord) attempts.push_back(a);
       EXPECT_TRUE(is_terminal(d.status)) << "delivery " << id;
       EXPECT_EQ(attempts.size(), d.attempts) << "delivery " << id;
       for (size_t k = 0; k < attempts.size(); ++k)
@@ -925,6 +979,7 @@ class Sim {
         EXPECT_FALSE(d.last_code.is_none()) << "ended without a reason: " << id;
       }
       ++ended_[d.status];
+      if (d.status == DeliveryStatus::kSuperseded) check_superseded(d);
       if (rc.acted && rc.seen > 1) ++redelivered_after_acting_;
       if (!d.test()) ++per_event[d.event];
     }
@@ -948,6 +1003,7 @@ class Sim {
     uint64_t seeds_later = 0, seeds_cluster = 0, losses = 0, releases = 0, fenced = 0,
              lost_writes = 0, acked = 0, deliveries = 0, delivered = 0, ended_other = 0, sends = 0,
              crashes = 0, stops = 0, deferred = 0, redelivered_after_acting = 0, notifications = 0;
+    uint64_t order_checked = 0, superseded = 0;
   };
   void add_to(Summary& s) const {
     s.seeds_later += store_.durable_on_write() ? 0 : 1;
@@ -970,6 +1026,8 @@ class Sim {
     s.stops += static_cast<uint64_t>(stops_);
     s.deferred += deferred_;
     s.redelivered_after_acting += redelivered_after_acting_;
+    s.order_checked += order_checked_;
+    s.superseded += superseded_checked_;
     for (const auto& [k, n] : notifications_) s.notifications += n;
   }
 
@@ -993,7 +1051,13 @@ class Sim {
   std::set<std::pair<DeliveryId, uint64_t>> on_wire_;                 // (delivery, owner)
   std::map<std::pair<EndpointId, uint64_t>, uint32_t> per_endpoint_;  // (endpoint, owner)
   std::map<DeliveryId, Receiver> receiver_;
-  std::vector<std::tuple<std::string, std::string, std::string, std::string>> sent_keys_;
+  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>>
+      sent_keys_;
+  // SPEC R13.4: per (endpoint, order key), the newest event the receiver got a first request
+  // of; the deliveries it got at least once.
+  std::map<std::pair<EndpointId, uint64_t>, EventSeq> order_seen_;
+  std::set<DeliveryId> got_once_;
+  uint64_t order_checked_ = 0, superseded_checked_ = 0;
   std::map<std::pair<std::string, std::string>, Acked> acked_;
   std::map<DeliveryStatus, uint64_t> ended_;
   std::map<std::string, uint64_t> notifications_;
@@ -1044,6 +1108,8 @@ TEST(ShardPartsSim, ManySeeds) {
     EXPECT_GT(sum.deferred, 0u);
     EXPECT_GT(sum.redelivered_after_acting, 0u);
     EXPECT_GT(sum.notifications, 0u);
+    EXPECT_GT(sum.order_checked, 0u);  // SPEC R13: ordered keys reached receivers
+    EXPECT_GT(sum.superseded, 0u);
   }
   std::printf(
       "shard sim: %zu seeds (%lu confirming later; %lu crashes lost unconfirmed writes; %lu in "
@@ -1052,7 +1118,8 @@ TEST(ShardPartsSim, ManySeeds) {
       "crashes, %lu graceful stops, %lu deferred, %lu redelivered after the receiver acted, %lu "
       "operator notifications; leases checked: %lu against their due time, %lu against a rate "
       "limit, %lu turns of a tenant whose breaker was not closed, %lu turns of an endpoint "
-      "against the fairness cap\n",
+      "against the fairness cap; ordering: %lu first receipts checked in order, %lu superseded "
+      "checked\n",
       seeds, (unsigned long)sum.seeds_later, (unsigned long)sum.lost_writes,
       (unsigned long)sum.seeds_cluster, (unsigned long)sum.losses, (unsigned long)sum.releases,
       (unsigned long)sum.fenced, (unsigned long)sum.acked, (unsigned long)sum.deliveries,
@@ -1060,7 +1127,8 @@ TEST(ShardPartsSim, ManySeeds) {
       (unsigned long)sum.crashes, (unsigned long)sum.stops, (unsigned long)sum.deferred,
       (unsigned long)sum.redelivered_after_acting, (unsigned long)sum.notifications,
       (unsigned long)sum.due_checked, (unsigned long)sum.rate_checked,
-      (unsigned long)sum.breaker_checked, (unsigned long)sum.fairness_checked);
+      (unsigned long)sum.breaker_checked, (unsigned long)sum.fairness_checked,
+      (unsigned long)sum.order_checked, (unsigned long)sum.superseded);
 }
 
 }  // namespace
