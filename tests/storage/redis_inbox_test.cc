@@ -140,6 +140,7 @@ TEST_F(RedisInboxTest, ReadsPageInArrivalOrderAndAnAckRemovesEntriesAndTheirKeys
   std::vector<EventInput> evs;
   for (int i = 0; i < 5; ++i)
     evs.push_back(ev(tenant_, "e" + std::to_string(i), "{\"n\":" + std::to_string(i) + "}"));
+  evs[1].ordering_key = "order 7";  // SPEC R13.1: carried to the owner with the event
   for (const auto& r : push(*inbox, evs))
     ASSERT_TRUE(r.ok() && r->kind == InboxAnswer::Kind::kQueued);
 
@@ -153,6 +154,7 @@ TEST_F(RedisInboxTest, ReadsPageInArrivalOrderAndAnAckRemovesEntriesAndTheirKeys
     EXPECT_EQ(e.event.id, "e" + std::to_string(i));
     EXPECT_EQ(e.event.type, "order.paid");
     EXPECT_EQ(e.event.payload, "{\"n\":" + std::to_string(i) + "}");
+    EXPECT_EQ(e.event.ordering_key, i == 1 ? "order 7" : "");
     EXPECT_GT(e.accepted_at.ms(), 1'600'000'000'000);  // Redis's clock, in ms
   }
   // Pages: two, then after the second entry's id the rest.
