@@ -10,7 +10,9 @@
 //   GET  /v1/tenants/{t}/endpoints            → {"endpoints": [...]}
 //   GET|PATCH|DELETE /v1/tenants/{t}/endpoints/{id}
 //   POST /v1/tenants/{t}/endpoints/{id}/pause|resume|enable|test|secret/rotate
+//   GET  /v1/tenants/{t}/endpoints/{id}/ordering?limit=   blocked / backlogged keys (SPEC R13)
 //   POST /v1/tenants/{t}/events               → 202 {"event_id","deliveries"} | 200 repeat | 409
+//                                             ("ordering_key"? SPEC R13.1)
 //   GET  /v1/tenants/{t}/events/{event_id}
 //   POST /v1/events/bulk  (NDJSON, one {"tenant","id","type","payload"} per line) → per-line
 //   GET  /v1/tenants/{t}/deliveries?endpoint=&state=&limit=&cursor=

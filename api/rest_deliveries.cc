@@ -59,8 +59,10 @@ Result<void> check_tenant(Engine& engine, const std::string& tenant) {
 namespace {
 
 std::optional<DeliveryStatus> parse_status(std::string_view s) {
+  // kSuperseded: SPEC R13.3.
   for (auto st : {DeliveryStatus::kPending, DeliveryStatus::kInFlight, DeliveryStatus::kDelivered,
-                  DeliveryStatus::kFailed, DeliveryStatus::kDead, DeliveryStatus::kUnknown}) {
+                  DeliveryStatus::kFailed, DeliveryStatus::kDead, DeliveryStatus::kUnknown,
+                  DeliveryStatus::kSuperseded}) {
     if (s == delivery_status_name(st)) return st;
   }
   return std::nullopt;
@@ -105,7 +107,9 @@ void list_deliveries(Call& c, const std::string& tenant) {
       if (!status) {
         return c.answer(
             bad_request("invalid_value",
-                        "state must be pending, in_flight, delivered, failed, dead or unknown", k));
+                        "state must be pending, in_flight, delivered, failed, dead, unknown or "
+                        "superseded",
+                        k));
       }
     } else if (k == "limit") {
       auto n = parse_u64(v);

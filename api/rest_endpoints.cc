@@ -1,9 +1,12 @@
 // The REST adapter's endpoint routes (docs/operations.md "Endpoints"): create, PATCH, delete,
-// pause/resume/enable, test, secret rotation; the fields create and PATCH share.
+// pause/resume/enable, test, secret rotation, the ordering keys (SPEC R13); the fields create and
+// PATCH share.
 #include <simdjson.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -157,6 +160,9 @@ struct EndpointFields {
   std::optional<bool> idempotency_key;
   std::optional<OnUnknown> on_unknown;
   std::optional<std::string> status_url;
+  std::optional<Ordering> ordering;  // SPEC R13
+  std::optional<OnHeadFailure> on_head_failure;
+  std::optional<bool> supersede;
 };
 
 std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
@@ -228,6 +234,29 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
             if (auto bad = get_string(v, "status_url", s)) return bad;
           }
           f.status_url = std::move(s);  // null or "": none
+        } else if (key == "ordering") {
+          // SPEC R13: what the endpoint keeps in order; R13.2 and R13.3 below.
+          std::string s;
+          if (auto bad = get_string(v, "ordering", s)) return bad;
+          for (Ordering o : {Ordering::kNone, Ordering::kPerKey, Ordering::kEndpoint})
+            if (s == ordering_name(o)) f.ordering = o;
+          if (!f.ordering) {
+            return Bad{"invalid_value", "ordering must be \"none\", \"per_key\" or \"endpoint\"",
+                       "ordering"};
+          }
+        } else if (key == "on_head_failure") {
+          std::string s;
+          if (auto bad = get_string(v, "on_head_failure", s)) return bad;
+          for (OnHeadFailure o : {OnHeadFailure::kBlock, OnHeadFailure::kSkip})
+            if (s == on_head_failure_name(o)) f.on_head_failure = o;
+          if (!f.on_head_failure) {
+            return Bad{"invalid_value", "on_head_failure must be \"block\" or \"skip\"",
+                       "on_head_failure"};
+          }
+        } else if (key == "supersede") {
+          bool b = false;
+          if (auto bad = get_bool(v, "supersede", b)) return bad;
+          f.supersede = b;
         } else {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
@@ -251,6 +280,9 @@ void create_endpoint(Call& c, const std::string& tenant) {
   if (f.idempotency_key) spec.idempotency_key = *f.idempotency_key;
   if (f.on_unknown) spec.on_unknown = *f.on_unknown;
   if (f.status_url) spec.status_url = std::move(*f.status_url);
+  if (f.ordering) spec.ordering = *f.ordering;
+  if (f.on_head_failure) spec.on_head_failure = *f.on_head_failure;
+  if (f.supersede) spec.supersede = *f.supersede;
   auto r = share(std::move(c.responder));
   c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -274,6 +306,9 @@ void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   patch.idempotency_key = f.idempotency_key;
   patch.on_unknown = f.on_unknown;
   patch.status_url = std::move(f.status_url);
+  patch.ordering = f.ordering;
+  patch.on_head_failure = f.on_head_failure;
+  patch.supersede = f.supersede;
   auto r = share(std::move(c.responder));
   c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -314,6 +349,68 @@ void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
   }
   c.engine.rotate_secret(tenant, id, std::move(secret),
                          endpoint_answer(share(std::move(c.responder)), 200, true));
+}
+
+// An id, or null when 0 (none).
+void id_or_null(Writer& w, std::string_view key, uint64_t id) {
+  w.key(key);
+  if (id == 0) {
+    w.null();
+  } else {
+    w.value(id_text(id));
+  }
+}
+
+// GET .../endpoints/{id}/ordering?limit= (SPEC R13, docs/operations.md "Ordered delivery"): the
+// endpoint's ordering keys that are blocked or have deliveries waiting, by their hash (the key's
+// text is not kept where the scheduler keeps them).
+constexpr size_t kDefaultOrderKeysLimit = 100;
+constexpr size_t kMaxOrderKeysLimit = 1000;
+
+void list_order_keys(Call& c, const std::string& tenant, EndpointId id) {
+  auto q = parse_query(c.req.query());
+  if (!q) return c.answer(bad_request("invalid_query", "malformed query string"));
+  size_t limit = kDefaultOrderKeysLimit;
+  for (const auto& [k, v] : q->params) {
+    if (k == "limit") {
+      auto n = parse_u64(v);
+      if (!n || *n < 1 || *n > kMaxOrderKeysLimit) {
+        return c.answer(bad_request(
+            "invalid_value", "limit must be 1.." + std::to_string(kMaxOrderKeysLimit), "limit"));
+      }
+      limit = *n;
+    } else {
+      return c.answer(bad_request("unknown_field", "unknown query parameter " + k, k));
+    }
+  }
+  auto r = share(std::move(c.responder));
+  c.engine.order_keys(tenant, id, limit, [r](Result<std::vector<OrderKeyView>> res) {
+    if (!res) return r->send(error_response(res.error()));
+    const WallTime now = wall_now();
+    Writer w;
+    w.begin_object().key("keys").begin_array();
+    for (const OrderKeyView& k : *res) {
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k.order_key));
+      w.begin_object();
+      w.field("order_key", std::string_view(hex, 16));
+      id_or_null(w, "head", k.head);
+      w.field("blocked", k.blocked);
+      id_or_null(w, "blocked_by", k.blocked_by);
+      w.key("head_age_seconds");
+      if (k.since == WallTime()) {
+        w.null();  // not known (a block found at recovery)
+      } else {
+        const Duration age = now - k.since;
+        w.value(age.count() > 0 ? static_cast<double>(age.count()) / 1e9 : 0.0);
+      }
+      w.field("waiting", static_cast<uint64_t>(k.waiting));
+      id_or_null(w, "first_waiting", k.first_waiting);
+      w.end_object();
+    }
+    w.end_array().end_object();
+    r->send(ok_json(200, w));
+  });
 }
 
 }  // namespace
@@ -377,6 +474,10 @@ void endpoint_routes(Call& c, const std::string& tenant) {
   if (action == "recover") {  // the path keeps /recover; the code calls the job a requeue
     if (m != "POST") return c.answer(method_not_allowed("POST"));
     return requeue_endpoint(c, tenant, *id);
+  }
+  if (action == "ordering") {  // SPEC R13
+    if (m != "GET") return c.answer(method_not_allowed("GET"));
+    return list_order_keys(c, tenant, *id);
   }
   if (action == "test") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));

@@ -37,6 +37,7 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
   bool have_id = false;
   bool have_type = false;
   bool have_tenant = tenant != nullptr;
+  bool have_ordering_key = false;
   if (tenant) ev.tenant = *tenant;
   auto bad = read_object(
       p.ondemand, data, len, capacity,
@@ -52,6 +53,9 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
           if (auto b = raw_value(v, p.dom, "payload", raw)) return b;
           ev.payload.assign(raw);
           have_payload = true;
+        } else if (key == "ordering_key") {  // SPEC R13.1
+          if (auto b = get_string(v, "ordering_key", ev.ordering_key)) return b;
+          have_ordering_key = true;
         } else if (key == "tenant" && tenant == nullptr) {
           if (auto b = get_string(v, "tenant", ev.tenant)) return b;
           have_tenant = true;
@@ -67,6 +71,12 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
   if (!have_payload) return Bad{"missing_field", "payload is required", "payload"};
   if (auto e = check_event_names(ev.tenant, ev.id, ev.type, event_limits(opt))) {
     return Bad{e->code, std::move(e->message), e->field};
+  }
+  // SPEC R13.1: a named key is 1..256 bytes of printable ASCII (an empty one is an error too).
+  if (have_ordering_key) {
+    if (auto e = check_ordering_key(ev.ordering_key, /*given=*/true)) {
+      return Bad{e->code, std::move(e->message), e->field};
+    }
   }
   return std::nullopt;
 }

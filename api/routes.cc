@@ -28,6 +28,7 @@ constexpr std::array kRoutes = {
     RouteSpec{"POST", "/v1/tenants/{t}/endpoints/{id}/test", M},
     RouteSpec{"POST", "/v1/tenants/{t}/endpoints/{id}/recover", M},
     RouteSpec{"POST", "/v1/tenants/{t}/endpoints/{id}/secret/rotate", M},
+    RouteSpec{"GET", "/v1/tenants/{t}/endpoints/{id}/ordering", V},  // SPEC R13
     RouteSpec{"POST", "/v1/tenants/{t}/events", M, false},
     RouteSpec{"GET", "/v1/tenants/{t}/events/{event}", V},
     RouteSpec{"POST", "/v1/tenants/{t}/events/{event}/replay", M},

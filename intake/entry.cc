@@ -34,6 +34,7 @@ std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* paylo
   const std::string* id = nullptr;
   const std::string* type = nullptr;
   const std::string* payload = nullptr;
+  const std::string* ordering_key = nullptr;
   for (size_t i = 0; i < fields.size(); ++i) {
     const auto& [k, v] = fields[i];
     if (!tenant && k == names_.tenant) {
@@ -45,6 +46,8 @@ std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* paylo
     } else if (!payload && k == names_.payload) {
       payload = &v;
       *payload_at = i;
+    } else if (!ordering_key && k == names_.ordering_key) {
+      ordering_key = &v;
     }
   }
   auto missing = [](const std::string& name) {
@@ -56,6 +59,12 @@ std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* paylo
   if (!payload) return missing(names_.payload);
   if (auto e = check_event_names(*tenant, *id, *type, limits_)) {
     return EntryError{e->code, std::move(e->message)};
+  }
+  // SPEC R13.1: a named key is 1..256 bytes of printable ASCII (an empty one is refused too).
+  if (ordering_key) {
+    if (auto e = check_ordering_key(*ordering_key, /*given=*/true)) {
+      return EntryError{e->code, std::move(e->message)};
+    }
   }
   if (auto e = check_event_payload_size(payload->size(), limits_)) {
     return EntryError{e->code, std::move(e->message)};
@@ -78,6 +87,11 @@ std::optional<EntryError> EntryMapper::check(const Fields& fields, size_t* paylo
   out.tenant = *tenant;
   out.id = *id;
   out.type = *type;
+  if (ordering_key) {
+    out.ordering_key = *ordering_key;
+  } else {
+    out.ordering_key.clear();
+  }
   return std::nullopt;
 }
 

@@ -1,8 +1,9 @@
 // One Redis Stream entry mapped to an engine EventInput, checked by the same rules as the HTTP
 // intake's (core/event_input.h): required fields, tenant / id / type form and length, and a
-// payload that is one valid JSON value (SPEC R1). Invariant: map() either fills `out` with a
-// well-formed event or returns the reason (a stable code for the dead-letter
-// stream's `error_code`, and a message), never both; it allocates only for the event's bytes.
+// payload that is one valid JSON value (SPEC R1), and an ordering key when the entry has one
+// (SPEC R13.1). Invariant: map() either fills `out` with a well-formed event or returns the
+// reason (a stable code for the dead-letter stream's `error_code`, and a message), never both;
+// it allocates only for the event's bytes.
 #pragma once
 
 #include "core/event_input.h"
@@ -23,12 +24,24 @@ class parser;
 
 namespace ringcast::intake {
 
-// Which entry fields hold the event's parts (`[[intake.redis]]` *_field keys).
+// Which entry fields hold the event's parts (`[[intake.redis]]` *_field keys). The ordering key
+// (SPEC R13.1) is optional: an entry without that field has none. Built from the four required
+// names, the ordering key's keeping its default.
 struct FieldNames {
+  FieldNames() = default;
+  FieldNames(std::string tenant_field, std::string id_field, std::string type_field,
+             std::string payload_field, std::string ordering_key_field = "ordering_key")
+      : tenant(std::move(tenant_field)),
+        id(std::move(id_field)),
+        type(std::move(type_field)),
+        payload(std::move(payload_field)),
+        ordering_key(std::move(ordering_key_field)) {}
+
   std::string tenant = "tenant";
   std::string id = "id";
   std::string type = "type";
   std::string payload = "payload";
+  std::string ordering_key = "ordering_key";
 };
 
 // The HTTP intake's limits (`[limits]`), so both intakes accept the same events.
@@ -49,7 +62,7 @@ class EntryMapper {
   EntryMapper(const EntryMapper&) = delete;
   EntryMapper& operator=(const EntryMapper&) = delete;
 
-  // Fields other than the four are ignored (producers may carry their own metadata); the first
+  // Fields other than these five are ignored (producers may carry their own metadata); the first
   // occurrence of a repeated field wins.
   std::optional<EntryError> map(const Fields& fields, EventInput& out);
   // The same, but a valid entry's payload is moved into `out` (its value in `fields` is left

@@ -1,8 +1,14 @@
 #include "views/records.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
 
 #include "core/endpoint_headers.h"
 #include "net/signing.h"
@@ -36,6 +42,16 @@ void code_field(net::JsonWriter& w, std::string_view key, ErrorCode c) {
   }
 }
 
+// SPEC R13.1: an event's ordering key, null when it has none.
+void ordering_key_field(net::JsonWriter& w, const std::string& key) {
+  w.key("ordering_key");
+  if (key.empty()) {
+    w.null();
+  } else {
+    w.value(key);
+  }
+}
+
 void status_field(net::JsonWriter& w, std::string_view key, uint16_t status) {
   w.key(key);
   if (status == 0) {
@@ -43,6 +59,15 @@ void status_field(net::JsonWriter& w, std::string_view key, uint16_t status) {
   } else {
     w.value(static_cast<unsigned>(status));
   }
+}
+
+// The id of the delivery that superseded another (SPEC R13.3): the decimal id its record keeps
+// in response_prefix; nullopt when that is not one.
+std::optional<uint64_t> superseded_by(std::string_view text) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 }  // namespace
@@ -128,6 +153,10 @@ void write_endpoint(net::JsonWriter& w, const Endpoint& e, bool with_secret) {
   } else {
     w.value(e.status_url);
   }
+  // SPEC R13 (docs/operations.md "Ordered delivery"): always shown, defaults too.
+  w.field("ordering", ordering_name(e.ordering));
+  w.field("on_head_failure", on_head_failure_name(e.on_head_failure));
+  w.field("supersede", e.supersede);
   w.field("secrets_active", static_cast<unsigned>(e.secrets.size()));
   if (with_secret && !e.secrets.empty()) {
     w.field("secret", secret_text(e.secrets.front()));
@@ -148,6 +177,7 @@ void write_delivery(net::JsonWriter& w, const Delivery& d, const Event* event) {
     w.field("event_id", event->id);
     w.field("message_id", event->message_id);
     w.field("event_type", event->type);
+    ordering_key_field(w, event->ordering_key);
   }
   w.field("endpoint", id_text(d.endpoint));
   w.field("status", delivery_status_name(d.status));
@@ -186,6 +216,19 @@ void write_attempt(net::JsonWriter& w, const Attempt& a) {
     time_field(w, "started_at", a.started_at);
     w.field("duration_ms", to_ms_double(a.duration));
     w.field("response_prefix", a.response_prefix);
+    w.end_object();
+    return;
+  }
+  if (a.code.kind == ErrorCode::Kind::kSuperseded) {
+    // SPEC R13.3: it ended superseded, replaced by the delivery its response_prefix names.
+    w.field("kind", "superseded");
+    time_field(w, "at", a.started_at);
+    w.key("by");
+    if (auto by = superseded_by(a.response_prefix)) {
+      w.value(id_text(*by));
+    } else {
+      w.null();
+    }
     w.end_object();
     return;
   }
@@ -249,6 +292,7 @@ void write_event(net::JsonWriter& w, const Event& e) {
   w.field("message_id", e.message_id);  // the webhook id receivers see (R11.3)
   w.field("tenant", e.tenant);
   w.field("type", e.type);
+  ordering_key_field(w, e.ordering_key);
   w.field("seq", id_text(e.seq));
   time_field(w, "created_at", e.created_at);
   w.key("payload");

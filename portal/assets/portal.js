@@ -122,9 +122,10 @@
     failed: 'badge-bad',
     dead: 'badge-bad',
     unknown: 'badge-warn',
+    superseded: 'badge-plain', // SPEC R13.3: a newer delivery of its ordering key replaced it
   };
   const ENDPOINT_BADGE = { enabled: 'badge-ok', paused: 'badge-warn', disabled: 'badge-bad' };
-  const TERMINAL = new Set(['delivered', 'failed', 'dead', 'unknown']);
+  const TERMINAL = new Set(['delivered', 'failed', 'dead', 'unknown', 'superseded']);
 
   function statusBadge(status, extra) {
     return h('span', {
@@ -416,6 +417,14 @@
     fact('Signature', humanize(ep.signature));
     fact('Rate limit', rate);
     if (ep.max_in_flight) fact('In flight', `at most ${ep.max_in_flight}`);
+    // SPEC R13: ordered delivery; what a failed head does and supersede only matter when ordered.
+    if (ep.ordering && ep.ordering !== 'none') {
+      const how = [humanize(ep.ordering), `on head failure: ${ep.on_head_failure}`];
+      if (ep.supersede) how.push('newest only after a backlog');
+      fact('Ordering', h('span', { dataset: { testid: 'endpoint-ordering' }, text: how.join(' · ') }));
+    } else {
+      fact('Ordering', h('span', { class: 'muted', dataset: { testid: 'endpoint-ordering' }, text: 'None' }));
+    }
     fact('Secrets', ep.secrets_active > 1 ? `${ep.secrets_active} active (rotation overlap)` : `${ep.secrets_active || 0} active`);
     fact('Updated', timeEl(ep.updated_at));
     card.appendChild(h('div', { class: 'card-body' }, facts));
@@ -815,6 +824,7 @@
     for (const item of state.deliveries) {
       const d = item.delivery;
       const type = d.event_type || (item.event && item.event.type) || '—';
+      const key = d.ordering_key || (item.event && item.event.ordering_key) || '';
       const open = h('button', {
         type: 'button',
         class: 'btn-link',
@@ -824,7 +834,8 @@
       const row = h('tr', { dataset: { testid: 'delivery-row', deliveryId: d.id, status: d.status, endpointId: d.endpoint } },
         h('td', { 'data-label': 'Time' }, open),
         h('td', { 'data-label': 'Event type', class: 'cell-type' }, type,
-          d.test ? h('span', { class: 'badge badge-plain tag-test', text: 'test' }) : null),
+          d.test ? h('span', { class: 'badge badge-plain tag-test', text: 'test' }) : null,
+          key ? h('span', { class: 'muted mono', title: 'Ordering key', dataset: { testid: 'delivery-ordering-key' }, text: ` · ${key}` }) : null),
         h('td', { 'data-label': 'Endpoint', class: 'cell-endpoint', title: endpointLabel(d.endpoint), text: endpointLabel(d.endpoint) }),
         h('td', { 'data-label': 'Response', class: 'mono', text: responseText(d) }),
         h('td', { 'data-label': 'Attempts', class: 'num', text: d.attempts }),
@@ -896,6 +907,8 @@
     const item = (k, v) => sum.appendChild(h('div', {}, h('dt', { text: k }), h('dd', {}, v)));
     item('Status', statusBadge(d.status, d.outcome_pending ? 'outcome unknown' : ''));
     item('Event type', h('span', { class: 'mono', text: type }));
+    const key = d.ordering_key || (ev && ev.ordering_key);
+    if (key) item('Ordering key', h('span', { class: 'mono', dataset: { testid: 'delivery-ordering-key' }, text: key }));
     item('Endpoint', h('span', { class: 'mono', text: endpointLabel(d.endpoint) }));
     item('Created', timeEl(d.created_at));
     item('Attempts', String(d.attempts));
@@ -960,6 +973,13 @@
         a.code ? h('code', { text: a.code }) : null,
         h('span', { class: 'muted' }, timeEl(a.started_at)),
         h('span', { class: 'muted', text: fmtMs(a.duration_ms) })));
+    } else if (a.kind === 'superseded') {
+      // SPEC R13.3: never sent; a newer delivery of the same ordering key went instead.
+      li.appendChild(h('div', { class: 'attempt-head' },
+        h('strong', { text: 'Superseded' }),
+        a.by ? h('span', { class: 'mono', text: `by delivery ${a.by}` }) : null,
+        h('span', { class: 'muted' }, timeEl(a.at))));
+      return li;
     } else {
       li.appendChild(h('div', { class: 'attempt-head' },
         h('strong', { text: a.kind === 'resend' ? 'Resent' : `Resolved as ${a.resolved_as}` }),

@@ -256,6 +256,87 @@ TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
   EXPECT_THAT(r.err, HasSubstr("cannot be combined"));
 }
 
+// Ordered delivery (SPEC R13): --ordering, --on-head-failure and --supersede on create and update
+// (shown in the endpoint table), `endpoints ordering` lists the blocked and backlogged keys, and
+// `send --ordering-key` puts the key into every line.
+TEST_F(CliTest, OrderedDeliveryFlagsTheOrderingKeysAndSendWithAKey) {
+  CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
+                     "https://hooks.example.com/o", "--ordering", "per_key", "--on-head-failure",
+                     "skip", "--supersede", "true", "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr(R"("ordering":"per_key","on_head_failure":"skip","supersede":true)"));
+  simdjson::dom::element el;
+  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
+  std::string_view id_view;
+  ASSERT_FALSE(el["id"].get(id_view));
+  const std::string id(id_view);
+
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--ordering", "endpoint",
+              "--supersede", "false"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("ordering +endpoint"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("on head failure +skip"));  // untouched
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("supersede +false"));
+  r = client({"endpoints", "update", "--tenant", "acme", id, "--ordering", "sideways"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("ordering"));
+  r = client({"endpoints", "create", "--tenant", "acme", "--url", "https://hooks.example.com/p",
+              "--supersede", "yes"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("supersede"));
+
+  r = client({"endpoints", "ordering", "--tenant", "acme", id});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no blocked or backlogged ordering keys on endpoint " + id));
+  const DeliveryId blocker = (uint64_t{9} << 48) | 7;
+  {
+    std::lock_guard lock(engine_.mu());
+    OrderKeyView k;
+    k.order_key = 0xab;
+    k.blocked = true;
+    k.blocked_by = blocker;
+    k.waiting = 3;
+    k.first_waiting = blocker + 1;
+    engine_.order_key_views = {k};
+  }
+  r = client({"endpoints", "ordering", "--tenant", "acme", id, "--limit", "5"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  EXPECT_THAT(r.out, HasSubstr("BLOCKED BY"));
+  EXPECT_THAT(r.out,
+              ::testing::ContainsRegex("00000000000000ab +- +yes +" + std::to_string(blocker) +
+                                       " +- +3 +" + std::to_string(blocker + 1)));
+  {
+    std::lock_guard lock(engine_.mu());
+    EXPECT_EQ(engine_.last_order_keys_limit, 5u);
+  }
+  r = client({"endpoints", "ordering", "--tenant", "acme", id, "--json"});
+  ASSERT_TRUE(r.status.ok()) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("order_key":"00000000000000ab")"));
+  r = client({"endpoints", "ordering", "--tenant", "acme", "12345"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("404 unknown_endpoint"));
+
+  const std::string path =
+      write("ordered.ndjson",
+            "{\"tenant\":\"acme\",\"id\":\"k1\",\"type\":\"t\",\"payload\":{}}\n"
+            "  { \"tenant\":\"acme\",\"id\":\"k2\",\"type\":\"t\",\"payload\":{\"n\":2}}\n");
+  r = client({"send", path, "--ordering-key", "order \"42\"", "--quiet"});
+  ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
+  {
+    std::lock_guard lock(engine_.mu());
+    ASSERT_EQ(engine_.submitted.size(), 2u);
+    EXPECT_EQ(engine_.submitted[0].ordering_key, "order \"42\"");
+    EXPECT_EQ(engine_.submitted[1].ordering_key, "order \"42\"");
+    EXPECT_EQ(engine_.submitted[1].payload, "{\"n\":2}");
+  }
+  r = client({"send", path, "--ordering-key", std::string(257, 'k'), "--quiet"});
+  EXPECT_EQ(r.status.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--ordering-key"));
+  std::lock_guard lock(engine_.mu());
+  EXPECT_EQ(engine_.submitted.size(), 2u);
+}
+
 TEST_F(CliTest, TenantBreakerSubscriptionAndNotifications) {
   engine_.open_breaker();
   CliRun r = client({"tenant", "breaker", "--tenant", "acme"});

@@ -106,6 +106,10 @@ class FakeEngine final : public Engine {
   std::map<EventSeq, Event> events_by_seq;
   std::vector<Notification> notes;
   bool is_ready = true;
+  // SPEC R13: what order_keys answers for any endpoint of the tenant (cut to the limit), and
+  // the limit it was last asked with.
+  std::vector<OrderKeyView> order_key_views;
+  size_t last_order_keys_limit = 0;
 
   // --- read gate: a slow store read. While closed, every delivery-log read waits in the engine
   // (bounded: after 10 s it goes through anyway, so a broken test cannot hang). ---
@@ -154,6 +158,9 @@ class FakeEngine final : public Engine {
       e.max_in_flight = spec.max_in_flight;
       e.headers = spec.headers;
       e.idempotency_key = spec.idempotency_key;
+      e.ordering = spec.ordering;  // SPEC R13
+      e.on_head_failure = spec.on_head_failure;
+      e.supersede = spec.supersede;
       e.created_at = e.updated_at = WallTime::from_ms(1'767'225'600'000);
       endpoints_[e.id] = e;
       known_tenants.insert(tenant);
@@ -197,6 +204,9 @@ class FakeEngine final : public Engine {
       if (patch.max_in_flight) e->max_in_flight = *patch.max_in_flight;
       if (patch.headers) e->headers = *patch.headers;
       if (patch.idempotency_key) e->idempotency_key = *patch.idempotency_key;
+      if (patch.ordering) e->ordering = *patch.ordering;  // SPEC R13
+      if (patch.on_head_failure) e->on_head_failure = *patch.on_head_failure;
+      if (patch.supersede) e->supersede = *patch.supersede;
       done(*e);
     });
   }
@@ -276,6 +286,17 @@ class FakeEngine final : public Engine {
       breaker_open_ = false;
     }
     get_breaker(std::move(tenant), std::move(done));
+  }
+  void order_keys(std::string tenant, EndpointId endpoint, size_t limit,
+                  Callback<std::vector<OrderKeyView>> done) override {
+    post([=, this] {
+      std::lock_guard lock(mu_);
+      if (!find(tenant, endpoint)) return done(unknown_endpoint());
+      last_order_keys_limit = limit;
+      std::vector<OrderKeyView> out = order_key_views;
+      if (out.size() > limit) out.resize(limit);
+      done(out);
+    });
   }
   void set_subscription(std::string tenant, bool active, Callback<bool> done) override {
     post([=, this] {

@@ -372,5 +372,20 @@ TEST(RouteTable, LiteralSegmentsWinAndEveryMethodAndPatternIsUnique) {
   }
 }
 
+// SPEC R13: an endpoint's ordering keys are read by whoever may read the endpoint (platform,
+// merchant, viewer; portal sessions too).
+TEST(RouteTable, TheOrderingKeysAreReadLikeTheirEndpoint) {
+  const RouteSpec* ep = find_route("GET", {"v1", "tenants", "acme", "endpoints", "1"});
+  const RouteSpec* keys =
+      find_route("GET", {"v1", "tenants", "acme", "endpoints", "1", "ordering"});
+  ASSERT_NE(ep, nullptr);
+  ASSERT_NE(keys, nullptr);
+  EXPECT_EQ(keys->pattern, "/v1/tenants/{t}/endpoints/{id}/ordering");
+  EXPECT_EQ(keys->who, RouteClass::kViewer);
+  EXPECT_EQ(keys->who, ep->who);
+  EXPECT_EQ(keys->sessions, ep->sessions);
+  EXPECT_EQ(find_route("POST", {"v1", "tenants", "acme", "endpoints", "1", "ordering"}), nullptr);
+}
+
 }  // namespace
 }  // namespace ringcast::api

@@ -54,6 +54,39 @@ TEST(EntryMapper, AppliesTheHttpIntakeRules) {
       {"id outside ascii",
        {{"tenant", "acme"}, {"id", "caf\xc3\xa9"}, {"type", "t"}, {"payload", "{}"}},
        "invalid_event_id"},
+      // SPEC R13.1: an ordering key, when the entry has the field, is 1..256 bytes of printable
+      // ASCII, as on the HTTP routes.
+      {"ordering key",
+       {{"tenant", "acme"},
+        {"id", "e1"},
+        {"type", "t"},
+        {"payload", "{}"},
+        {"ordering_key", "o 1"}},
+       nullptr},
+      {"ordering key empty",
+       {{"tenant", "acme"}, {"id", "e1"}, {"type", "t"}, {"payload", "{}"}, {"ordering_key", ""}},
+       "invalid_value"},
+      {"ordering key too long",
+       {{"tenant", "acme"},
+        {"id", "e1"},
+        {"type", "t"},
+        {"payload", "{}"},
+        {"ordering_key", std::string(257, 'k')}},
+       "invalid_value"},
+      {"ordering key control",
+       {{"tenant", "acme"},
+        {"id", "e1"},
+        {"type", "t"},
+        {"payload", "{}"},
+        {"ordering_key", "a\tb"}},
+       "invalid_value"},
+      {"ordering key outside ascii",
+       {{"tenant", "acme"},
+        {"id", "e1"},
+        {"type", "t"},
+        {"payload", "{}"},
+        {"ordering_key", "caf\xc3\xa9"}},
+       "invalid_value"},
   };
   EntryMapper m(FieldNames{}, EntryLimits{});
   for (const auto& c : cases) {
@@ -80,6 +113,42 @@ TEST(EntryMapper, UsesTheConfiguredFieldNamesAndKeepsThePayloadBytes) {
   EXPECT_EQ(ev.type, "x.y");
   EXPECT_EQ(ev.payload, payload);
   EXPECT_TRUE(m.map({{"tenant", "t1"}, {"id", "k"}, {"type", "x"}, {"payload", "{}"}}, ev));
+}
+
+// SPEC R13.1: the ordering key's field, mapped like the others; none when the entry has no such
+// field, and the first of a repeated one wins.
+TEST(EntryMapper, MapsTheOrderingKeyWhenTheEntryHasOne) {
+  EntryMapper m(FieldNames{}, EntryLimits{});
+  EventInput ev;
+  ASSERT_FALSE(m.map({{"tenant", "acme"},
+                      {"id", "e1"},
+                      {"type", "t"},
+                      {"ordering_key", "order-42"},
+                      {"payload", "{}"},
+                      {"ordering_key", "order-43"}},
+                     ev)
+                   .has_value());
+  EXPECT_EQ(ev.ordering_key, "order-42");
+  ASSERT_FALSE(
+      m.map({{"tenant", "acme"}, {"id", "e2"}, {"type", "t"}, {"payload", "{}"}}, ev).has_value());
+  EXPECT_EQ(ev.ordering_key, "");
+
+  EntryMapper named(FieldNames{"org", "key", "kind", "body", "seq_key"}, EntryLimits{});
+  ASSERT_FALSE(named
+                   .map({{"org", "t1"},
+                         {"key", "k"},
+                         {"kind", "x"},
+                         {"body", "{}"},
+                         {"seq_key", "account-7"},
+                         {"ordering_key", "ignored"}},
+                        ev)
+                   .has_value());
+  EXPECT_EQ(ev.ordering_key, "account-7");
+  auto bad =
+      named.map({{"org", "t1"}, {"key", "k"}, {"kind", "x"}, {"body", "{}"}, {"seq_key", ""}}, ev);
+  ASSERT_TRUE(bad);
+  EXPECT_STREQ(bad->code, "invalid_value");
+  EXPECT_NE(bad->message.find("ordering_key"), std::string::npos) << bad->message;
 }
 
 TEST(EntryMapper, RefusesAPayloadOverTheLimit) {

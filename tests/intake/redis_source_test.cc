@@ -125,19 +125,24 @@ TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
                    ->cmd({"XADD", "events", "*", "tenant", "acme", "id", "no-payload", "type", "t",
                           "extra", "kept"})
                    .is_error());
+  // SPEC R13.1: an ordering key with a control character.
+  ASSERT_FALSE(server_
+                   ->cmd({"XADD", "events", "*", "tenant", "acme", "id", "bad-key", "type", "t",
+                          "payload", "{}", "ordering_key", "order\x01"})
+                   .is_error());
   xadd("acme", "ok-1", "{\"a\":1}");  // duplicate: acked, not dead-lettered
   xadd("acme", "ok-1", "{\"a\":2}");  // conflict
   auto src = RedisSource::start(options(), engine_);
   ASSERT_TRUE(src.ok());
-  ASSERT_TRUE(wait_for([&] { return (*src)->counters().acked.load() == 6; }))
+  ASSERT_TRUE(wait_for([&] { return (*src)->counters().acked.load() == 7; }))
       << (*src)->counters().acked.load();
   EXPECT_EQ(pending(), 0);
   const auto& c = (*src)->counters();
   EXPECT_EQ(c.accepted.load(), 1u);
   EXPECT_EQ(c.duplicate.load(), 1u);
-  EXPECT_EQ(c.dead_lettered.load(), 4u);
+  EXPECT_EQ(c.dead_lettered.load(), 5u);
   auto dead = dead_letters();
-  ASSERT_EQ(dead.size(), 4u);
+  ASSERT_EQ(dead.size(), 5u);
   std::map<std::string, std::string> code_by_id;
   for (auto& d : dead) {
     code_by_id[d["id"]] = d["error_code"];
@@ -148,12 +153,17 @@ TEST_F(RedisSourceTest, BadEntriesGoToTheDeadLetterStreamWithTheirReason) {
   EXPECT_EQ(code_by_id["bad-json"], "invalid_json");
   EXPECT_EQ(code_by_id["who"], "unknown_tenant");
   EXPECT_EQ(code_by_id["no-payload"], "missing_field");
+  EXPECT_EQ(code_by_id["bad-key"], "invalid_value");
   EXPECT_EQ(code_by_id["ok-1"], "conflict");
   // The original fields are kept (the extra one too), and the payloads of the entries the
   // engine refused (their payload moved into the submission: read back from the stream).
   for (auto& d : dead) {
     if (d["id"] == "no-payload") {
       EXPECT_EQ(d["extra"], "kept");
+    }
+    if (d["id"] == "bad-key") {
+      EXPECT_EQ(d["ordering_key"], "order\x01");
+      EXPECT_NE(d["error_message"].find("ordering_key"), std::string::npos);
     }
     if (d["id"] == "who") {
       EXPECT_EQ(d["payload"], "{}");

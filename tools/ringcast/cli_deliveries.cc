@@ -107,6 +107,8 @@ void run_get(GlobalOptions& g, DeliveryArgs& a) {
   info.add({"next attempt", jtext(d, "next_attempt_at")});
   if (!r.root["event"].get(ev) && !ev.is_null()) {
     info.add({"event", jstr(ev, "id") + " (" + jstr(ev, "type") + ")"});
+    // SPEC R13.1: shown when the event has one.
+    if (jtext(ev, "ordering_key") != "-") info.add({"ordering key", jstr(ev, "ordering_key")});
     simdjson::dom::element payload;
     if (!ev["payload"].get(payload)) info.add({"payload", clip(simdjson::minify(payload), 100)});
   }
@@ -120,6 +122,10 @@ void run_get(GlobalOptions& g, DeliveryArgs& a) {
         const std::string what =
             kind == "resolution" ? "resolved " + jstr(at, "resolved_as") : std::string("resent");
         t.add({"-", "-", what, "-", "-", jtext(at, "at"), "-", clip(jstr(at, "note"), 40)});
+        continue;
+      }
+      if (kind == "superseded") {  // SPEC R13.3: replaced by a newer delivery of its key
+        t.add({"-", "-", "superseded", "-", "-", jtext(at, "at"), "-", "by " + jtext(at, "by")});
         continue;
       }
       char ms[32];
@@ -161,8 +167,10 @@ void add_delivery_commands(CLI::App& app, GlobalOptions& g) {
   tenant(list);
   list->add_option("--endpoint", args->endpoint, "only this endpoint id");
   list->add_option("--state", args->state,
-                   "pending | in_flight | delivered | failed | dead | unknown (needs review)")
-      ->check(CLI::IsMember({"pending", "in_flight", "delivered", "failed", "dead", "unknown"}));
+                   "pending | in_flight | delivered | failed | dead | unknown (needs review) | "
+                   "superseded")
+      ->check(CLI::IsMember(
+          {"pending", "in_flight", "delivered", "failed", "dead", "unknown", "superseded"}));
   list->add_option("--limit", args->limit, "page size (the server allows up to 1000 by default)")
       ->check(CLI::Range(1, 1000));
   list->add_option("--cursor", args->cursor, "continue after a previous page");

@@ -1,4 +1,4 @@
-// `ringcast endpoints list|create|update|get|pause|resume|enable|delete|test|rotate`.
+// `ringcast endpoints list|create|update|get|pause|resume|enable|delete|test|rotate|ordering`.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -28,6 +28,10 @@ struct EndpointArgs {
   bool no_idempotency_key = false;  // update: stop sending Idempotency-Key
   std::string on_unknown;           // retry | reconcile | review (SPEC R12.11)
   std::optional<std::string> status_url;
+  std::string ordering;         // none | per_key | endpoint (SPEC R13)
+  std::string on_head_failure;  // block | skip (SPEC R13.2)
+  std::string supersede;        // "true" | "false" (SPEC R13.3)
+  int limit = 0;                // ordering: keys to list (0: the server's default)
 };
 
 // "Name: value" → the pair (the server checks and trims; a line without ':' is refused here).
@@ -98,6 +102,9 @@ void print_endpoint(simdjson::dom::element e) {
   if (!e["idempotency_key"].get(idem) && idem) t.add({"idempotency key", "sent (webhook id)"});
   t.add({"on unknown", jtext(e, "on_unknown")});
   if (jtext(e, "status_url") != "-") t.add({"status url", jtext(e, "status_url")});
+  t.add({"ordering", jtext(e, "ordering")});  // SPEC R13
+  t.add({"on head failure", jtext(e, "on_head_failure")});
+  t.add({"supersede", jtext(e, "supersede")});
   t.add({"active secrets", std::to_string(jint(e, "secrets_active"))});
   t.add({"created", jtext(e, "created_at")});
   t.add({"updated", jtext(e, "updated_at")});
@@ -157,6 +164,9 @@ std::string endpoint_body(const EndpointArgs& a) {
   if (a.no_idempotency_key) w.field("idempotency_key", false);
   if (!a.on_unknown.empty()) w.field("on_unknown", a.on_unknown);
   if (a.status_url) w.field("status_url", *a.status_url);
+  if (!a.ordering.empty()) w.field("ordering", a.ordering);
+  if (!a.on_head_failure.empty()) w.field("on_head_failure", a.on_head_failure);
+  if (!a.supersede.empty()) w.field("supersede", a.supersede == "true");
   w.end_object();
   return w.take();
 }
@@ -182,13 +192,40 @@ void run_update(GlobalOptions& g, EndpointArgs& a) {
     throw CliError(
         "nothing to update: give --url, --event-type, --all-events, --policy, --signature, "
         "--rate, --burst, --max-in-flight, --header, --no-headers, --idempotency-key, "
-        "--no-idempotency-key, --on-unknown or --status-url");
+        "--no-idempotency-key, --on-unknown, --status-url, --ordering, --on-head-failure or "
+        "--supersede");
   auto client = make_client(g);
   simdjson::dom::parser p;
   JsonReply r = call_json(*client, p, "PATCH", base(a) + "/" + url_escape(a.id), body);
   if (g.json) return print_json(r.body);
   std::printf("updated endpoint %s\n\n", jstr(r.root, "id").c_str());
   print_endpoint(r.root);
+}
+
+// GET …/{id}/ordering (SPEC R13): the endpoint's ordering keys that are blocked or have
+// deliveries waiting, by hash (the key's text is not kept there).
+void run_ordering(GlobalOptions& g, EndpointArgs& a) {
+  std::string target = base(a) + "/" + url_escape(a.id) + "/ordering";
+  if (a.limit > 0) target += "?limit=" + std::to_string(a.limit);
+  auto client = make_client(g);
+  simdjson::dom::parser p;
+  JsonReply r = call_json(*client, p, "GET", target);
+  if (g.json) return print_json(r.body);
+  simdjson::dom::array keys;
+  if (r.root["keys"].get(keys)) throw CliError("unexpected answer: " + clip(r.body, 200));
+  Table t({"KEY", "HEAD", "BLOCKED", "BLOCKED BY", "HEAD AGE", "WAITING", "FIRST WAITING"});
+  for (auto k : keys) {
+    std::string age = "-";
+    if (jtext(k, "head_age_seconds") != "-") {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.0fs", jnum(k, "head_age_seconds"));
+      age = buf;
+    }
+    t.add({jstr(k, "order_key"), jtext(k, "head"), jbool(k, "blocked") ? "yes" : "no",
+           jtext(k, "blocked_by"), age, std::to_string(jint(k, "waiting")),
+           jtext(k, "first_waiting")});
+  }
+  t.print("no blocked or backlogged ordering keys on endpoint " + a.id);
 }
 
 // GET, DELETE, or POST …/{id}/{action}.
@@ -258,6 +295,18 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   create->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in");
+  create
+      ->add_option("--ordering", args->ordering,
+                   "what goes out in order: none (default) | per_key | endpoint (SPEC R13)")
+      ->check(CLI::IsMember({"none", "per_key", "endpoint"}));
+  create
+      ->add_option("--on-head-failure", args->on_head_failure,
+                   "a head that ends failed: block (default, the key waits) | skip")
+      ->check(CLI::IsMember({"block", "skip"}));
+  create
+      ->add_option("--supersede", args->supersede,
+                   "after a backlog send only a key's newest waiting one: true | false (default)")
+      ->check(CLI::IsMember({"true", "false"}));
   create->callback([&g, args] { run_create(g, *args); });
 
   CLI::App* update = ep->add_subcommand("update", "change an endpoint (only the options given)");
@@ -289,7 +338,27 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   update->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in (\"\": none)");
+  update
+      ->add_option("--ordering", args->ordering,
+                   "what goes out in order: none | per_key | endpoint (SPEC R13)")
+      ->check(CLI::IsMember({"none", "per_key", "endpoint"}));
+  update
+      ->add_option("--on-head-failure", args->on_head_failure,
+                   "a head that ends failed: block (the key waits) | skip")
+      ->check(CLI::IsMember({"block", "skip"}));
+  update
+      ->add_option("--supersede", args->supersede,
+                   "after a backlog send only a key's newest waiting one: true | false")
+      ->check(CLI::IsMember({"true", "false"}));
   update->callback([&g, args] { run_update(g, *args); });
+
+  CLI::App* ordering = ep->add_subcommand(
+      "ordering", "its ordering keys that are blocked or have deliveries waiting (SPEC R13)");
+  tenant(ordering);
+  id(ordering);
+  ordering->add_option("--limit", args->limit, "keys to list (the server's default: 100)")
+      ->check(CLI::Range(1, 1000));
+  ordering->callback([&g, args] { run_ordering(g, *args); });
 
   struct Action {
     const char* name;

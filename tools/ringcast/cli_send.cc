@@ -1,7 +1,8 @@
 // `ringcast send`: streams NDJSON events (one {"tenant","id","type","payload"} per line) from a
 // file or stdin to the daemon's bulk intake, several batches in flight, with a live progress
 // line on stderr and a summary. Retrying a batch is safe: intake is idempotent by event id
-// (SPEC R12.5), so a repeat shows up as "duplicates", never as a second event.
+// (SPEC R12.5), so a repeat shows up as "duplicates", never as a second event. --ordering-key
+// puts one ordering key (SPEC R13.1) into every line.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,9 +14,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 
+#include "core/event_input.h"
+#include "net/json_writer.h"
 #include "tools/ringcast/cli_commands.h"
 
 namespace ringcast::cli {
@@ -31,7 +36,16 @@ struct SendArgs {
   bool quiet = false;
   int show_errors = 20;
   int retries = 5;
+  std::optional<std::string> ordering_key;  // SPEC R13.1: put into every line
 };
+
+// `"ordering_key":"<key>"` as JSON (the key escaped), to follow a line's opening brace.
+std::string ordering_key_member(const std::string& key) {
+  net::JsonWriter w;
+  w.begin_object().field("ordering_key", key).end_object();
+  std::string obj = w.take();  // {"ordering_key":"…"}
+  return obj.substr(1, obj.size() - 2);
+}
 
 struct Batch {
   std::string body;
@@ -214,6 +228,13 @@ std::string progress_line(const Stats& st, double secs) {
 }
 
 void run_send(GlobalOptions& g, const SendArgs& args) {
+  std::string key_member;  // SPEC R13.1: checked once here rather than refused on every line
+  if (args.ordering_key) {
+    if (auto e = check_ordering_key(*args.ordering_key, /*given=*/true)) {
+      throw CliError("--ordering-key: " + e->message);
+    }
+    key_member = ordering_key_member(*args.ordering_key);
+  }
   FILE* in = stdin;
   bool close_in = false;
   if (args.file != "-") {
@@ -276,11 +297,21 @@ void run_send(GlobalOptions& g, const SendArgs& args) {
     }
     size_t lead = line.find_first_not_of(" \t");
     if (lead == std::string_view::npos) return true;  // blank
-    if (!cur.lines.empty() && cur.body.size() + line.size() + 1 > max_bytes) {
+    if (!cur.lines.empty() && cur.body.size() + line.size() + key_member.size() + 2 > max_bytes) {
       if (!queue.push(std::move(cur))) return false;
       cur = Batch();
     }
-    cur.body.append(line).push_back('\n');
+    if (!key_member.empty() && line[lead] == '{') {
+      // {"ordering_key":"…", then the line's own members (a line that names its own
+      // ordering_key is refused by the server: duplicate_field).
+      std::string_view members = line.substr(lead + 1);
+      const size_t next = members.find_first_not_of(" \t");
+      cur.body.append(line.substr(0, lead + 1)).append(key_member);
+      if (next != std::string_view::npos && members[next] != '}') cur.body.push_back(',');
+      cur.body.append(members).push_back('\n');
+    } else {
+      cur.body.append(line).push_back('\n');
+    }
     cur.lines.push_back(line_no);
     st.read++;
     if (cur.lines.size() >= static_cast<size_t>(args.batch)) {
@@ -394,6 +425,8 @@ void add_send_command(CLI::App& app, GlobalOptions& g) {
   send->add_option("--retries", args->retries, "retries of a batch the server could not take")
       ->check(CLI::Range(0, 20));
   send->add_flag("--quiet,-q", args->quiet, "no progress line");
+  send->add_option("--ordering-key", args->ordering_key,
+                   "put this ordering key into every event (SPEC R13: 1-256 printable ASCII)");
   send->callback([&g, args] { run_send(g, *args); });
 }
 
