@@ -276,6 +276,7 @@ struct RedisIntakeConfig {
   std::string id_field = "id";
   std::string type_field = "type";
   std::string payload_field = "payload";
+  std::string ordering_key_field = "ordering_key";  // SPEC R13.1: optional in an entry
   std::string dead_letter_stream = "ringcast:dead-letter";
   uint32_t dead_letter_max_len = 0;      // XADD MAXLEN ~ on the dead-letter stream; 0: untrimmed
   uint32_t batch = 512;                  // COUNT per XREADGROUP

@@ -223,6 +223,7 @@ const std::vector<KeyDef>& redis_intake_keys() {
       RC_RKEY("id_field", kString, id_field),
       RC_RKEY("type_field", kString, type_field),
       RC_RKEY("payload_field", kString, payload_field),
+      RC_RKEY("ordering_key_field", kString, ordering_key_field),
       RC_RKEY("dead_letter_stream", kString, dead_letter_stream),
       RC_RKEY("dead_letter_max_len", kU32, dead_letter_max_len, 0, 4'000'000'000),
       RC_RKEY("batch", kU32, batch, 1, 10'000),

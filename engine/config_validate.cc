@@ -317,7 +317,8 @@ void Config::validate() const {
     }
     if (r.dead_letter_stream.empty()) fail("", key + ".dead_letter_stream", "must not be empty");
     if (r.group.empty()) fail("", key + ".group", "must not be empty");
-    for (const auto* f : {&r.tenant_field, &r.id_field, &r.type_field, &r.payload_field})
+    for (const auto* f :
+         {&r.tenant_field, &r.id_field, &r.type_field, &r.payload_field, &r.ordering_key_field})
       if (f->empty()) fail("", key + ".*_field", "a field name must not be empty");
     if (r.block < milliseconds(1) || r.block > seconds(60))
       fail("", key + ".block", "must be between 1ms and 60s");

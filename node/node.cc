@@ -84,7 +84,7 @@ intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIn
   o.group = r.group;
   o.consumer =
       r.consumer.empty() ? intake::default_consumer_name(cfg.storage.data_dir) : r.consumer;
-  o.fields = {r.tenant_field, r.id_field, r.type_field, r.payload_field};
+  o.fields = {r.tenant_field, r.id_field, r.type_field, r.payload_field, r.ordering_key_field};
   o.limits.max_tenant_bytes = cfg.limits.max_tenant_bytes;
   o.limits.max_id_bytes = cfg.limits.max_id_bytes;
   o.limits.max_type_bytes = cfg.limits.max_type_bytes;
