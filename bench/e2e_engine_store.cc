@@ -4,7 +4,7 @@
 //
 //   bench_e2e_engine_store [--trials=5] [--n=30000] [--conns=32] [--seconds=2]
 //                          [--sink=PATH] [--wrk=PATH] [--only=rocks|memory|wrk]
-//                          [--max-allocs=X]
+//                          [--max-allocs=X] [--ordered=K]
 //
 // Each trial runs three peers against a fresh ringcast-sink pinned to CPU 1 (signatures
 // verified), in an order that rotates from trial to trial; this process and all its threads
@@ -20,6 +20,9 @@
 //   wrk     `wrk -t1 -c<conns>`, one pre-signed request replayed for `seconds`.
 // It prints each trial and the medians of the per-trial ratios rocks/wrk, memory/wrk and
 // rocks/memory (the share of a delivery's CPU left when persisting is free). Loopback only.
+// With --ordered=K a fourth peer, `ordered`, is the rocks peer with its endpoint ordered per key
+// (SPEC R13) and the events spread over K ordering keys; the median of ordered/rocks is printed
+// (docs/benchmarks.md "Ordered delivery").
 //
 // It also counts the heap allocations of the whole process (every thread) in each engine
 // peer's timed window, per delivery: malloc, calloc and realloc are interposed here and
@@ -154,6 +157,7 @@ struct Args {
   std::string wrk = "/usr/bin/wrk";
   std::string only;        // rocks | memory | wrk: that peer alone, no ratios (for profiling)
   double max_allocs = -1;  // per delivery, median of each engine peer; < 0: not checked
+  int ordered_keys = 0;    // > 0: the `ordered` peer, over this many ordering keys
 };
 
 [[noreturn]] void die(const std::string& what, const Error& e) {
@@ -207,7 +211,8 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   std::unique_ptr<test::LockedStore> memory;  // the MemoryStore behind one mutex
   std::unique_ptr<engine::EngineImpl> on_memory;
   Engine* api = nullptr;
-  if (store_kind == "rocks") {
+  const bool ordered = store_kind == "ordered";
+  if (store_kind == "rocks" || ordered) {
     auto opened = engine::Embedded::open(engine::store_options(cfg), std::move(eopts));
     if (!opened.ok()) die("open the RocksDB store", opened.error());
     embedded = std::move(*opened);
@@ -226,6 +231,7 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   spec.secret = kSecret;
   spec.max_in_flight = static_cast<uint32_t>(a.conns);
   spec.rate_limit = RateLimit{1, 1};  // holds the backlog while it is taken in
+  if (ordered) spec.ordering = Ordering::kPerKey;
   auto ep = await<Endpoint>([&](auto done) { api->create_endpoint(tenant, spec, done); });
   if (!ep.ok()) die("create endpoint", ep.error());
 
@@ -233,8 +239,10 @@ PeerResult run_engine(const Args& a, const std::string& store_kind, uint16_t por
   constexpr int kBatch = 1000;
   for (int first = 0; first < a.n; first += kBatch) {
     std::vector<EventInput> batch;
-    for (int i = first; i < std::min(a.n, first + kBatch); ++i)
+    for (int i = first; i < std::min(a.n, first + kBatch); ++i) {
       batch.push_back({tenant, "evt-" + std::to_string(i), "bench.event", body});
+      if (ordered) batch.back().ordering_key = "key-" + std::to_string(i % a.ordered_keys);
+    }
     auto rs = await<std::vector<Result<SubmitResult>>>([&](auto done) {
       api->submit_batch(std::move(batch),
                         [done](std::vector<Result<SubmitResult>> r) { done(std::move(r)); });
@@ -293,13 +301,15 @@ int run(const Args& a) {
   pin_to(0);  // before the engine starts a thread: all of them stay on this core
   char tmpl[] = "/tmp/ringcast-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  const std::vector<std::string> kinds = {"rocks", "memory", "wrk"};
-  std::vector<std::vector<double>> per_cpu(3), wall(3), allocs(3);
+  std::vector<std::string> kinds = {"rocks", "memory", "wrk"};
+  if (a.ordered_keys > 0) kinds.push_back("ordered");
+  const int peers = static_cast<int>(kinds.size());
+  std::vector<std::vector<double>> per_cpu(4), wall(4), allocs(4);
   for (int t = 0; t < a.trials; ++t) {
-    for (int k = 0; k < 3; ++k) {
-      const size_t which = static_cast<size_t>((t + k) % 3);  // rotating order
+    for (int k = 0; k < peers; ++k) {
+      const size_t which = static_cast<size_t>((t + k) % peers);  // rotating order
       if (!a.only.empty() && kinds[which] != a.only) continue;
-      const int id = t * 3 + k;
+      const int id = t * peers + k;
       Sink s = start_sink(a.sink, dir, id, 1);
       PeerResult r;
       if (kinds[which] == "wrk") {
@@ -354,12 +364,19 @@ int run(const Args& a) {
   if (!allocs_ok) return 1;
   if (!a.only.empty()) return 0;
   // The three peers of a trial ran back to back: their ratios cancel the machine's drift.
-  std::vector<double> rocks_wrk, memory_wrk, rocks_memory;
+  std::vector<double> rocks_wrk, memory_wrk, rocks_memory, ordered_rocks;
   for (int t = 0; t < a.trials; ++t) {
     const auto i = static_cast<size_t>(t);
     rocks_wrk.push_back(per_cpu[0][i] / per_cpu[2][i]);
     memory_wrk.push_back(per_cpu[1][i] / per_cpu[2][i]);
     rocks_memory.push_back(per_cpu[0][i] / per_cpu[1][i]);
+    if (a.ordered_keys > 0) ordered_rocks.push_back(per_cpu[3][i] / per_cpu[0][i]);
+  }
+  if (a.ordered_keys > 0) {
+    std::printf(
+        "  ordered per key (%d keys): %9.0f deliveries/s  %9.0f per CPU-s; median of per-trial "
+        "ratios ordered/rocks %.3fx\n",
+        a.ordered_keys, median(wall[3]), median(per_cpu[3]), median(ordered_rocks));
   }
   std::printf(
       "engine delivering %d pre-ingested 1 KB events, %d in flight, %d trials (median):\n"
@@ -403,13 +420,16 @@ int main(int argc, char** argv) {
       a.only = v7;
     } else if (auto v8 = val("--max-allocs=")) {
       a.max_allocs = std::atof(v8);
+    } else if (auto v9 = val("--ordered=")) {
+      a.ordered_keys = std::atoi(v9);
     } else {
       std::cerr << "bench_e2e_engine_store: unknown argument " << s << "\n";
       return 2;
     }
   }
-  if (!a.only.empty() && a.only != "rocks" && a.only != "memory" && a.only != "wrk") {
-    std::cerr << "bench_e2e_engine_store: --only must be rocks, memory or wrk\n";
+  if (!a.only.empty() && a.only != "rocks" && a.only != "memory" && a.only != "wrk" &&
+      a.only != "ordered") {
+    std::cerr << "bench_e2e_engine_store: --only must be rocks, memory, wrk or ordered\n";
     return 2;
   }
   if (a.trials < 1 || a.n < 1 || a.conns < 1 || a.seconds < 1) {

@@ -316,6 +316,7 @@ class Scheduler {
   void enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool is_new, bool rewrite);
   void order_ended(Pending* s, DeliveryStatus st, Mutations& m);
   void release_key(uint64_t key_id, WallTime now, Mutations& m);
+  void release_key(OrderKeys::Key& k, uint64_t key_id, WallTime now, Mutations& m);
   void supersede_backlog(EpState& ep, uint64_t key_id, const Pending* by, WallTime now,
                          Mutations& m);
   void restore_ordered(Pending* s, WallTime now);

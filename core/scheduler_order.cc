@@ -120,13 +120,16 @@ void Scheduler::order_ended(Pending* s, DeliveryStatus st, Mutations& m) {
     }
     return;
   }
-  release_key(id, now_, m);
+  release_key(*k, id, now_, m);
 }
 
 // The key's next waiting delivery becomes its head and is routed; a key with none is forgotten.
 void Scheduler::release_key(uint64_t key_id, WallTime now, Mutations& m) {
-  OrderKeys::Key* k = order_keys_.find(key_id);
-  if (k == nullptr) return;
+  if (OrderKeys::Key* k = order_keys_.find(key_id)) release_key(*k, key_id, now, m);
+}
+
+void Scheduler::release_key(OrderKeys::Key& key, uint64_t key_id, WallTime now, Mutations& m) {
+  OrderKeys::Key* k = &key;
   TimerEntry* e = OrderKeys::pop_front(*k);
   if (e == nullptr) {
     if (k->head == nullptr) order_keys_.erase(key_id);
