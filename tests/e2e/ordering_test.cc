@@ -70,7 +70,8 @@ class OrderedProducer {
       while (batch.size() < n) {
         Submitted s;
         s.tenant = tenants_[seq_ % tenants_.size()];
-        s.key = "k" + std::to_string(rng_() % static_cast<uint64_t>(keys_));
+        s.key = "k";  // appended: GCC 12's -Wrestrict misfires on literal + string
+        s.key += std::to_string(rng_() % static_cast<uint64_t>(keys_));
         s.id = s.tenant + "-o" + std::to_string(seq_);
         s.payload = "{\"seq\":" + std::to_string(seq_) + "}";
         ++seq_;
@@ -224,6 +225,124 @@ TEST(E2eOrdering, PerKeyAndEndpointOrderHoldThroughKills) {
               kKills, acked.size(), checked);
   auto st = d.terminate();
   EXPECT_TRUE(st.ok()) << st.str();
+}
+
+// The order of first 2xx receipts of these message ids at the sink.
+std::vector<std::string> first_receipts(const SinkProcess& sink, const std::set<std::string>& of) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& l : sink.ids()) {
+    if (l.status == "200" && of.count(l.id) && seen.insert(l.id).second) out.push_back(l.id);
+  }
+  return out;
+}
+
+// on_head_failure = block (SPEC R13.2): a head that ends failed holds its key — shown by the
+// ordering route and the metrics — until it is resent; then the waiting ones go first and the
+// resent one after them. `supersede` (R13.3): what waits behind a failing head is replaced by
+// the newest, and the replaced ones name it.
+TEST(E2eOrdering, ABlockedKeyWaitsForItsResentHeadAndSupersedeKeepsTheNewest) {
+  DaemonOptions o;
+  o.extra_toml =
+      "\n[policies.brief]\nbase = \"smengo\"\nladder = [\"50ms\"]\njitter = 0.0\n"
+      "auto_disable = false\n";
+  Daemon d(o);
+  ASSERT_NO_THROW(d.start());
+  TempDir dir("e2e-ordering-block");
+  SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/bad=status=500", "--fault",
+                                         "/flaky=status=500;limit=6", "--threads", "1"},
+                                        dir.path());
+  const std::string t = "ord-block";
+  Reply ep = create_endpoint(d, t,
+                             "{\"url\":" + quote(sink.base_url() + "/bad") +
+                                 ",\"policy\":\"brief\",\"ordering\":\"per_key\"}");
+  ASSERT_EQ(ep.status, 201) << ep.describe();
+  EXPECT_EQ(ep.json()["on_head_failure"].str(), "block");
+  const std::string ep_id = ep.json()["id"].str();
+  auto submit = [&](const std::string& id, const std::string& key) {
+    Reply r = d.call(
+        "POST", "/v1/tenants/" + t + "/events",
+        "{\"id\":" + quote(id) +
+            ",\"type\":\"order.updated\",\"payload\":{},\"ordering_key\":" + quote(key) + "}");
+    EXPECT_EQ(r.status, 202) << r.describe();
+  };
+  submit("b1", "order-1");
+  submit("b2", "order-1");
+  submit("b3", "order-1");
+  Json head = wait_delivery(d, t, ep_id, "b1", delivery_ended, scaled(10s));
+  ASSERT_EQ(head["delivery"]["status"].str(), "failed") << head["delivery"]["status"].str();
+  // The receiver is fixed; the key stays held all the same.
+  Reply patch = d.call("PATCH", "/v1/tenants/" + t + "/endpoints/" + ep_id,
+                       "{\"url\":" + quote(sink.base_url() + "/good") + "}");
+  ASSERT_EQ(patch.status, 200) << patch.describe();
+  std::this_thread::sleep_for(scaled(500ms));
+  const std::set<std::string> msgs = {message_id_of(d, t, "b1"), message_id_of(d, t, "b2"),
+                                      message_id_of(d, t, "b3")};
+  EXPECT_TRUE(first_receipts(sink, msgs).empty());
+  Reply keys = d.call("GET", "/v1/tenants/" + t + "/endpoints/" + ep_id + "/ordering");
+  ASSERT_EQ(keys.status, 200) << keys.describe();
+  ASSERT_EQ(keys.json()["keys"].size(), 1u) << keys.body;
+  const Json k = keys.json()["keys"][0];
+  EXPECT_TRUE(k["blocked"].boolean()) << keys.body;
+  EXPECT_EQ(k["blocked_by"].str(), head["delivery"]["id"].str()) << keys.body;
+  EXPECT_EQ(k["waiting"].i64(), 2) << keys.body;
+  EXPECT_EQ(metric(scrape_metrics(d), "ringcast_order_keys_blocked"), 1.0);
+
+  Reply resend = d.call(
+      "POST", "/v1/tenants/" + t + "/deliveries/" + head["delivery"]["id"].str() + "/resend");
+  ASSERT_EQ(resend.status, 202) << resend.describe();
+  std::vector<std::string> got;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        got = first_receipts(sink, msgs);
+        return got.size() == 3;
+      },
+      scaled(10s)));
+  EXPECT_EQ(got, (std::vector<std::string>{message_id_of(d, t, "b2"), message_id_of(d, t, "b3"),
+                                           message_id_of(d, t, "b1")}));
+  Reply after = d.call("GET", "/v1/tenants/" + t + "/endpoints/" + ep_id + "/ordering");
+  EXPECT_EQ(after.json()["keys"].size(), 0u) << after.body;
+
+  // Supersede: s1's first six attempts fail (steady ladder, ~1.6 s) while s2..s4 arrive; s2 and
+  // s3 end superseded (each naming the next), and s1 and then s4 arrive.
+  const std::string t2 = "ord-supersede";  // its own tenant: only this endpoint gets its events
+  Reply sep = create_endpoint(d, t2,
+                              "{\"url\":" + quote(sink.base_url() + "/flaky") +
+                                  ",\"policy\":\"steady\",\"ordering\":\"per_key\","
+                                  "\"supersede\":true}");
+  ASSERT_EQ(sep.status, 201) << sep.describe();
+  const std::string sep_id = sep.json()["id"].str();
+  auto state = [&](const std::string& id) {
+    Reply r = d.call("POST", "/v1/tenants/" + t2 + "/events",
+                     "{\"id\":" + quote(id) +
+                         ",\"type\":\"state.changed\",\"payload\":{},\"ordering_key\":\"cart-9\"}");
+    EXPECT_EQ(r.status, 202) << r.describe();
+  };
+  state("s1");
+  ASSERT_TRUE(
+      wait_until([&] { return sink_lines_for(sink, message_id_of(d, t2, "s1")) > 0; }, scaled(5s)));
+  state("s2");
+  state("s3");
+  state("s4");
+  Json s2 = wait_delivery(d, t2, sep_id, "s2", delivery_ended, scaled(5s));
+  Json s3 = wait_delivery(d, t2, sep_id, "s3", delivery_ended, scaled(5s));
+  EXPECT_EQ(s2["delivery"]["status"].str(), "superseded") << s2["delivery"]["status"].str();
+  EXPECT_EQ(s3["delivery"]["status"].str(), "superseded") << s3["delivery"]["status"].str();
+  const std::string s3_id = s3["delivery"]["id"].str();
+  const std::string s4_id =
+      wait_delivery(
+          d, t2, sep_id, "s4", [](const Json&) { return true; }, scaled(5s))["delivery"]["id"]
+          .str();
+  ASSERT_EQ(history_kinds(s2), (std::vector<std::string>{"superseded"}))
+      << s2["delivery"]["status"].str();
+  EXPECT_EQ(s2["attempts"][0]["by"].str(), s3_id) << s2["delivery"]["status"].str();
+  EXPECT_EQ(s3["attempts"][0]["by"].str(), s4_id) << s3["delivery"]["status"].str();
+  const std::set<std::string> smsgs = {message_id_of(d, t2, "s1"), message_id_of(d, t2, "s2"),
+                                       message_id_of(d, t2, "s3"), message_id_of(d, t2, "s4")};
+  ASSERT_TRUE(wait_until([&] { return first_receipts(sink, smsgs).size() == 2; }, scaled(10s)));
+  EXPECT_EQ(first_receipts(sink, smsgs),
+            (std::vector<std::string>{message_id_of(d, t2, "s1"), message_id_of(d, t2, "s4")}));
+  EXPECT_GE(metric(scrape_metrics(d), "ringcast_deliveries_superseded_total"), 2.0);
 }
 
 // Three nodes on a Redis Cluster: one node SIGKILLed and restarted, then the Redis primary of
