@@ -4,8 +4,9 @@
 //   bench_core_order [--trials=5] [--keys=10000] [--n=200000] [--memory-keys=1000000]
 //
 // 1. Memory: `memory-keys` distinct keys waiting on a per_key endpoint (each a head and one
-//    delivery behind it) against the same deliveries on an unordered endpoint: the heap in use
-//    (mallinfo2) after the fan-out, per key. What a waiting key costs beyond its deliveries.
+//    delivery behind it) against the same deliveries on an unordered endpoint, each filled in a
+//    child process of its own: the growth of the heap in use (mallinfo2) and of the resident
+//    set (/proc/self/statm), per key. What a waiting key costs beyond its deliveries.
 // 2. Throughput: `n` deliveries over `keys` active keys on a per_key endpoint against the same
 //    on an unordered endpoint (the events carry the same keys): the scheduler's loop — fan-out,
 //    poll, a 200 for every send — in deliveries per CPU-second of this thread; the ratio
@@ -15,7 +16,9 @@
 //    it: deliveries of the other keys per CPU-second; the ratio.
 // Pure scheduler: no store, no sockets (their costs are in bench_e2e_engine_store --ordered).
 #include <malloc.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -41,6 +44,15 @@ double thread_cpu_s() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+size_t resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<size_t>(resident) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 size_t heap_in_use() {
@@ -94,8 +106,32 @@ struct World {
 
 // 1. Heap bytes per waiting key beyond its deliveries.
 void memory(size_t keys) {
-  auto fill = [&](Ordering o) -> std::pair<size_t, uint64_t> {
+  struct Grown {
+    size_t heap = 0, rss = 0;
+    uint64_t table = 0;
+  };
+  // In a child of its own, so that one fill's freed memory does not flatter the next one's RSS.
+  auto in_child = [&](auto fill) -> Grown {
+    int fds[2];
+    if (::pipe(fds) != 0) std::abort();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      const Grown g = fill();
+      if (::write(fds[1], &g, sizeof g) != static_cast<ssize_t>(sizeof g)) ::_exit(1);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    Grown g;
+    if (::read(fds[0], &g, sizeof g) != static_cast<ssize_t>(sizeof g)) std::abort();
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return g;
+  };
+  auto fill = [&](Ordering o) -> Grown {
     const size_t before = heap_in_use();
+    const size_t rss_before = resident_bytes();
     auto w = std::make_unique<World>(o, 1);
     std::string key;
     for (int round = 0; round < 2; ++round) {
@@ -109,21 +145,25 @@ void memory(size_t keys) {
     w->m.clear();
     w->m.events.shrink_to_fit();
     w->m.deliveries.shrink_to_fit();
-    const size_t used = heap_in_use() - before;
-    const uint64_t table = w->s->stats().order_bytes;
+    Grown g;
+    g.heap = heap_in_use() - before;
+    g.rss = resident_bytes() - rss_before;
+    g.table = w->s->stats().order_bytes;
     if (o == Ordering::kPerKey && w->s->stats().order_waiting != keys) std::abort();
-    return {used, table};
+    return g;
   };
-  const auto [plain, t0] = fill(Ordering::kNone);
-  const auto [ordered, table] = fill(Ordering::kPerKey);
-  (void)t0;
-  const double per_key =
-      (static_cast<double>(ordered) - static_cast<double>(plain)) / static_cast<double>(keys);
+  const Grown plain = in_child([&] { return fill(Ordering::kNone); });
+  const Grown ordered = in_child([&] { return fill(Ordering::kPerKey); });
+  auto per_key = [&](size_t a, size_t b) {
+    return (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(keys);
+  };
   std::printf(
       "memory: %zu keys waiting (%zu deliveries): heap %zu B unordered, %zu B ordered: %.1f B "
-      "per waiting key (key table %.1f B of it)\n",
-      keys, 2 * keys, plain, ordered, per_key,
-      static_cast<double>(table) / static_cast<double>(keys));
+      "per waiting key (key table %.1f B of it); RSS %zu B unordered, %zu B ordered: %.1f B "
+      "per waiting key\n",
+      keys, 2 * keys, plain.heap, ordered.heap, per_key(plain.heap, ordered.heap),
+      static_cast<double>(ordered.table) / static_cast<double>(keys), plain.rss, ordered.rss,
+      per_key(plain.rss, ordered.rss));
 }
 
 // 2 and 3: `n` deliveries over `keys` keys; `bad`: one more key that always fails, with n/20

@@ -16,6 +16,7 @@
     session: null, // {tenant, scope, expires_at, csrf_token}
     endpoints: [], // as GET .../endpoints answers
     deliveries: [], // normalized {delivery, attempts|null, event|null}
+    ordering: new Map(), // endpoint id -> keys as GET .../endpoints/{id}/ordering answers (SPEC R13)
     busy: new Set(), // endpoint ids with an action running
     expiryTimer: 0,
   };
@@ -109,6 +110,18 @@
     if (ms < 1) return `${ms.toFixed(2)} ms`;
     if (ms < 1000) return `${Math.round(ms)} ms`;
     return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+  }
+
+  // An age in seconds (head_age_seconds, docs/operations.md "Ordered delivery"): as fmtMs under a
+  // minute, then in minutes, hours and days.
+  function fmtSeconds(sec) {
+    if (typeof sec !== 'number' || !Number.isFinite(sec) || sec < 0) return '—';
+    if (sec < 60) return fmtMs(sec * 1000);
+    const min = Math.floor(sec / 60);
+    if (min < 60) return `${min} min`;
+    const hours = Math.floor(min / 60);
+    if (hours < 48) return `${hours} h ${min % 60} min`;
+    return `${Math.floor(hours / 24)} d ${hours % 24} h`;
   }
 
   function humanize(word) {
@@ -345,6 +358,93 @@
     state.endpoints = (data && data.endpoints) || [];
     renderEndpoints();
     renderEndpointFilter();
+    loadOrdering(); // the cards are shown first; their held keys follow
+  }
+
+  // SPEC R13: the keys of each ordered endpoint that are held or have deliveries waiting
+  // (docs/operations.md "Ordered delivery"). A failed request shows nothing extra on the card.
+  const ORDER_KEYS_LIMIT = 20;
+  const isOrdered = (ep) => Boolean(ep && ep.ordering && ep.ordering !== 'none');
+  let orderingSeq = 0;
+
+  async function loadOrdering() {
+    const seq = ++orderingSeq;
+    const ordered = state.endpoints.filter(isOrdered);
+    for (const id of [...state.ordering.keys()]) {
+      if (!ordered.some((ep) => ep.id === id)) state.ordering.delete(id);
+    }
+    await Promise.all(ordered.map(async (ep) => {
+      let keys = null;
+      try {
+        const { data } = await api('GET',
+          `${tenantPath()}/endpoints/${encodeURIComponent(ep.id)}/ordering?limit=${ORDER_KEYS_LIMIT}`);
+        if (data && Array.isArray(data.keys)) keys = data.keys;
+      } catch (_) {
+        keys = null;
+      }
+      if (seq !== orderingSeq) return;
+      if (keys) state.ordering.set(ep.id, keys);
+      else state.ordering.delete(ep.id);
+      renderOrderingFacts(ep.id);
+    }));
+  }
+
+  // The card's "Held keys" and "Backlogged keys" facts, redrawn in place after the Ordering fact.
+  function renderOrderingFacts(id) {
+    const card = cardOf(id);
+    const ep = endpointById(id);
+    if (!card || !ep) return;
+    for (const el of card.querySelectorAll('[data-order-fact]')) el.remove();
+    const anchor = card.querySelector('[data-testid="endpoint-ordering"]');
+    const dd = anchor && anchor.closest('dd');
+    if (dd) dd.after(...orderingFacts(ep));
+  }
+
+  // dt/dd pairs for the facts list; none while the keys are not known.
+  function orderingFacts(ep) {
+    const keys = isOrdered(ep) ? state.ordering.get(ep.id) : null;
+    if (!keys) return [];
+    const more = keys.length >= ORDER_KEYS_LIMIT ? '+' : ''; // the list stopped at the limit
+    const held = keys.filter((k) => k.blocked);
+    const backlog = keys.filter((k) => !k.blocked && k.waiting > 0);
+    const pair = (label, value) => [
+      h('dt', { dataset: { orderFact: '' }, text: label }),
+      h('dd', { dataset: { orderFact: '' } }, value)];
+
+    const heldView = held.length
+      ? h('div', { dataset: { testid: 'endpoint-held-keys' } },
+        h('strong', { text: `${held.length}${more} held` }),
+        h('ul', { class: 'held-keys' }, held.slice(0, 5).map(heldKeyLine)),
+        held.length > 5 ? h('span', { class: 'muted', text: `and ${held.length - 5} more` }) : null)
+      : h('span', { class: 'muted', dataset: { testid: 'endpoint-held-keys' }, text: 'None' });
+
+    const ages = backlog.map((k) => k.head_age_seconds).filter((a) => typeof a === 'number');
+    const oldest = ages.length ? ` · oldest head ${fmtSeconds(Math.max(...ages))}` : '';
+    const backlogView = backlog.length
+      ? h('span', { dataset: { testid: 'endpoint-backlog-keys' }, text: `${backlog.length}${more}${oldest}` })
+      : h('span', { class: 'muted', dataset: { testid: 'endpoint-backlog-keys' }, text: 'None' });
+
+    return [...pair('Held keys', heldView), ...pair('Backlogged keys', backlogView)];
+  }
+
+  // One held key: the failed head that holds it (resend or resolve it from its detail), how many
+  // wait behind it and since when. blocked_by is null after a restart: its first waiting one.
+  function heldKeyLine(k) {
+    const open = (id, label) => h('button', {
+      type: 'button',
+      class: 'btn-link mono',
+      dataset: { action: 'open-held', deliveryId: id },
+      'aria-label': `${label} ${id}: show attempts`,
+      text: id,
+      on: { click: () => openDelivery(id) },
+    });
+    const age = typeof k.head_age_seconds === 'number' ? ` · held ${fmtSeconds(k.head_age_seconds)}` : '';
+    return h('li', { title: `Ordering key hash ${k.order_key}` },
+      k.blocked_by
+        ? open(k.blocked_by, 'Failed delivery holding this key')
+        : [h('span', { class: 'muted', text: 'failed delivery not known since a restart; first waiting ' }),
+          k.first_waiting ? open(k.first_waiting, 'First delivery waiting on this key') : null],
+      ` · ${k.waiting} waiting${age}`);
   }
 
   function endpointById(id) {
@@ -422,6 +522,7 @@
       const how = [humanize(ep.ordering), `on head failure: ${ep.on_head_failure}`];
       if (ep.supersede) how.push('newest only after a backlog');
       fact('Ordering', h('span', { dataset: { testid: 'endpoint-ordering' }, text: how.join(' · ') }));
+      facts.append(...orderingFacts(ep));
     } else {
       fact('Ordering', h('span', { class: 'muted', dataset: { testid: 'endpoint-ordering' }, text: 'None' }));
     }
@@ -1008,6 +1109,7 @@
           await api('POST', `${tenantPath()}/deliveries/${encodeURIComponent(d.id)}/resend`, {});
           out.textContent = 'Resent: the same delivery goes out again (same webhook id).';
           loadDeliveries();
+          loadOrdering(); // a resent head releases its held key (SPEC R13)
         } catch (e) {
           if (e instanceof ApiError && e.status === 401) return;
           out.textContent = `Resend refused: ${errorText(e)}`;

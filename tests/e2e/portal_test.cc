@@ -1,12 +1,13 @@
 // End to end, the merchant portal (operations.md "The portal") in a real browser: the daemon, a
 // sink and a hostile receiver on loopback; one tenant with a healthy endpoint, one that a 410
-// auto-disables (SPEC R6, R8.1) and one whose receiver answers a body of <img onerror> and
-// <script>; then tests/portal/walkthrough.mjs (playwright-core driving Debian's /usr/bin/chromium
+// auto-disables (SPEC R6, R8.1), one whose receiver answers a body of <img onerror> and
+// <script>, and an ordered one (SPEC R13, per_key) whose key "cart-7" is held behind a failed
+// delivery; then tests/portal/walkthrough.mjs (playwright-core driving Debian's /usr/bin/chromium
 // headless) opens a portal link and walks through the cards, pause/resume, a test send, the
-// disabled banner, a delivery's attempt history, the hostile body rendered as text, edit, rotate,
-// enable, recover and resend, a view-only link, a refused link, an iframe on another site (allowed
-// by portal.frame_ancestors), 375 px and 1440 px, with no console error and no CSP violation.
-// Screenshots go to <build>/portal-screenshots[-cluster]/.
+// disabled banner, the ordered endpoint's held key, a delivery's attempt history, the hostile body
+// rendered as text, edit, rotate, enable, recover and resend, a view-only link, a refused link, an
+// iframe on another site (allowed by portal.frame_ancestors), 375 px and 1440 px, with no console
+// error and no CSP violation. Screenshots go to <build>/portal-screenshots[-cluster]/.
 //
 // Needs node, /usr/bin/chromium and the npm packages that tests/portal/setup.sh installs into
 // <build>/portal-node (tools/test.sh runs it before ctest; the install script installs chromium,
@@ -172,12 +173,17 @@ TEST(E2ePortal, BrowserWalkthrough) {
   // The embedding platform's page (served by the walkthrough) is on another site: localhost.
   const uint16_t embed_port = test::free_tcp_port();
   DaemonOptions o;
-  o.extra_toml =
-      "[portal]\nframe_ancestors = [\"http://localhost:" + std::to_string(embed_port) + "\"]\n";
+  // [policies.held]: two attempts and no auto-disable (SPEC R8.1), so the ordered endpoint stays
+  // enabled with its key held (docs/operations.md "Ordered delivery").
+  o.extra_toml = "[portal]\nframe_ancestors = [\"http://localhost:" + std::to_string(embed_port) +
+                 "\"]\n" +
+                 "\n[policies.held]\nbase = \"smengo\"\nladder = [\"50ms\"]\njitter = 0.0\n"
+                 "auto_disable = false\n";
   Daemon d(o);
   ASSERT_NO_THROW(d.start());
   TempDir dir("e2e-portal");
-  SinkProcess sink = SinkProcess::start({"--quiet", "--fault", "/gone=status=410"}, dir.path());
+  SinkProcess sink = SinkProcess::start(
+      {"--quiet", "--fault", "/gone=status=410", "--fault", "/held=status=500"}, dir.path());
   FixedBodyServer hostile(kHostileBody);
 
   const std::string t = "portal-shop";
@@ -210,6 +216,36 @@ TEST(E2ePortal, BrowserWalkthrough) {
       << get_endpoint(d, t, gone)["state"].str();
   ASSERT_EQ(get_endpoint(d, t, gone)["disabled_reason"].str(), "gone");
 
+  // An ordered endpoint (SPEC R13: per_key, on_head_failure block by default) whose receiver
+  // answers 500: the first of two events of key "cart-7" ends failed and holds the key, the
+  // second waits behind it until that delivery is resent (docs/operations.md "Ordered
+  // delivery"). The hostile endpoint (no filter) gets both too; the disabled one gets none.
+  const std::string ordered =
+      create(d, t,
+             R"({"url":")" + sink.base_url() +
+                 R"(/held","policy":"held","ordering":"per_key","event_types":["state.*"]})");
+  ASSERT_FALSE(ordered.empty());
+  for (const char* id : {"portal-held-1", "portal-held-2"}) {
+    Reply r = d.call("POST", "/v1/tenants/" + t + "/events",
+                     std::string(R"({"id":")") + id +
+                         R"(","type":"state.changed","payload":{},"ordering_key":"cart-7"})");
+    ASSERT_TRUE(r.status == 202 || r.status == 200) << r.describe();
+  }
+  Json held = wait_delivery(d, t, ordered, "portal-held-1", delivery_ended, scaled(15s));
+  ASSERT_EQ(held["delivery"]["status"].str(), "failed") << held["delivery"]["status"].str();
+  const std::string held_by = held["delivery"]["id"].str();
+  // What the card shows: the ordering route names the key held by that delivery, one waiting.
+  Reply keys;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        keys = d.call("GET", "/v1/tenants/" + t + "/endpoints/" + ordered + "/ordering");
+        const Json k = keys.json()["keys"];
+        return keys.status == 200 && k.size() == 1 && k[0]["blocked"].boolean() &&
+               k[0]["blocked_by"].str() == held_by && k[0]["waiting"].i64() == 1;
+      },
+      scaled(5s)))
+      << keys.describe();
+
   const std::string shots =
       std::string(RINGCAST_BINARY_DIR) +
       (cluster_mode() ? "/portal-screenshots-cluster" : "/portal-screenshots");
@@ -227,6 +263,8 @@ TEST(E2ePortal, BrowserWalkthrough) {
       "RINGCAST_PORTAL_GONE_ID=" + gone,
       "RINGCAST_PORTAL_HOSTILE_ID=" + evil,
       "RINGCAST_PORTAL_HOSTILE_DELIVERY=" + evil_d["delivery"]["id"].str(),
+      "RINGCAST_PORTAL_ORDERED_ID=" + ordered,
+      "RINGCAST_PORTAL_HELD_BY=" + held_by,
       std::string("RINGCAST_PORTAL_HOSTILE_BODY=") + kHostileBody,
       "RINGCAST_PORTAL_SCREENSHOTS=" + shots,
       "RINGCAST_PORTAL_NODE_DIR=" + node_dir,

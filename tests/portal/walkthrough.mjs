@@ -12,6 +12,8 @@
 //   RINGCAST_PORTAL_HOSTILE_ID    an endpoint whose receiver answers a hostile body
 //   RINGCAST_PORTAL_HOSTILE_DELIVERY  a delivery of that endpoint (ended)
 //   RINGCAST_PORTAL_HOSTILE_BODY  the receiver's exact response body
+//   RINGCAST_PORTAL_ORDERED_ID    a per_key endpoint (SPEC R13) whose key "cart-7" is held
+//   RINGCAST_PORTAL_HELD_BY       the failed delivery that holds it (on_head_failure block)
 //   RINGCAST_PORTAL_SCREENSHOTS   where to save the screenshots (created)
 //   RINGCAST_PORTAL_NODE_DIR      the dir tests/portal/setup.sh installed node_modules into
 //   RINGCAST_PORTAL_CHROMIUM      the browser (default /usr/bin/chromium)
@@ -60,6 +62,8 @@ const goneId = env('RINGCAST_PORTAL_GONE_ID');
 const hostileId = env('RINGCAST_PORTAL_HOSTILE_ID');
 const hostileDelivery = env('RINGCAST_PORTAL_HOSTILE_DELIVERY');
 const hostileBody = env('RINGCAST_PORTAL_HOSTILE_BODY');
+const orderedId = env('RINGCAST_PORTAL_ORDERED_ID');
+const heldBy = env('RINGCAST_PORTAL_HELD_BY');
 const shots = env('RINGCAST_PORTAL_SCREENSHOTS');
 const nodeDir = env('RINGCAST_PORTAL_NODE_DIR');
 const chromium = env('RINGCAST_PORTAL_CHROMIUM', '/usr/bin/chromium');
@@ -193,13 +197,38 @@ async function main() {
     check(/script-src 'self'/.test(csp) && !/unsafe-inline|unsafe-eval/.test(csp),
       `the portal page's Content-Security-Policy is not strict: "${csp}"`);
     await page.waitForSelector('body[data-ready="true"]');
-    for (const id of [healthyId, goneId, hostileId]) {
+    for (const id of [healthyId, goneId, hostileId, orderedId]) {
       await page.waitForSelector(card(id), { state: 'visible' });
     }
     check(!page.url().includes('link='), `the link token stays in the address bar: ${page.url()}`);
     const url = await page.textContent(`${card(healthyId)} [data-testid="endpoint-url"]`);
     check(url && url.startsWith('http'), `the healthy card shows no URL: "${url}"`);
     check(await page.isVisible('#auth-error') === false, 'the auth error shows on a good link');
+  });
+
+  await step('an ordered endpoint shows its held key, the list its ordering key', async () => {
+    // SPEC R13, docs/operations.md "Ordered delivery": the card loads the endpoint's ordering
+    // keys after the cards are drawn, so the held key is waited for.
+    const ordering = await page.textContent(`${card(orderedId)} [data-testid="endpoint-ordering"]`);
+    check(/per key/.test(ordering) && /block/.test(ordering), `the ordered card's Ordering reads "${ordering}"`);
+    const held = `${card(orderedId)} [data-testid="endpoint-held-keys"]`;
+    await page.waitForFunction((sel) => {
+      const el = document.querySelector(sel);
+      return el && /^1 held/.test(el.textContent); // the count comes first, then one line per key
+    }, held);
+    const text = await page.textContent(held);
+    check(text.includes(heldBy) && / 1 waiting/.test(text), `the held keys read "${text}" (held by ${heldBy})`);
+    check(await page.locator(`${card(healthyId)} [data-testid="endpoint-held-keys"]`).count() === 0,
+      'an unordered endpoint shows held keys');
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="delivery-row"] [data-testid="delivery-ordering-key"]')]
+      .some((e) => e.textContent.includes('cart-7')));
+    // The held key's delivery opens its detail (where it is resent).
+    await page.click(`${held} [data-action="open-held"][data-delivery-id="${heldBy}"]`);
+    await page.waitForSelector(`#delivery-detail[data-delivery-id="${heldBy}"] [data-testid="attempt-row"]`);
+    const key = await page.textContent('#delivery-detail [data-testid="delivery-ordering-key"]');
+    check(key === 'cart-7', `the held delivery's ordering key reads "${key}"`);
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => !document.getElementById('delivery-dialog').open);
   });
 
   await step('pause then resume an endpoint', async () => {
