@@ -29,16 +29,13 @@
 
 #include "core/policy.h"
 #include "core/scheduler.h"
+#include "tests/core/scheduler_test_util.h"
 
 namespace ringcast {
 namespace {
 
-const WallTime kT0 = WallTime::from_ms(1'767'225'600'000);
-
-struct SeqIds : IdAllocator {
-  uint64_t n = 0;
-  uint64_t next_id(Partition p) override { return make_id(p, ++n); }
-};
+const WallTime kT0 = test::kSchedT0;
+using test::SeqIds;
 
 double thread_cpu_s() {
   timespec ts{};

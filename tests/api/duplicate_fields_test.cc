@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/rest_api.h"
+#include "tests/api/rest_call.h"
 #include "tests/support/stub_engine.h"
 
 namespace ringcast::api {
@@ -16,41 +17,9 @@ namespace {
 
 constexpr const char* kToken = "dup-test-token";
 
-class DuplicateFieldsTest : public ::testing::Test {
+class DuplicateFieldsTest : public test_support::RestCall<test::StubEngine> {
  protected:
-  DuplicateFieldsTest() : api_(engine_, options()) {}
-
-  static RestApiOptions options() {
-    RestApiOptions o;
-    o.api_token = kToken;
-    o.read_threads = 0;
-    return o;
-  }
-
-  HttpResponse call(std::string method, std::string target, std::string_view body) {
-    HttpRequest req;
-    req.method = std::move(method);
-    req.target = std::move(target);
-    req.headers.push_back({"authorization", std::string("Bearer ") + kToken});
-    req.body.reserve(body.size() + net::kBodyPadding);  // as the server hands bodies over
-    req.body.assign(body);
-    std::optional<HttpResponse> out;
-    api_.handle(std::move(req), Responder::from_function([&](HttpResponse r) { out = r; }));
-    EXPECT_TRUE(out.has_value());
-    return out.value_or(HttpResponse{});
-  }
-
-  // The error's code and field ("" when absent); fails the test on a body of the wrong shape.
-  std::pair<std::string, std::string> error_of(const HttpResponse& r) {
-    simdjson::dom::element el;
-    EXPECT_FALSE(parser_.parse(r.body).get(el)) << r.body;
-    std::string_view code, field;
-    EXPECT_FALSE(el["error"]["code"].get(code)) << r.body;
-    std::string_view message;
-    EXPECT_FALSE(el["error"]["message"].get(message)) << r.body;
-    if (el["error"]["field"].get(field)) field = "";
-    return {std::string(code), std::string(field)};
-  }
+  DuplicateFieldsTest() : RestCall(kToken) {}
 
   void expect_duplicate(const HttpResponse& r, std::string_view field) {
     EXPECT_EQ(r.status, 400) << r.body;
@@ -62,10 +31,6 @@ class DuplicateFieldsTest : public ::testing::Test {
   static std::string event(std::string_view payload) {
     return R"({"id":"e1","type":"order.created","payload":)" + std::string(payload) + "}";
   }
-
-  test::StubEngine engine_;
-  RestApi api_;
-  simdjson::dom::parser parser_;
 };
 
 TEST_F(DuplicateFieldsTest, RateLimitWithTwoPerSecondIsRefusedOnCreateAndPatch) {

@@ -18,6 +18,7 @@
 
 #include "net/system_clock.h"
 #include "tests/api/fake_engine.h"
+#include "tests/api/rest_call.h"
 
 namespace ringcast::api {
 namespace {
@@ -63,44 +64,9 @@ TEST(PercentDecode, Forms) {
 constexpr const char* kToken = "rest-test-token";
 
 // RestApi::handle() against the fake engine, which answers on its worker thread; reads run inline.
-class OrderingApiTest : public ::testing::Test {
+class OrderingApiTest : public test_support::RestCall<test::FakeEngine> {
  protected:
-  OrderingApiTest() : api_(engine_, options()) {}
-
-  static RestApiOptions options() {
-    RestApiOptions o;
-    o.api_token = kToken;
-    o.read_threads = 0;
-    return o;
-  }
-
-  HttpResponse call(std::string method, std::string target, std::string_view body = {}) {
-    HttpRequest req;
-    req.method = std::move(method);
-    req.target = std::move(target);
-    req.headers.push_back({"authorization", std::string("Bearer ") + kToken});
-    req.body.reserve(body.size() + net::kBodyPadding);  // as the server hands bodies over
-    req.body.assign(body);
-    auto answer = std::make_shared<std::promise<HttpResponse>>();
-    std::future<HttpResponse> got = answer->get_future();
-    api_.handle(std::move(req), Responder::from_function(
-                                    [answer](HttpResponse r) { answer->set_value(std::move(r)); }));
-    if (got.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      ADD_FAILURE() << "no answer";
-      return HttpResponse{};
-    }
-    return got.get();
-  }
-
-  // The error's code and field ("" when absent); fails the test on a body of the wrong shape.
-  std::pair<std::string, std::string> error_of(const HttpResponse& r) {
-    simdjson::dom::element el;
-    EXPECT_FALSE(parser_.parse(r.body).get(el)) << r.body;
-    std::string_view code, field;
-    EXPECT_FALSE(el["error"]["code"].get(code)) << r.body;
-    if (el["error"]["field"].get(field)) field = "";
-    return {std::string(code), std::string(field)};
-  }
+  OrderingApiTest() : RestCall(kToken) {}
 
   void expect_bad(const HttpResponse& r, std::string_view code, std::string_view field) {
     EXPECT_EQ(r.status, 400) << r.body;
@@ -125,10 +91,6 @@ class OrderingApiTest : public ::testing::Test {
     if (parser_.parse(r.body).get(el) || el["id"].get(id)) return "";
     return std::string(id);
   }
-
-  test::FakeEngine engine_;
-  RestApi api_;
-  simdjson::dom::parser parser_;
 };
 
 // SPEC R13.1: a named ordering key is 1..256 bytes of printable ASCII, on the single and the bulk

@@ -12,16 +12,13 @@
 
 #include "core/order_keys.h"
 #include "core/scheduler.h"
+#include "tests/core/scheduler_test_util.h"
 
 namespace ringcast {
 namespace {
 
-const WallTime kT0 = WallTime::from_ms(1'767'225'600'000);
-
-struct SeqIds : IdAllocator {
-  uint64_t n = 0;
-  uint64_t next_id(Partition p) override { return make_id(p, ++n); }
-};
+const WallTime kT0 = test::kSchedT0;
+using test::SeqIds;
 
 TransportResult http(int status) {
   TransportResult r;
@@ -33,10 +30,7 @@ TransportResult http(int status) {
 class OrderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    RetryPolicy ms = RetryPolicy::smengo();
-    ms.name = "smengo-ms";
-    ms.jitter_permille = 0;
-    ms.fast_pauses = {milliseconds(10), milliseconds(20)};  // 3 attempts
+    RetryPolicy ms = test::smengo_ms();
     ms.slow_pauses.clear();
     ms.disable_on_exhaustion = false;  // a failed head ends the delivery, not the endpoint
     ASSERT_TRUE(reg.put(ms).ok());

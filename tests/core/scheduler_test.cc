@@ -1,6 +1,7 @@
 // The shard scheduler (SPEC R2–R9, R12): fan-out, leases, fairness, in-flight limits,
 // on_result mutations, auto-disable, pause, subscription, breaker holds, recovery.
 #include "core/scheduler.h"
+#include "tests/core/scheduler_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -15,12 +16,8 @@ namespace ringcast {
 namespace {
 
 using K = ErrorCode::Kind;
-const WallTime kT0 = WallTime::from_ms(1'767'225'600'000);
-
-struct SeqIds : IdAllocator {
-  uint64_t n = 0;
-  uint64_t next_id(Partition p) override { return make_id(p, ++n); }
-};
+const WallTime kT0 = test::kSchedT0;
+using test::SeqIds;
 
 TransportResult http(int status, std::string retry_after = "") {
   TransportResult r;
@@ -42,11 +39,7 @@ TransportResult net_timeout() {
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    RetryPolicy ms = RetryPolicy::smengo();
-    ms.name = "smengo-ms";
-    ms.jitter_permille = 0;
-    ms.fast_pauses = {milliseconds(10), milliseconds(20)};  // 3 attempts
-    ASSERT_TRUE(reg.put(ms).ok());
+    ASSERT_TRUE(reg.put(test::smengo_ms()).ok());
     RetryPolicy hold = RetryPolicy::xhub();
     hold.name = "xhub-no-age";
     hold.absolute_ceiling = Duration(0);

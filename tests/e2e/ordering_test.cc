@@ -168,6 +168,27 @@ std::map<std::string, Known> look_up(const std::vector<Submitted>& acked,
   return out;
 }
 
+// The judge of a run: every acknowledged event is looked up (through `get`), reaches the sink
+// with a 2xx, and the first 2xx receipts are in acceptance order per group. Returns how many
+// first receipts were checked (0 on a failure already reported).
+size_t judge(const std::vector<Submitted>& acked, const std::map<std::string, bool>& per_key,
+             const std::function<Reply(const std::string&)>& get, const SinkProcess& sink) {
+  std::map<std::string, Known> known;
+  wait_until(
+      [&] {
+        known = look_up(acked, per_key, get);
+        return known.size() == acked.size();
+      },
+      scaled(20s), 200ms);
+  EXPECT_EQ(known.size(), acked.size());
+  if (known.size() != acked.size()) return 0;
+  std::vector<std::string> ids;
+  for (const auto& [id, k] : known) ids.push_back(id);
+  EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(60s), 100ms))
+      << "acknowledged but never delivered: " << sample(missing_ids(sink, ids));
+  return expect_in_order(sink.ids(), known);
+}
+
 TEST(E2eOrdering, PerKeyAndEndpointOrderHoldThroughKills) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -207,20 +228,8 @@ TEST(E2eOrdering, PerKeyAndEndpointOrderHoldThroughKills) {
     acked = producer.acked();
     EXPECT_GE(acked.size(), 40u) << "too little load (" << producer.requests() << " requests)";
   }
-  std::map<std::string, Known> known;
-  wait_until(
-      [&] {
-        known = look_up(acked, per_key, [&](const std::string& p) { return d.call("GET", p); });
-        return known.size() == acked.size();
-      },
-      scaled(10s), 100ms);
-  ASSERT_EQ(known.size(), acked.size());
-  std::vector<std::string> ids;
-  for (const auto& [id, k] : known) ids.push_back(id);
-  EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(60s), 100ms))
-      << "acknowledged but never delivered: " << sample(missing_ids(sink, ids)) << "\n"
-      << d.output();
-  const size_t checked = expect_in_order(sink.ids(), known);
+  const size_t checked = judge(
+      acked, per_key, [&](const std::string& p) { return d.call("GET", p); }, sink);
   std::printf("[ ordering ] %d kills, %zu events acknowledged, %zu first receipts in order\n",
               kKills, acked.size(), checked);
   auto st = d.terminate();
@@ -394,20 +403,8 @@ TEST(E2eOrderingCluster, ANodeKillAndARedisPrimaryKillKeepEveryKeysOrder) {
     acked = producer.acked();
     EXPECT_GE(acked.size(), 40u) << "too little load (" << producer.requests() << " requests)";
   }
-  std::map<std::string, Known> known;
-  wait_until(
-      [&] {
-        known = look_up(acked, per_key,
-                        [&](const std::string& p) { return rig.call_any("GET", p, ""); });
-        return known.size() == acked.size();
-      },
-      scaled(20s), 200ms);
-  ASSERT_EQ(known.size(), acked.size());
-  std::vector<std::string> ids;
-  for (const auto& [id, k] : known) ids.push_back(id);
-  EXPECT_TRUE(wait_until([&] { return missing_ids(rig.sink, ids).empty(); }, scaled(60s), 200ms))
-      << "acknowledged but never delivered: " << sample(missing_ids(rig.sink, ids));
-  const size_t checked = expect_in_order(rig.sink.ids(), known);
+  const size_t checked = judge(
+      acked, per_key, [&](const std::string& p) { return rig.call_any("GET", p, ""); }, rig.sink);
   std::printf(
       "[ ordering ] cluster: a node kill and a Redis primary kill, %zu events acknowledged, %zu "
       "first receipts in order\n",
