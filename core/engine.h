@@ -146,6 +146,9 @@ struct BreakerView {
   BreakerSnapshot snapshot;
   uint32_t window_total = 0;  // deliveries in the sliding window
   uint32_t window_failed = 0;
+  // The tenant's endpoints, and those whose retry policy feeds and obeys the breaker (SPEC R4:
+  // xhub-shaped policies; smengo's have none). With none, the breaker never opens.
+  uint32_t endpoints = 0, endpoints_using = 0;
 };
 
 class Engine {

@@ -289,6 +289,8 @@ BreakerView Scheduler::breaker_view(std::string_view tenant, WallTime now) const
     v.snapshot = t->breaker.snapshot();
     v.window_total = t->breaker.window_total(now);
     v.window_failed = t->breaker.window_failed(now);
+    v.endpoints = static_cast<uint32_t>(t->endpoints.size());
+    for (const EpState* ep : t->endpoints) v.endpoints_using += ep->policy->use_breaker ? 1 : 0;
   }
   return v;
 }

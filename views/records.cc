@@ -314,6 +314,9 @@ void write_breaker(net::JsonWriter& w, std::string_view tenant, const BreakerVie
              b.snapshot.state == BreakerSnapshot::State::kOpen ? b.snapshot.reopen_at : WallTime());
   w.field("window_total", b.window_total);
   w.field("window_failed", b.window_failed);
+  // SPEC R4: only endpoints on a policy with a breaker feed it (smengo-shaped ones do not).
+  w.field("endpoints", b.endpoints);
+  w.field("endpoints_using_breaker", b.endpoints_using);
   w.end_object();
 }
 

@@ -1192,12 +1192,21 @@
     try {
       const { data } = await api('GET', `${tenantPath()}/breaker`);
       clear(box);
+      // SPEC R4: only endpoints on a policy with a breaker (xhub-shaped) feed it; a tenant whose
+      // endpoints all use smengo-shaped policies has one that never opens: say so, not "0 of 0".
+      if (data.endpoints_using_breaker === 0) {
+        box.dataset.state = 'unused';
+        box.append(
+          h('div', { class: 'breaker-state' }, h('span', { class: 'badge badge-plain', dataset: { testid: 'breaker-state' }, text: 'Not used' })),
+          h('p', { class: 'breaker-explain', dataset: { testid: 'breaker-explain' }, text: 'None of these endpoints uses a circuit breaker: their retry policies retry each delivery on its own ladder, whatever the others do.' }));
+        return;
+      }
       const [cls, label, text] = BREAKER_TEXT[data.state] || ['', humanize(data.state), ''];
       box.dataset.state = data.state;
       box.append(
         h('div', { class: 'breaker-state' }, h('span', { class: `badge ${cls}`, dataset: { testid: 'breaker-state' }, text: label }),
-          h('span', { class: 'muted', text: `${data.window_failed} of ${data.window_total} recent deliveries failed` })),
-        h('p', { class: 'breaker-explain', text }));
+          h('span', { class: 'muted', text: `${data.window_failed} of ${data.window_total} recent deliveries failed (${data.endpoints_using_breaker} of ${data.endpoints} endpoints use the breaker)` })),
+        h('p', { class: 'breaker-explain', dataset: { testid: 'breaker-explain' }, text }));
       const facts = h('dl', { class: 'facts' });
       if (data.opened_at) facts.append(h('dt', { text: 'Opened' }), h('dd', {}, timeEl(data.opened_at)));
       if (data.reopen_at) facts.append(h('dt', { text: 'Next probe' }), h('dd', {}, timeEl(data.reopen_at)));

@@ -570,6 +570,12 @@ TEST_F(BreakerSchedulerTest, SmengoEndpointsIgnoreTheBreaker) {
   std::vector<SendCommand> out = poll();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].endpoint, sm.id);
+  // The breaker view counts which endpoints use it (the portal says "not used" at 0).
+  EXPECT_EQ(s->breaker_view("acme", now).endpoints, 2u);
+  EXPECT_EQ(s->breaker_view("acme", now).endpoints_using, 1u);
+  add_ep("initech", "smengo");
+  EXPECT_EQ(s->breaker_view("initech", now).endpoints, 1u);
+  EXPECT_EQ(s->breaker_view("initech", now).endpoints_using, 0u);
 }
 
 TEST_F(BreakerSchedulerTest, LostProbeIsReplacedAfterTheProbeTimeout) {
@@ -1901,6 +1907,8 @@ TEST_F(BreakerSchedulerTest, DropPartitionForgetsItsBreakersOnly) {
   EXPECT_EQ(va.window_failed, 0u);
   const BreakerView vg = s->breaker_view("globex", now);
   EXPECT_EQ(vg.snapshot.state, BreakerSnapshot::State::kOpen);
+  EXPECT_GE(vg.endpoints, 1u);
+  EXPECT_EQ(vg.endpoints_using, vg.endpoints);  // globex's endpoints are on xhub (R4)
   EXPECT_EQ(vg.snapshot.reopen_at, reopen);
   EXPECT_EQ(vg.window_failed, 5u);
   SchedulerStats st = s->stats();  // at once, not a second later

@@ -1067,6 +1067,8 @@ TEST_F(RestApiEngineTest, BreakerOpensAndResets) {
   EXPECT_EQ(str(el, "tenant"), "acme");
   EXPECT_EQ(str(el, "state"), "closed");
   EXPECT_EQ(num(el, "window_total"), 0);
+  EXPECT_EQ(num(el, "endpoints"), 1);
+  EXPECT_EQ(num(el, "endpoints_using_breaker"), 1);  // "tripping" is a policy with a breaker
   for (int i = 0; i < 5; ++i) ASSERT_EQ(submit("d" + std::to_string(i), "{}").status, 202);
   r = poll("/v1/tenants/acme/breaker",
            [](const ClientResponse& a) { return a.body.find("\"open\"") != a.body.npos; });

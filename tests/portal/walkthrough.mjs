@@ -275,6 +275,12 @@ async function main() {
     const summaryText = await page.textContent('#chart-summary');
     check(/delivered/.test(summaryText), `chart summary: "${summaryText}"`);
     await page.waitForSelector('[data-testid="breaker-state"]');
+    // Every endpoint of this tenant is on a smengo-shaped policy, which has no breaker (SPEC R4):
+    // the card says so instead of "Closed — 0 of 0 recent deliveries failed".
+    const breaker = (await page.textContent('[data-testid="breaker-state"]')).trim();
+    check(breaker === 'Not used', `breaker card for a tenant without a breaker policy: "${breaker}"`);
+    const why = await page.textContent('[data-testid="breaker-explain"]');
+    check(/circuit breaker/.test(why), `breaker card explanation: "${why}"`);
   });
 
   await step('every control has a name and a label', async () => {

@@ -31,6 +31,8 @@ void print_breaker(simdjson::dom::element b) {
   t.add({"next probe at", jtext(b, "reopen_at")});
   t.add({"window", std::to_string(jint(b, "window_failed")) + " failed of " +
                        std::to_string(jint(b, "window_total"))});
+  t.add({"endpoints using it", std::to_string(jint(b, "endpoints_using_breaker")) + " of " +
+                                   std::to_string(jint(b, "endpoints"))});
   std::fputs(t.str().c_str(), stdout);
 }
 
