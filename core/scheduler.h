@@ -317,8 +317,8 @@ class Scheduler {
   void order_ended(Pending* s, DeliveryStatus st, Mutations& m);
   void release_key(uint64_t key_id, WallTime now, Mutations& m);
   void release_key(OrderKeys::Key& k, uint64_t key_id, WallTime now, Mutations& m);
-  void supersede_backlog(EpState& ep, uint64_t key_id, const Pending* by, WallTime now,
-                         Mutations& m);
+  void supersede_backlog(uint64_t key_id, const Pending* by, WallTime now, Mutations& m);
+  void place(Pending* s, WallTime now, Mutations& m);  // route() now, or the wheel until due
   void restore_ordered(Pending* s, WallTime now);
   void order_detach(Pending* s);
   void order_reset_endpoint(EpState& ep, const Endpoint& before, WallTime now, Mutations& m);

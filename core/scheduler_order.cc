@@ -14,6 +14,15 @@
 
 namespace ringcast {
 
+// A delivery that is due (or will be): routed now, or into the wheel until its time.
+void Scheduler::place(Pending* s, WallTime now, Mutations& m) {
+  if (s->d.next_attempt_at > now) {
+    schedule_at(s, s->d.next_attempt_at);
+  } else {
+    route(s, now, m);
+  }
+}
+
 void Scheduler::unqueue(Pending* s) {
   if (!s->te.linked()) return;
   RC_CHECK(s->te.expiry_ms != kWaitMark);
@@ -38,7 +47,7 @@ void Scheduler::enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool 
     return route(s, now, m);
   }
   const uint64_t id = OrderKeys::key_id(s->d.endpoint, ok);
-  if (rewrite) {
+  if (rewrite && !blocked_.empty()) {
     // R13.2: resending the head that blocks its key lets the key go on; the resent one queues
     // behind what waited.
     if (auto b = blocked_.find(id);
@@ -47,9 +56,9 @@ void Scheduler::enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool 
       release_key(id, now, m);
     }
   }
-  if (ep.cfg.supersede && order_keys_.find(id) != nullptr) supersede_backlog(ep, id, s, now, m);
+  if (ep.cfg.supersede && order_keys_.find(id) != nullptr) supersede_backlog(id, s, now, m);
   OrderKeys::Key* k = order_keys_.find(id);
-  const bool blocked = blocked_.count(id) != 0;
+  const bool blocked = !blocked_.empty() && blocked_.count(id) != 0;  // rare: skip the hash
   if (k == nullptr || (k->head == nullptr && !blocked && k->tail == nullptr)) {
     if (k == nullptr) k = &order_keys_.insert(id);
     k->head = &s->te;
@@ -66,8 +75,7 @@ void Scheduler::enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool 
 
 // R13.3: `by` joins the backlog of its key: every older waiting delivery ends superseded, and so
 // does the head when it never had an attempt and is not on the wire.
-void Scheduler::supersede_backlog(EpState& ep, uint64_t key_id, const Pending* by, WallTime now,
-                                  Mutations& m) {
+void Scheduler::supersede_backlog(uint64_t key_id, const Pending* by, WallTime now, Mutations& m) {
   OrderKeys::Key* k = order_keys_.find(key_id);
   std::vector<Pending*> ended;
   while (TimerEntry* e = OrderKeys::pop_front(*k)) {
@@ -97,7 +105,6 @@ void Scheduler::supersede_backlog(EpState& ep, uint64_t key_id, const Pending* b
     p->d.flags &= static_cast<uint8_t>(~Delivery::kFlagKeyBlocked);
     finish(p, DeliveryStatus::kSuperseded, ErrorCode::of(K::kSuperseded), m);
   }
-  (void)ep;
 }
 
 // The head of a key ended as `st` (called by finish() after its record is written).
@@ -143,12 +150,7 @@ void Scheduler::release_key(OrderKeys::Key& key, uint64_t key_id, WallTime now, 
     n->d.flags &= static_cast<uint8_t>(~Delivery::kFlagKeyBlocked);
     put(n, false, m);
   }
-  // Nothing below may use k: route() can end n, whose key then moves on (or is erased).
-  if (n->d.next_attempt_at > now) {
-    schedule_at(n, n->d.next_attempt_at);
-  } else {
-    route(n, now, m);
-  }
+  place(n, now, m);  // nothing after may use k: route() can end n and move its key on
 }
 
 bool Scheduler::settle_key(const Delivery& d, WallTime now, Mutations& m) {
@@ -169,9 +171,8 @@ void Scheduler::restore_ordered(Pending* s, WallTime now) {
   const uint64_t id = OrderKeys::key_id(s->d.endpoint, s->d.order_key());
   OrderKeys::Key* k = order_keys_.find(id);
   if (k == nullptr) k = &order_keys_.insert(id);
-  auto older = [](const TimerEntry* a, const TimerEntry* b) {
-    return pending_of(const_cast<TimerEntry*>(a))->d.id <
-           pending_of(const_cast<TimerEntry*>(b))->d.id;
+  auto older = [](TimerEntry* a, TimerEntry* b) {
+    return pending_of(a)->d.id < pending_of(b)->d.id;
   };
   auto wait = [&](Pending* p) {
     p->te.expiry_ms = kWaitMark;
@@ -259,13 +260,7 @@ void Scheduler::order_reset_endpoint(EpState& ep, const Endpoint& before, WallTi
         if (was_waiting) waiting.push_back(s);
       }
     }
-    for (Pending* s : waiting) {
-      if (s->d.next_attempt_at > now) {
-        schedule_at(s, s->d.next_attempt_at);
-      } else {
-        route(s, now, m);
-      }
-    }
+    for (Pending* s : waiting) place(s, now, m);
     return;
   }
   if (before.on_head_failure == OnHeadFailure::kBlock &&
