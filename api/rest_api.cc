@@ -144,6 +144,16 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
   return v;
 }
 
+std::optional<size_t> parse_limit(std::string_view s, size_t max) {
+  auto n = parse_u64(s);
+  if (!n || *n < 1 || *n > max) return std::nullopt;
+  return static_cast<size_t>(*n);
+}
+
+HttpResponse limit_error(size_t max) {
+  return bad_request("invalid_value", "limit must be 1.." + std::to_string(max), "limit");
+}
+
 std::string_view trim_ws(std::string_view s) {
   auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   while (!s.empty() && ws(s.front())) s.remove_prefix(1);

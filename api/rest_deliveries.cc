@@ -112,11 +112,8 @@ void list_deliveries(Call& c, const std::string& tenant) {
                         k));
       }
     } else if (k == "limit") {
-      auto n = parse_u64(v);
-      if (!n || *n < 1 || *n > c.opt.max_list_limit) {
-        return c.answer(bad_request(
-            "invalid_value", "limit must be 1.." + std::to_string(c.opt.max_list_limit), "limit"));
-      }
+      auto n = parse_limit(v, c.opt.max_list_limit);
+      if (!n) return c.answer(limit_error(c.opt.max_list_limit));
       limit = *n;
     } else if (k == "cursor") {
       cursor = v;

@@ -220,14 +220,10 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
           if (auto bad = get_bool(v, "idempotency_key", b)) return bad;
           f.idempotency_key = b;
         } else if (key == "on_unknown") {
-          std::string s;
-          if (auto bad = get_string(v, "on_unknown", s)) return bad;
-          for (OnUnknown o : {OnUnknown::kRetry, OnUnknown::kReconcile, OnUnknown::kReview})
-            if (s == on_unknown_name(o)) f.on_unknown = o;
-          if (!f.on_unknown) {
-            return Bad{"invalid_value", "on_unknown must be \"retry\", \"reconcile\" or \"review\"",
-                       "on_unknown"};
-          }
+          if (auto bad = get_named(v, "on_unknown",
+                                   {OnUnknown::kRetry, OnUnknown::kReconcile, OnUnknown::kReview},
+                                   on_unknown_name, f.on_unknown))
+            return bad;
         } else if (key == "status_url") {
           std::string s;
           if (!is_null(v)) {
@@ -236,23 +232,15 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
           f.status_url = std::move(s);  // null or "": none
         } else if (key == "ordering") {
           // SPEC R13: what the endpoint keeps in order; R13.2 and R13.3 below.
-          std::string s;
-          if (auto bad = get_string(v, "ordering", s)) return bad;
-          for (Ordering o : {Ordering::kNone, Ordering::kPerKey, Ordering::kEndpoint})
-            if (s == ordering_name(o)) f.ordering = o;
-          if (!f.ordering) {
-            return Bad{"invalid_value", "ordering must be \"none\", \"per_key\" or \"endpoint\"",
-                       "ordering"};
-          }
+          if (auto bad = get_named(v, "ordering",
+                                   {Ordering::kNone, Ordering::kPerKey, Ordering::kEndpoint},
+                                   ordering_name, f.ordering))
+            return bad;
         } else if (key == "on_head_failure") {
-          std::string s;
-          if (auto bad = get_string(v, "on_head_failure", s)) return bad;
-          for (OnHeadFailure o : {OnHeadFailure::kBlock, OnHeadFailure::kSkip})
-            if (s == on_head_failure_name(o)) f.on_head_failure = o;
-          if (!f.on_head_failure) {
-            return Bad{"invalid_value", "on_head_failure must be \"block\" or \"skip\"",
-                       "on_head_failure"};
-          }
+          if (auto bad =
+                  get_named(v, "on_head_failure", {OnHeadFailure::kBlock, OnHeadFailure::kSkip},
+                            on_head_failure_name, f.on_head_failure))
+            return bad;
         } else if (key == "supersede") {
           bool b = false;
           if (auto bad = get_bool(v, "supersede", b)) return bad;
@@ -373,11 +361,8 @@ void list_order_keys(Call& c, const std::string& tenant, EndpointId id) {
   size_t limit = kDefaultOrderKeysLimit;
   for (const auto& [k, v] : q->params) {
     if (k == "limit") {
-      auto n = parse_u64(v);
-      if (!n || *n < 1 || *n > kMaxOrderKeysLimit) {
-        return c.answer(bad_request(
-            "invalid_value", "limit must be 1.." + std::to_string(kMaxOrderKeysLimit), "limit"));
-      }
+      auto n = parse_limit(v, kMaxOrderKeysLimit);
+      if (!n) return c.answer(limit_error(kMaxOrderKeysLimit));
       limit = *n;
     } else {
       return c.answer(bad_request("unknown_field", "unknown query parameter " + k, k));

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,9 +39,9 @@ using net::JsonWriter;
 // are minted here (SPEC R14.3), and its key signs the address confirmation (SPEC R14).
 using portal::parse_portal_scope;
 using portal::Portal;
+using portal::portal_scope_name;
 using portal::PortalCheck;
 using portal::PortalOptions;
-using portal::portal_scope_name;
 using portal::PortalScope;
 using portal::PortalSession;
 
@@ -70,6 +71,9 @@ using SharedResponder = std::shared_ptr<Responder>;
 SharedResponder share(Responder r);
 
 std::optional<uint64_t> parse_u64(std::string_view s);
+// A `?limit=` value: 1..max, or nullopt (answer limit_error(max): 400 naming `limit`).
+std::optional<size_t> parse_limit(std::string_view s, size_t max);
+HttpResponse limit_error(size_t max);
 std::string_view trim_ws(std::string_view s);
 WallTime wall_now();
 
@@ -126,6 +130,29 @@ std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len,
 std::optional<Bad> get_string(od::value& v, std::string_view field, std::string& out);
 std::optional<Bad> get_uint(od::value& v, std::string_view field, uint64_t max, uint64_t& out);
 std::optional<Bad> get_bool(od::value& v, std::string_view field, bool& out);
+// A string that names one of `values` (`name(value)`); else 400 invalid_value
+// "<field> must be "a", "b" or "c"".
+template <class E, class NameFn>
+std::optional<Bad> get_named(od::value& v, std::string_view field, std::initializer_list<E> values,
+                             NameFn name, std::optional<E>& out) {
+  std::string s;
+  if (auto bad = get_string(v, field, s)) return bad;
+  std::string must(field);
+  must += " must be ";
+  size_t k = 0;
+  for (E e : values) {
+    if (s == name(e)) {
+      out = e;
+      return std::nullopt;
+    }
+    if (k > 0) must += k + 1 == values.size() ? " or " : ", ";
+    ++k;
+    must += '"';
+    must += name(e);
+    must += '"';
+  }
+  return Bad{"invalid_value", must, std::string(field)};
+}
 bool is_null(od::value& v);
 
 // The exact bytes of a JSON value in the request (SPEC R1), fully validated.
