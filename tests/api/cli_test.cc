@@ -93,6 +93,15 @@ class CliTest : public ::testing::Test {
   std::string server_arg_;
   test::TempDir dir_;
   int runs_ = 0;
+  // The "id" of an endpoint the CLI printed as JSON; "" (and a failure) when there is none.
+  std::string id_in(const std::string& out) {
+    simdjson::dom::element el;
+    std::string_view id;
+    EXPECT_FALSE(parser_.parse(out).get(el)) << out;
+    EXPECT_FALSE(el["id"].get(id)) << out;
+    return std::string(id);
+  }
+
   simdjson::dom::parser parser_;
 };
 
@@ -135,11 +144,8 @@ TEST_F(CliTest, EndpointsCreateListGetPauseTestRotateDelete) {
   r = client({"endpoints", "create", "--tenant", "acme", "--url", "https://hooks.example.com/b",
               "--json"});
   ASSERT_TRUE(r.status.ok()) << r.err;
-  simdjson::dom::element el;
-  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
-  std::string_view id_view;
-  ASSERT_FALSE(el["id"].get(id_view));
-  std::string id(id_view);
+  std::string id = id_in(r.out);
+  ASSERT_FALSE(id.empty()) << r.out;
 
   r = client({"endpoints", "list", "--tenant", "acme"});
   ASSERT_TRUE(r.status.ok()) << r.err;
@@ -175,11 +181,8 @@ TEST_F(CliTest, EndpointsUpdateSendsOnlyTheGivenFields) {
   CliRun r = client({"endpoints", "create", "--tenant", "acme", "--url",
                      "https://hooks.example.com/a", "-e", "payment.*", "--rate", "5", "--json"});
   ASSERT_TRUE(r.status.ok()) << r.err;
-  simdjson::dom::element el;
-  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
-  std::string_view id_view;
-  ASSERT_FALSE(el["id"].get(id_view));
-  const std::string id(id_view);
+  const std::string id = id_in(r.out);
+  ASSERT_FALSE(id.empty()) << r.out;
 
   r = client({"endpoints", "update", "--tenant", "acme", id, "--url", "https://hooks.example.com/b",
               "--max-in-flight", "7"});
@@ -191,6 +194,7 @@ TEST_F(CliTest, EndpointsUpdateSendsOnlyTheGivenFields) {
   r = client({"endpoints", "update", "--tenant", "acme", id, "--all-events", "--rate", "0",
               "--burst", "0", "--json"});
   ASSERT_TRUE(r.status.ok()) << r.err;
+  simdjson::dom::element el;
   ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
   simdjson::dom::array types;
   ASSERT_FALSE(el["event_types"].get(types)) << r.out;
@@ -221,11 +225,8 @@ TEST_F(CliTest, EndpointHeadersAndIdempotencyKey) {
   EXPECT_THAT(r.out, HasSubstr(R"("headers":{"X-Tenant":"acme","Authorization":null})"));
   EXPECT_THAT(r.out, Not(HasSubstr("t0k")));
   EXPECT_THAT(r.out, HasSubstr(R"("idempotency_key":true)"));
-  simdjson::dom::element el;
-  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
-  std::string_view id_view;
-  ASSERT_FALSE(el["id"].get(id_view));
-  const std::string id(id_view);
+  const std::string id = id_in(r.out);
+  ASSERT_FALSE(id.empty()) << r.out;
 
   r = client({"endpoints", "get", "--tenant", "acme", id});
   ASSERT_TRUE(r.status.ok()) << r.err;
@@ -266,11 +267,8 @@ TEST_F(CliTest, OrderedDeliveryFlagsTheOrderingKeysAndSendWithAKey) {
   ASSERT_TRUE(r.status.ok()) << r.status.str() << r.err;
   EXPECT_THAT(r.out,
               HasSubstr(R"("ordering":"per_key","on_head_failure":"skip","supersede":true)"));
-  simdjson::dom::element el;
-  ASSERT_FALSE(parser_.parse(r.out).get(el)) << r.out;
-  std::string_view id_view;
-  ASSERT_FALSE(el["id"].get(id_view));
-  const std::string id(id_view);
+  const std::string id = id_in(r.out);
+  ASSERT_FALSE(id.empty()) << r.out;
 
   r = client({"endpoints", "update", "--tenant", "acme", id, "--ordering", "endpoint",
               "--supersede", "false"});

@@ -254,6 +254,20 @@ void run_on_one(GlobalOptions& g, EndpointArgs& a, const std::string& method,
   }
 }
 
+// --ordering, --on-head-failure, --supersede (SPEC R13) on create and update; unset: the
+// server's default on create, unchanged on update.
+void add_ordering_options(CLI::App* cmd, EndpointArgs& a) {
+  cmd->add_option("--ordering", a.ordering,
+                  "what goes out in order: none (default) | per_key | endpoint (SPEC R13)")
+      ->check(CLI::IsMember({"none", "per_key", "endpoint"}));
+  cmd->add_option("--on-head-failure", a.on_head_failure,
+                  "a head that ends failed: block (default, the key waits) | skip")
+      ->check(CLI::IsMember({"block", "skip"}));
+  cmd->add_option("--supersede", a.supersede,
+                  "after a backlog send only a key's newest waiting one: true | false (default)")
+      ->check(CLI::IsMember({"true", "false"}));
+}
+
 }  // namespace
 
 void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
@@ -295,18 +309,7 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   create->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in");
-  create
-      ->add_option("--ordering", args->ordering,
-                   "what goes out in order: none (default) | per_key | endpoint (SPEC R13)")
-      ->check(CLI::IsMember({"none", "per_key", "endpoint"}));
-  create
-      ->add_option("--on-head-failure", args->on_head_failure,
-                   "a head that ends failed: block (default, the key waits) | skip")
-      ->check(CLI::IsMember({"block", "skip"}));
-  create
-      ->add_option("--supersede", args->supersede,
-                   "after a backlog send only a key's newest waiting one: true | false (default)")
-      ->check(CLI::IsMember({"true", "false"}));
+  add_ordering_options(create, *args);
   create->callback([&g, args] { run_create(g, *args); });
 
   CLI::App* update = ep->add_subcommand("update", "change an endpoint (only the options given)");
@@ -338,18 +341,7 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   update->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in (\"\": none)");
-  update
-      ->add_option("--ordering", args->ordering,
-                   "what goes out in order: none | per_key | endpoint (SPEC R13)")
-      ->check(CLI::IsMember({"none", "per_key", "endpoint"}));
-  update
-      ->add_option("--on-head-failure", args->on_head_failure,
-                   "a head that ends failed: block (the key waits) | skip")
-      ->check(CLI::IsMember({"block", "skip"}));
-  update
-      ->add_option("--supersede", args->supersede,
-                   "after a backlog send only a key's newest waiting one: true | false")
-      ->check(CLI::IsMember({"true", "false"}));
+  add_ordering_options(update, *args);
   update->callback([&g, args] { run_update(g, *args); });
 
   CLI::App* ordering = ep->add_subcommand(
