@@ -25,18 +25,8 @@ class parser;
 namespace ringcast::intake {
 
 // Which entry fields hold the event's parts (`[[intake.redis]]` *_field keys). The ordering key
-// (SPEC R13.1) is optional: an entry without that field has none. Built from the four required
-// names, the ordering key's keeping its default.
+// (SPEC R13.1) is optional: an entry without that field has none.
 struct FieldNames {
-  FieldNames() = default;
-  FieldNames(std::string tenant_field, std::string id_field, std::string type_field,
-             std::string payload_field, std::string ordering_key_field = "ordering_key")
-      : tenant(std::move(tenant_field)),
-        id(std::move(id_field)),
-        type(std::move(type_field)),
-        payload(std::move(payload_field)),
-        ordering_key(std::move(ordering_key_field)) {}
-
   std::string tenant = "tenant";
   std::string id = "id";
   std::string type = "type";

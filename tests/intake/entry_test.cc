@@ -103,7 +103,7 @@ TEST(EntryMapper, AppliesTheHttpIntakeRules) {
 }
 
 TEST(EntryMapper, UsesTheConfiguredFieldNamesAndKeepsThePayloadBytes) {
-  EntryMapper m(FieldNames{"org", "key", "kind", "body"}, EntryLimits{});
+  EntryMapper m(FieldNames{"org", "key", "kind", "body", "ordering_key"}, EntryLimits{});
   EventInput ev;
   const std::string payload = "{ \"b\" : 1,\"a\":2 }";
   ASSERT_FALSE(
