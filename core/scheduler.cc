@@ -358,6 +358,7 @@ uint32_t Scheduler::fan_out_to(const Event& ev, const std::vector<EndpointId>& e
   uint32_t n = 0;
   const RetryPolicy* money_policy = nullptr;
   bool money = false;
+  uint64_t key_hash = 0;  // SPEC R13.1: the event's key, hashed once for all its endpoints
   for (EpState* ep : t->endpoints) {
     if (!accepts_new_deliveries(ep->cfg)) continue;  // SPEC R9.1: paused/disabled get none
     if (!filter_matches(ep->cfg.event_types, ev.type)) continue;
@@ -380,7 +381,8 @@ uint32_t Scheduler::fan_out_to(const Event& ev, const std::vector<EndpointId>& e
     if (ep->cfg.ordering == Ordering::kEndpoint) {
       d.set_order_key(kEndpointOrderKey);
     } else if (ep->cfg.ordering == Ordering::kPerKey && !ev.ordering_key.empty()) {
-      d.set_order_key(ordering_key_hash(ev.ordering_key));
+      if (key_hash == 0) key_hash = ordering_key_hash(ev.ordering_key);
+      d.set_order_key(key_hash);
     }
     if (created != nullptr) created->push_back(ep->cfg.id);
     enter(*ep, s, now, m, true, false);  // SPEC R12.2: persisted before the first byte

@@ -47,15 +47,9 @@ void Scheduler::enter(EpState& ep, Pending* s, WallTime now, Mutations& m, bool 
     return route(s, now, m);
   }
   const uint64_t id = OrderKeys::key_id(s->d.endpoint, ok);
-  if (rewrite && !blocked_.empty()) {
-    // R13.2: resending the head that blocks its key lets the key go on; the resent one queues
-    // behind what waited.
-    if (auto b = blocked_.find(id);
-        b != blocked_.end() && (b->second.by == s->d.id || b->second.by == 0)) {
-      blocked_.erase(b);
-      release_key(id, now, m);
-    }
-  }
+  // R13.2: resending the head that holds its key lets the key go on (settle_key); the resent
+  // one queues behind what waited.
+  if (rewrite) settle_key(s->d, now, m);
   if (ep.cfg.supersede && order_keys_.find(id) != nullptr) supersede_backlog(id, s, now, m);
   OrderKeys::Key* k = order_keys_.find(id);
   const bool blocked = !blocked_.empty() && blocked_.count(id) != 0;  // rare: skip the hash
@@ -155,7 +149,7 @@ void Scheduler::release_key(OrderKeys::Key& key, uint64_t key_id, WallTime now, 
 
 bool Scheduler::settle_key(const Delivery& d, WallTime now, Mutations& m) {
   const uint64_t ok = d.order_key();
-  if (ok == 0 || d.test()) return false;
+  if (ok == 0 || d.test() || blocked_.empty()) return false;
   const uint64_t id = OrderKeys::key_id(d.endpoint, ok);
   auto b = blocked_.find(id);
   if (b == blocked_.end() || (b->second.by != d.id && b->second.by != 0)) return false;

@@ -518,7 +518,7 @@
     fact('Rate limit', rate);
     if (ep.max_in_flight) fact('In flight', `at most ${ep.max_in_flight}`);
     // SPEC R13: ordered delivery; what a failed head does and supersede only matter when ordered.
-    if (ep.ordering && ep.ordering !== 'none') {
+    if (isOrdered(ep)) {
       const how = [humanize(ep.ordering), `on head failure: ${ep.on_head_failure}`];
       if (ep.supersede) how.push('newest only after a backlog');
       fact('Ordering', h('span', { dataset: { testid: 'endpoint-ordering' }, text: how.join(' · ') }));
