@@ -184,7 +184,12 @@ JsonWriter& JsonWriter::value(double v) {
   if (!std::isfinite(v)) return null();
   before_value();
   char buf[32];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  // The shortest form that reads back exactly; from 1e15 on always with an exponent: the
+  // shortest can be 16–21 plain digits, which JSON readers that keep integers in 64 bits
+  // (simdjson, our CLI's; many clients') refuse beyond 2^64 or round beyond 2^53.
+  auto [p, ec] = std::fabs(v) >= 1e15
+                     ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+                     : std::to_chars(buf, buf + sizeof buf, v);
   out_.append(buf, p);
   return *this;
 }
