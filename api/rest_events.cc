@@ -81,8 +81,19 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
   return std::nullopt;
 }
 
+// SPEC R11.3: the webhook id receivers deduplicate by, named in the answer so a producer can
+// match its event to what its receivers see (absent only for a repeat of an event whose
+// idempotency record predates it).
+void write_message_id(Writer& w, MessageIdBits message) {
+  if (message.empty()) return;
+  char id[kMessageIdChars];
+  w.field("message_id", std::string_view(id, format_message_id(message, id)));
+}
+
 void write_submit_body(Writer& w, std::string_view event_id, const SubmitResult& s) {
-  w.begin_object().field("event_id", event_id).field("deliveries", s.deliveries);
+  w.begin_object().field("event_id", event_id);
+  write_message_id(w, s.message);
+  w.field("deliveries", s.deliveries);
   // Cluster mode: taken by a node that does not own the tenant's partition; its owner fans it
   // out (deliveries not known here).
   if (s.queued) w.field("queued", true);
@@ -135,6 +146,7 @@ HttpResponse bulk_response(std::vector<LineResult>& lines) {
       const SubmitResult& s = l.result->value();
       bool dup = s.kind == SubmitResult::Kind::kDuplicate;
       (dup ? duplicates : accepted)++;
+      write_message_id(items, s.message);
       items.field("status", dup ? 200 : 202).field("deliveries", s.deliveries);
       if (s.queued) items.field("queued", true);
     } else {

@@ -63,6 +63,9 @@ struct EventInput {
   // SPEC R13.1: empty (none) or 1..256 bytes of printable ASCII (core/event_input.h
   // check_ordering_key); kInvalidArgument field "ordering_key" otherwise.
   std::string ordering_key{};
+  // The message id given when the event was queued for its partition's owner (cluster mode's
+  // inbox, core/inbox.h), kept when the owner takes it in; empty: made at intake.
+  std::string message_id{};
 };
 
 struct SubmitResult {
@@ -73,6 +76,10 @@ struct SubmitResult {
   // Cluster mode: taken by a node that does not own the tenant's partition, durable in the
   // partition's inbox (core/inbox.h); its owner fans it out, so `deliveries` is not known (0).
   bool queued = false;
+  // The webhook id receivers deduplicate by (SPEC R11.3): the 202 names it, and a repeat's 200
+  // names the first one's. Empty only for a repeat of an event whose idempotency record predates
+  // it.
+  MessageIdBits message{};
 };
 
 // An operator's verdict on a delivery that ended `unknown` (SPEC R12.10).

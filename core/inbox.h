@@ -41,7 +41,8 @@ struct InboxPush {
 struct InboxAnswer {
   enum class Kind : uint8_t {
     kQueued,         // new: now in the partition's inbox
-    kAlreadyQueued,  // the inbox holds this id already; `payload_hash` is the queued one's
+    kAlreadyQueued,  // the inbox holds this id already; `payload_hash` is the queued one's,
+                     // `stored.message` its message id (the rest of `stored` is unset)
     kStored,         // accepted before; `stored` is its idempotency record
     kUnknownTenant,  // the tenant has never had an endpoint (nothing written)
   };

@@ -82,6 +82,9 @@ struct EventKeyRecord {
   EventSeq seq = 0;
   uint64_t payload_hash = 0;
   uint32_t deliveries = 0;  // how many deliveries intake created (the 202 body)
+  // The event's message id (the 202 body names it, a repeat's answer too); empty in a record
+  // written before the idempotency record kept it.
+  MessageIdBits message{};
 };
 
 struct DeliveryDetail {

@@ -20,25 +20,59 @@ uint64_t payload_hash(std::string_view payload) {
 
 namespace {
 // 128 bits as 26 Crockford base32 digits, most significant first (the first digit holds 3 bits).
-void append_base32_128(std::string& out, uint64_t hi, uint64_t lo) {
+void write_base32_128(char* buf, uint64_t hi, uint64_t lo) {
   static constexpr char kDigits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-  char buf[26];
   for (int i = 25; i >= 0; --i) {
     buf[i] = kDigits[lo & 31];
     lo = (lo >> 5) | (hi << 59);
     hi >>= 5;
   }
-  out.append(buf, sizeof buf);
 }
 }  // namespace
 
 std::string make_message_id(WallTime accepted_at, uint64_t random_hi, uint64_t random_lo) {
   const uint64_t ms = static_cast<uint64_t>(std::max<int64_t>(0, accepted_at.ms()));
+  return message_id_of({(ms << 16) | (random_hi & 0xffff), random_lo});
+}
+
+size_t format_message_id(MessageIdBits bits, char* out) {
+  if (bits.empty()) return 0;
+  std::memcpy(out, "msg_", 4);
+  write_base32_128(out + 4, bits.hi, bits.lo);
+  return kMessageIdChars;
+}
+
+void append_message_id(std::string& out, MessageIdBits bits) {
+  char buf[kMessageIdChars];
+  out.append(buf, format_message_id(bits, buf));
+}
+
+std::string message_id_of(MessageIdBits bits) {
   std::string out;
   out.reserve(kMessageIdChars);
-  out.append("msg_");
-  append_base32_128(out, (ms << 16) | (random_hi & 0xffff), random_lo);
+  append_message_id(out, bits);
   return out;
+}
+
+MessageIdBits message_id_bits(std::string_view id) {
+  if (id.size() != kMessageIdChars || id.substr(0, 4) != "msg_") return {};
+  uint64_t hi = 0, lo = 0;
+  for (size_t i = 4; i < id.size(); ++i) {
+    const char c = id[i];
+    int v = -1;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U') {
+      // Crockford's alphabet skips I, L, O and U.
+      v = 10 + (c - 'A') - (c > 'I') - (c > 'L') - (c > 'O') - (c > 'U');
+    } else {
+      return {};
+    }
+    if (i == 4 && v > 7) return {};  // the first digit holds 3 bits
+    hi = (hi << 5) | (lo >> 59);
+    lo = (lo << 5) | static_cast<uint64_t>(v);
+  }
+  return {hi, lo};
 }
 
 std::string legacy_message_id(WallTime created_at, EventSeq seq) {

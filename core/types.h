@@ -163,6 +163,20 @@ enum class Ladder : uint8_t { kNone, kFast, kSlow };
 // bits of Unix milliseconds (ids sort by acceptance time), then 80 random bits.
 inline constexpr size_t kMessageIdChars = 30;
 std::string make_message_id(WallTime accepted_at, uint64_t random_hi, uint64_t random_lo);
+// A message id's 128 bits ({0, 0}: none). The idempotency record keeps them (16 bytes instead of
+// the 30 characters) so a repeat of an event is answered with its message id (SPEC R12.5).
+struct MessageIdBits {
+  uint64_t hi = 0, lo = 0;
+  bool empty() const { return (hi | lo) == 0; }
+  bool operator==(const MessageIdBits&) const = default;
+};
+// The bits of "msg_" + 26 Crockford base32 digits; {0, 0} when `id` is not of that form.
+MessageIdBits message_id_bits(std::string_view id);
+// The id of `bits` ("" for empty bits); append_message_id writes it onto `out`.
+std::string message_id_of(MessageIdBits bits);
+void append_message_id(std::string& out, MessageIdBits bits);
+// Writes the id into out[0, kMessageIdChars) and answers its length (0 for empty bits).
+size_t format_message_id(MessageIdBits bits, char* out);
 // For events stored before message ids existed: derived from the store's own sequence (unique
 // within that store) so they keep one stable id.
 std::string legacy_message_id(WallTime created_at, EventSeq seq);

@@ -91,7 +91,8 @@ Result<SubmitResult> ShardIntake::take_in(EventInput& in,
     }
     core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
     // seq 0: the key is queued in the partition's inbox (Store::EventKeyRef), not taken in yet.
-    return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries, rec.seq == 0};
+    return SubmitResult{SubmitResult::Kind::kDuplicate, rec.seq, rec.deliveries, rec.seq == 0,
+                        rec.message};
   };
   std::string key = in.tenant;
   key.push_back('\0');
@@ -114,15 +115,22 @@ Result<SubmitResult> ShardIntake::take_in(EventInput& in,
   ev.ordering_key = std::move(in.ordering_key);
   ev.created_at = now;
   ev.payload_hash = hash;
-  ev.message_id = core_.new_message_id(now);
+  // An event drained from its partition's inbox keeps the id its 202 named (core/inbox.h).
+  MessageIdBits message = message_id_bits(in.message_id);
+  if (message.empty()) {
+    message = core_.new_message_bits(now);
+    ev.message_id = message_id_of(message);
+  } else {
+    ev.message_id = std::move(in.message_id);
+  }
   const EventSeq seq = ev.seq;
   Mutations& mutations = core_.mutations();
   uint32_t n = core_.scheduler->fan_out(std::move(ev), now, core_.ids, mutations);
   if (n > 0) cache_after_commit_.push_back(mutations.events.size() - 1);
-  turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n});
+  turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n, message});
   core_.metrics.events_accepted.fetch_add(1, std::memory_order_relaxed);
   core_.metrics.deliveries_created.fetch_add(n, std::memory_order_relaxed);
-  return SubmitResult{SubmitResult::Kind::kAccepted, seq, n};
+  return SubmitResult{SubmitResult::Kind::kAccepted, seq, n, false, message};
 }
 
 void ShardIntake::submit(EventInput in, std::function<void(Result<SubmitResult>)> done) {
@@ -206,6 +214,8 @@ void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
         continue;
       }
       if (queue) {
+        // Its message id is given now, so the 202 names it; the owner keeps it (core/inbox.h).
+        p->events[i].message_id = core_.new_message_id(core_.loop->wall_now());
         p->to_inbox.push_back(i);
         p->pushes.push_back({&p->events[i], payload_hash(p->events[i].payload)});
         p->push_hashes.push_back(p->pushes.back().payload_hash);
@@ -270,14 +280,16 @@ void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
                     "id", "conflict");
               } else if (a.kind == K::kQueued) {
                 core_.metrics.inbox_queued.fetch_add(1, std::memory_order_relaxed);
-                p->results[i] = SubmitResult{SubmitResult::Kind::kAccepted, 0, 0, true};
+                p->results[i] = SubmitResult{SubmitResult::Kind::kAccepted, 0, 0, true,
+                                             message_id_bits(p->events[i].message_id)};
               } else if (a.kind == K::kAlreadyQueued) {
                 core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
-                p->results[i] = SubmitResult{SubmitResult::Kind::kDuplicate, 0, 0, true};
+                p->results[i] =
+                    SubmitResult{SubmitResult::Kind::kDuplicate, 0, 0, true, a.stored.message};
               } else {
                 core_.metrics.events_duplicate.fetch_add(1, std::memory_order_relaxed);
-                p->results[i] =
-                    SubmitResult{SubmitResult::Kind::kDuplicate, a.stored.seq, a.stored.deliveries};
+                p->results[i] = SubmitResult{SubmitResult::Kind::kDuplicate, a.stored.seq,
+                                             a.stored.deliveries, false, a.stored.message};
               }
             }
             if (--p->ops_left == 0) after();

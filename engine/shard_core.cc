@@ -25,6 +25,10 @@ void ShardCore::random_bytes(uint8_t* out, size_t n) {
 // id, no syscall per event. Unpredictability is not needed (the id is not a secret), only
 // uniqueness across processes and restarts, which the seed and the millisecond prefix give.
 std::string ShardCore::new_message_id(WallTime now) {
+  return message_id_of(new_message_bits(now));
+}
+
+MessageIdBits ShardCore::new_message_bits(WallTime now) {
   auto next = [this] {
     uint64_t s1 = msg_rng[0];
     const uint64_t s0 = msg_rng[1];
@@ -34,8 +38,9 @@ std::string ShardCore::new_message_id(WallTime now) {
     msg_rng[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
     return out;
   };
+  const uint64_t ms = static_cast<uint64_t>(std::max<int64_t>(0, now.ms()));
   const uint64_t hi = next();
-  return make_message_id(now, hi, next());
+  return {(ms << 16) | (hi & 0xffff), next()};  // make_message_id's layout
 }
 
 }  // namespace ringcast::engine

@@ -98,6 +98,7 @@ struct ShardCore {
   // EngineOptions::entropy, or the system CSPRNG.
   void random_bytes(uint8_t* out, size_t n);
   std::string new_message_id(WallTime now);
+  MessageIdBits new_message_bits(WallTime now);  // the same id as bits
 };
 
 // The recovery visitor: a partition's endpoints, tenants and pending deliveries into the

@@ -502,6 +502,11 @@ void encode_event_key(const EventKeyRecord& k, std::string& out) {
   put_varint(out, k.seq);
   put_fixed64(out, k.payload_hash);
   put_varint(out, k.deliveries);
+  // The message id's 128 bits (records written before they were kept end here).
+  if (!k.message.empty()) {
+    put_fixed64(out, k.message.hi);
+    put_fixed64(out, k.message.lo);
+  }
 }
 
 Result<EventKeyRecord> decode_event_key(std::string_view v) {
@@ -511,6 +516,10 @@ Result<EventKeyRecord> decode_event_key(std::string_view v) {
   k.seq = r.varint();
   k.payload_hash = r.fixed64();
   k.deliveries = static_cast<uint32_t>(r.bounded(0xffffffff));
+  if (r.ok() && !r.done()) {
+    k.message.hi = r.fixed64();
+    k.message.lo = r.fixed64();
+  }
   if (!r.done()) return corrupt("idempotency key: truncated or trailing bytes");
   return k;
 }

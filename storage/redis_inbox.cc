@@ -22,10 +22,12 @@ namespace {
 
 using redis::Reply;
 
-// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in sevens: key field
+// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in eights: key field
 // (tenant \0 id), tenant, event id, type, payload, be64(payload hash), ordering key (SPEC R13.1;
-// empty: none, and no field "k" in the entry). One answer per event:
-// "N" queued now, "U" unknown tenant, "Q"..be64(hash) queued before, "S"..T key's value.
+// empty: none, and no field "k" in the entry), message id (field "m"; T ik keeps be64(hash) then
+// it). One answer per event:
+// "N" queued now, "U" unknown tenant, "Q"..be64(hash)..message id queued before, "S"..T key's
+// value.
 constexpr std::string_view kPushScript = lua::inbox_push;
 
 // KEYS[1] = T in, KEYS[2] = T ik; ARGV[1] = how many entry ids follow, then the ids, then the
@@ -74,6 +76,7 @@ Result<InboxAnswer> parse_answer(const Reply& r) {
       if (s.size() < 9) break;
       a.kind = InboxAnswer::Kind::kAlreadyQueued;
       a.payload_hash = get_be64(s.data() + 1);
+      a.stored.message = message_id_bits(std::string_view(s).substr(9));
       return a;
     case 'S': {
       if (s.size() < 9) break;
@@ -162,7 +165,7 @@ struct RedisInbox::Impl {
     for (auto& [p, idx] : by_part) {
       const std::string in = key(p, "in"), ik = key(p, "ik"), kk = key(p, "key"), tn = key(p, "tn");
       std::vector<std::string> args;
-      args.reserve(idx.size() * 7);
+      args.reserve(idx.size() * 8);
       for (size_t i : idx) {
         const EventInput& e = *job->events[i].event;
         std::string f = e.tenant;
@@ -175,6 +178,7 @@ struct RedisInbox::Impl {
         args.push_back(e.payload);
         args.push_back(be64s(job->events[i].payload_hash));
         args.push_back(e.ordering_key);
+        args.push_back(e.message_id);
       }
       std::vector<std::string_view> cmd{"EVAL", kPushScript, "4", in, ik, kk, tn};
       cmd.reserve(cmd.size() + args.size());
@@ -289,6 +293,8 @@ struct RedisInbox::Impl {
                 entry.event.payload = f[j + 1].str();
               else if (name == "k")
                 entry.event.ordering_key = f[j + 1].str();
+              else if (name == "m")
+                entry.event.message_id = f[j + 1].str();
             }
             job->out[i].entries.push_back(std::move(entry));
           }

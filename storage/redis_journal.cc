@@ -131,7 +131,9 @@ Result<std::vector<PartBatch>> split(const Mutations& m, int64_t stamp_ms, bool 
     b.op('H', "ev", be64s(e.seq), v);
     auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
     std::string rec = be64s(e.seq);
-    encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, rec);
+    encode_event_key(
+        {e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo), message_id_bits(e.message_id)},
+        rec);
     b.op('E', "key", key_field(e.tenant, e.id), std::move(rec));
     b.saw(e.seq);
     {  // retention: T ed (its idempotency key and deliveries); T eo when it has none

@@ -76,7 +76,11 @@ Result<std::vector<std::optional<EventKeyRecord>>> parse_key_lookup(const KeyLoo
         if (v.size() < 8) return make_error(Errc::kCorruption, "event key: short value");
         std::optional<EventKeyRecord>& slot = out[l.positions[c][i]];
         if (pass == 1) {
-          if (!slot) slot = EventKeyRecord{0, get_be64(v.data()), 0};
+          // T ik: be64(payload hash), then the message id given when it was queued.
+          if (!slot) {
+            slot = EventKeyRecord{0, get_be64(v.data()), 0,
+                                  message_id_bits(std::string_view(v).substr(8))};
+          }
           continue;
         }
         auto rec = decode_event_key(std::string_view(v).substr(8));

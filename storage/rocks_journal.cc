@@ -496,7 +496,9 @@ Result<uint64_t> RocksStore::write(const Mutations& m) {
       if (exists[ei]) continue;  // a rewrite of the same event: keep its key and its count
       auto [lo, hi] = std::equal_range(fanout.begin(), fanout.end(), e.seq);
       v.clear();
-      encode_event_key({e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo)}, v);
+      encode_event_key(
+          {e.seq, ev->payload_hash, static_cast<uint32_t>(hi - lo), message_id_bits(e.message_id)},
+          v);
       batch.Put(cf(kCfIdempotency), sl(idempotency_key(e.tenant, e.id)), sl(v));
       expiring_events.push_back(e.seq);
     }

@@ -1,5 +1,5 @@
 local out = {}
-for i = 1, #ARGV, 7 do
+for i = 1, #ARGV, 8 do
   local f = ARGV[i]
   local cur = redis.call('HGET', KEYS[3], f)
   if cur then
@@ -13,12 +13,12 @@ for i = 1, #ARGV, 7 do
     else
       if ARGV[i + 6] == '' then
         redis.call('XADD', KEYS[1], '*', 't', ARGV[i + 1], 'i', ARGV[i + 2], 'y', ARGV[i + 3],
-                   'p', ARGV[i + 4], 'h', ARGV[i + 5])
+                   'p', ARGV[i + 4], 'h', ARGV[i + 5], 'm', ARGV[i + 7])
       else
         redis.call('XADD', KEYS[1], '*', 't', ARGV[i + 1], 'i', ARGV[i + 2], 'y', ARGV[i + 3],
-                   'p', ARGV[i + 4], 'h', ARGV[i + 5], 'k', ARGV[i + 6])
+                   'p', ARGV[i + 4], 'h', ARGV[i + 5], 'm', ARGV[i + 7], 'k', ARGV[i + 6])
       end
-      redis.call('HSET', KEYS[2], f, ARGV[i + 5])
+      redis.call('HSET', KEYS[2], f, ARGV[i + 5] .. ARGV[i + 7])
       out[#out + 1] = 'N'
     end
   end

@@ -22,6 +22,32 @@ TEST(MessageId, FormIsMsgAnd26CrockfordDigits) {
   for (char c : id) EXPECT_TRUE(c > 0x20 && c < 0x7f);
 }
 
+TEST(MessageId, BitsRoundTripAndMalformedIdsHaveNone) {
+  // The idempotency record keeps the 128 bits; the id made from them is the same id.
+  for (uint64_t lo : {uint64_t{0}, uint64_t{1}, uint64_t{0x0123456789abcdefULL}, ~uint64_t{0}}) {
+    for (uint64_t hi : {uint64_t{0}, uint64_t{0xffff}, uint64_t{0x1234}}) {
+      const std::string id = make_message_id(kT0, hi, lo);
+      const MessageIdBits b = message_id_bits(id);
+      EXPECT_FALSE(b.empty()) << id;
+      EXPECT_EQ(message_id_of(b), id);
+      char buf[kMessageIdChars];
+      EXPECT_EQ(std::string(buf, format_message_id(b, buf)), id);
+    }
+  }
+  EXPECT_EQ(message_id_of({}), "");
+  const std::string good = make_message_id(kT0, 7, 9);
+  std::string lower = good;
+  lower[10] = 'a';
+  std::string skipped = good;
+  skipped[10] = 'U';  // not in Crockford's alphabet
+  std::string top = good;
+  top[4] = '8';  // the first digit holds 3 bits
+  for (const std::string& bad : {std::string(""), std::string("msg_"), good.substr(1),
+                                 "evt_" + good.substr(4), good + "0", lower, skipped, top}) {
+    EXPECT_TRUE(message_id_bits(bad).empty()) << bad;
+  }
+}
+
 TEST(MessageId, EveryBitCountsAndIdsSortByTime) {
   // Any difference in the 128 bits is a different id (no bit is dropped by the encoding).
   std::set<std::string> seen;

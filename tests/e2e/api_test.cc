@@ -42,10 +42,16 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   ASSERT_EQ(first.status, 202) << first.describe();
   EXPECT_EQ(first.json()["event_id"].str(), "idem-1");
   EXPECT_EQ(deliveries_made(d, t, "idem-1", first), 1) << first.describe();
+  // The 202 names the message id receivers deduplicate by (SPEC R11.3); in cluster mode a node
+  // that queued the event for the partition's owner names the one the owner keeps.
+  const std::string message = first.json()["message_id"].str();
+  EXPECT_EQ(message.size(), 30u) << first.describe();
+  EXPECT_EQ(message.rfind("msg_", 0), 0u) << first.describe();
 
   Reply again = submit_event(d, t, "idem-1", "order.created", payload);
   EXPECT_EQ(again.status, 200) << again.describe();
   EXPECT_EQ(again.json()["event_id"].str(), "idem-1");
+  EXPECT_EQ(again.json()["message_id"].str(), message) << "a repeat names the first's message id";
   EXPECT_EQ(deliveries_made(d, t, "idem-1", again), 1) << again.describe();
 
   Reply other = submit_event(d, t, "idem-1", "order.created", "{\"a\": 2}");
@@ -74,6 +80,10 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   EXPECT_EQ(res[2]["status"].i64(), 202) << br.body;
   EXPECT_EQ(res[3]["status"].i64(), 400) << br.body;
   EXPECT_EQ(res[3]["error"]["field"].str(), "id") << br.body;
+  EXPECT_EQ(res[0]["message_id"].str(), message) << br.body;
+  EXPECT_FALSE(res[1].has("message_id")) << br.body;  // a conflict names none
+  const std::string message2 = res[2]["message_id"].str();
+  EXPECT_EQ(message2.rfind("msg_", 0), 0u) << br.body;
   EXPECT_EQ(br.json()["accepted"].i64(), 1);
   EXPECT_EQ(br.json()["duplicates"].i64(), 1);
   EXPECT_EQ(br.json()["conflicts"].i64(), 1);
@@ -83,6 +93,8 @@ TEST(E2eApi, IntakeIsIdempotentAndPayloadsAreByteExact) {
   std::vector<std::string> ids = message_ids_of(d, t, {"idem-1", "idem-2"});
   for (const std::string& m : ids) EXPECT_EQ(m.rfind("msg_", 0), 0u) << m;
   EXPECT_NE(ids[0], ids[1]);
+  EXPECT_EQ(ids[0], message) << "the 202's message id is the event's";
+  EXPECT_EQ(ids[1], message2) << "the bulk line's message id is the event's";
   EXPECT_TRUE(wait_until([&] { return missing_ids(sink, ids).empty(); }, scaled(5s))) << d.output();
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(sink_lines_for(sink, ids[0]), 1u) << test::read_file(sink.ids_file);

@@ -632,6 +632,7 @@ TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
   std::set<std::string> acked;
   int next = 0;
   size_t queued = 0, direct = 0;
+  std::map<std::string, std::pair<std::string, std::string>> answered;  // id: tenant, message id
   auto post_one = [&](size_t node, int n, const std::string& payload) {
     const std::string& tenant = tenants[static_cast<size_t>(n) % tenants.size()];
     std::string id = "c";
@@ -663,6 +664,9 @@ TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
       std::string id = "c";
       id += std::to_string(next);
       acked.insert(id);
+      // The 202 names the message id, queued or not (the owner keeps a queued one's).
+      answered[id] = {tenants[t], r.json()["message_id"].str()};
+      EXPECT_EQ(answered[id].second.size(), 30u) << r.describe();
     }
   }
   std::printf("[ cluster ] single events: %zu taken by their owner, %zu queued by another node\n",
@@ -676,6 +680,10 @@ TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
     for (int n : {0, 1, 2, next - 1}) {
       Reply same = post_one(node, n, payload_of(n));
       EXPECT_EQ(same.status, 200) << "node " << node << " event " << n << ": " << same.describe();
+      std::string id = "c";
+      id += std::to_string(n);
+      EXPECT_EQ(same.json()["message_id"].str(), answered[id].second)
+          << "a repeat on any node names the first's message id: " << same.describe();
       Reply other = post_one(node, n, "{\"other\":true}");
       EXPECT_EQ(other.status, 409) << "node " << node << " event " << n << ": " << other.describe();
       EXPECT_EQ(other.json()["error"]["field"].str(), "id");
@@ -725,6 +733,10 @@ TEST(E2eCluster, EveryNodeTakesEveryTenantsEvents) {
       killed_at, scaled(10s));
 
   expect_all_delivered(rig, tenants, acked, "-");
+  for (const auto& [id, tm] : answered) {
+    EXPECT_EQ(message_id_of(rig.any_up(), tm.first, id), tm.second)
+        << id << ": the 202's message id is the one its owner delivered under";
+  }
   double drained = 0, dropped = 0, queued_total = 0;
   for (size_t i = 0; i < 2; ++i) {
     const Metrics m = scrape_metrics(*rig.nodes[i]);

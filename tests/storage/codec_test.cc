@@ -416,7 +416,25 @@ TEST(StorageCodec, TenantEventKeyNotificationRoundTrip) {
   EXPECT_EQ(kb->seq, k.seq);
   EXPECT_EQ(kb->payload_hash, k.payload_hash);
   EXPECT_EQ(kb->deliveries, k.deliveries);
+  EXPECT_TRUE(kb->message.empty());
   expect_truncations_fail(v, [&](std::string_view x) { return as_void(decode_event_key(x)); });
+  // With the message id (the 202 and a repeat's 200 name it): its 16 bytes follow; a record
+  // that ends before them (written before they were kept) still reads, with none.
+  const size_t old_size = v.size();
+  EventKeyRecord km = k;
+  km.message = message_id_bits(make_message_id(kT0, 0xbeef, 0x0123456789abcdefULL));
+  ASSERT_FALSE(km.message.empty());
+  v.clear();
+  encode_event_key(km, v);
+  ASSERT_EQ(v.size(), old_size + 16);
+  auto kmb = decode_event_key(v);
+  ASSERT_TRUE(kmb.ok());
+  EXPECT_EQ(kmb->message, km.message);
+  EXPECT_EQ(message_id_of(kmb->message), make_message_id(kT0, 0xbeef, 0x0123456789abcdefULL));
+  EXPECT_EQ(kmb->deliveries, k.deliveries);
+  for (size_t cut = old_size + 1; cut < v.size(); ++cut) {
+    EXPECT_FALSE(decode_event_key(std::string_view(v).substr(0, cut)).ok()) << cut;
+  }
 
   Notification n{make_id(partition_of("acme"), 50),     "acme",
                  make_id(partition_of("acme"), 2),      "endpoint_disabled",

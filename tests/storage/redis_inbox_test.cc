@@ -83,9 +83,13 @@ class RedisInboxTest : public ::testing::Test {
     return r.ok() ? std::move(*r) : std::vector<InboxRead>{};
   }
 
+  // Each with a message id of its own, as the intake gives one before queueing (core/inbox.h).
   EventInput ev(const std::string& tenant, const std::string& id, const std::string& payload) {
-    return EventInput{tenant, id, "order.paid", payload};
+    EventInput e{tenant, id, "order.paid", payload};
+    e.message_id = make_message_id(WallTime::from_ms(1'767'225'600'000), 0, ++message_seq_);
+    return e;
   }
+  uint64_t message_seq_ = 0;
 
   ringcast::test::TempDir dir_{"ringcast-redis-inbox"};
   std::unique_ptr<ringcast::test::RedisServer> server_;
@@ -99,7 +103,8 @@ TEST_F(RedisInboxTest, QueuesOncePerIdAndAnswersRepeatsStoredIdsAndUnknownTenant
   auto inbox = open();
   ASSERT_TRUE(inbox);
   // An id accepted before (RedisStore's T key: be64(seq) + record).
-  EventKeyRecord stored{make_id(p_, 41), 777, 3};
+  EventKeyRecord stored{make_id(p_, 41), 777, 3,
+                        message_id_bits(make_message_id(WallTime::from_ms(5), 1, 2))};
   std::string v = be64s(stored.seq);
   encode_event_key(stored, v);
   ASSERT_FALSE(server_->cmd({"HSET", tag_ + "key", field(tenant_, "e-old"), v}).is_error());
@@ -117,9 +122,12 @@ TEST_F(RedisInboxTest, QueuesOncePerIdAndAnswersRepeatsStoredIdsAndUnknownTenant
   EXPECT_EQ(a[3]->stored.seq, stored.seq);
   EXPECT_EQ(a[3]->stored.deliveries, 3u);
   EXPECT_EQ(a[3]->payload_hash, 777u);
+  EXPECT_EQ(a[3]->stored.message, stored.message) << "a repeat names the first's message id";
   // The same id twice in one push: the second sees the first.
   EXPECT_EQ(a[4]->kind, InboxAnswer::Kind::kAlreadyQueued);
   EXPECT_EQ(a[4]->payload_hash, std::hash<std::string>{}(R"({"a":1})"));
+  EXPECT_EQ(message_id_of(a[4]->stored.message), first[0].message_id)
+      << "a repeat of a queued event names the message id it was queued with";
 
   // Another payload under a queued id: answered with the queued payload's hash (the caller
   // calls that a conflict); nothing new is queued.
@@ -155,6 +163,7 @@ TEST_F(RedisInboxTest, ReadsPageInArrivalOrderAndAnAckRemovesEntriesAndTheirKeys
     EXPECT_EQ(e.event.type, "order.paid");
     EXPECT_EQ(e.event.payload, "{\"n\":" + std::to_string(i) + "}");
     EXPECT_EQ(e.event.ordering_key, i == 1 ? "order 7" : "");
+    EXPECT_EQ(e.event.message_id, evs[static_cast<size_t>(i)].message_id) << "the owner keeps it";
     EXPECT_GT(e.accepted_at.ms(), 1'600'000'000'000);  // Redis's clock, in ms
   }
   // Pages: two, then after the second entry's id the rest.

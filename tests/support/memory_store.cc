@@ -36,6 +36,7 @@ Result<uint64_t> MemoryStore::write(const Mutations& m) {
     EventKeyRecord& k = keys_[{ev.tenant, ev.id}];
     k.seq = ev.seq;
     k.payload_hash = ev.payload_hash;
+    k.message = message_id_bits(ev.message_id);
   }
   for (const DeliveryPut& p : m.deliveries) {
     const Delivery& d = p.delivery;
