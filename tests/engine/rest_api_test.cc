@@ -785,17 +785,24 @@ TEST_F(RestApiEngineTest, EventAcceptedRepeatedAndConflicting) {
   create("/c", R"(,"event_types":["invoice.*"])");  // not subscribed to payment.created
   ClientResponse r = submit("evt-1", R"({"a":1})");
   EXPECT_EQ(r.status, 202);
-  EXPECT_EQ(r.body, R"({"event_id":"evt-1","deliveries":2})");
+  // The 202 names the message id (SPEC R11.3): the event read's.
+  const std::string message = str(parse(r.body), "message_id");
+  EXPECT_EQ(message.size(), kMessageIdChars) << r.body;
+  std::string first_body = R"({"event_id":"evt-1","message_id":")";
+  first_body += message;
+  first_body += R"(","deliveries":2})";
+  EXPECT_EQ(r.body, first_body);
   // SPEC R12.5: the same id and bytes again is answered like the first time, but 200.
   r = submit("evt-1", R"({"a":1})");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.body, R"({"event_id":"evt-1","deliveries":2})");
+  EXPECT_EQ(r.body, first_body);
   // Other bytes (even the same JSON with other spacing) are a conflict, never an overwrite.
   expect_error(submit("evt-1", R"({"a":2})"), 409, "conflict", "id");
   expect_error(submit("evt-1", R"({"a": 1})"), 409, "conflict", "id");
   r = call("GET", "/v1/tenants/acme/events/evt-1");
   ASSERT_EQ(r.status, 200);
   EXPECT_THAT(r.body, HasSubstr(R"("payload":{"a":1})"));
+  EXPECT_EQ(str(parse(r.body), "message_id"), message);
   // Only the two subscribed endpoints got it.
   wait_done(2);
   EXPECT_EQ(rec_.to("/a").size(), 1u);
