@@ -3,13 +3,15 @@
 # present are skipped). Run as root.
 #   runtime  building and running the daemon and ringcast-sink: what tools/demo.sh needs
 #   test     runtime, plus what only the tests and benchmarks use: GoogleTest, Google Benchmark,
-#            the peers they measure against or drive (nginx-light, wrk) and the tools of
-#            bench/e2e_delivery.sh (tools/test.sh and CI)
+#            the peers they measure against or drive (nginx-light, wrk), the tools of
+#            bench/e2e_delivery.sh, and what checks the Debian packages and the metrics
+#            (tools/package-test.sh, promtool) (tools/test.sh and CI)
 # Usage: tools/install-deps.sh [runtime|test]   (default: test, everything)
 #
-# Installing nginx-light (or redis-server) on Debian starts it and enables it as a system service.
-# Nothing here uses those services: the tests run nginx and redis-server as their own child
-# processes with a config in a temp dir (tests/support/nginx.*, tests/support/redis_server.*).
+# Installing nginx-light, redis-server or prometheus on Debian starts it and enables it as a
+# system service. Nothing here uses those services: the tests run nginx and redis-server as their
+# own child processes with a config in a temp dir (tests/support/nginx.*,
+# tests/support/redis_server.*), and of prometheus only its promtool runs.
 # So while this script installs them, a policy-rc.d forbids service starts
 # (one already there, e.g. Docker's, is kept), and afterwards the service is disabled (systemd
 # unit links and SysV rc links, with or without a running systemd) and stopped if it runs.
@@ -21,6 +23,8 @@ RUNTIME=(
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libxxhash-dev libhiredis-dev
   libspdlog-dev  # log/: the daemon's logger
+  help2man  # the man pages, made from the binaries' --help at build time (tools/CMakeLists.txt)
+  dpkg-dev  # dpkg-shlibdeps: the Debian packages' Depends (cpack -G DEB, docs/packaging.md)
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
@@ -33,6 +37,10 @@ TEST=(
   # chromium; pinned at 1.61, the last that runs on Debian 12's Node.js 18) and the owner
   # e-mail's SMTP sink (tests/support/smtp_sink: aiosmtpd)
   chromium nodejs python3-aiosmtpd
+  # tools/package-test.sh: systemd-analyze verify (systemd) and its check of the unit's
+  # Documentation=man: page (man-db), file for the installed binaries; and promtool (prometheus)
+  # for tests/e2e/metrics_format_test.cc
+  systemd man-db file prometheus
 )
 case "$SET" in
   runtime) PKGS=("${RUNTIME[@]}") ;;
@@ -71,7 +79,8 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 
 # Keeps a packaged service from running or starting at boot (systemd unit links and SysV rc
-# links, with or without a running systemd): the tests start their own nginx and redis-server.
+# links, with or without a running systemd): the tests start their own nginx and redis-server, and
+# use no Prometheus server (promtool only).
 disable_service() {  # unit name
   local svc=$1
   if [ -d /run/systemd/system ]; then  # systemd runs: disable the unit and stop it
@@ -86,13 +95,14 @@ disable_service() {  # unit name
     "/etc/init.d/$svc" status >/dev/null 2>&1; then
     "/etc/init.d/$svc" stop >/dev/null 2>&1 || true  # started despite the policy (a site's own)
   fi
-  echo "install-deps: $svc is for the tests, which start it themselves;" \
+  echo "install-deps: $svc is for the tests, which start what they need themselves;" \
     "its system service is disabled and not running"
 }
 for p in "${missing[@]}"; do
   case "$p" in
     nginx-light) disable_service nginx ;;
     redis-server) disable_service redis-server ;;
+    prometheus) disable_service prometheus ;;
   esac
 done
 [ "$own_policy" = 1 ] && rm -f "$POLICY" && trap - EXIT

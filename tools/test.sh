@@ -32,6 +32,13 @@ build_and_test() {  # dir, extra cmake args...
 }
 
 build_and_test build-release -DCMAKE_BUILD_TYPE=Release -DRINGCAST_BUILD_BENCH=ON
+# The Debian packages of that build: made, installed, run as the unit says, purged
+# (docs/packaging.md). It installs packages, so only as root (CI is).
+if [ "$(id -u)" = 0 ]; then
+  bash tools/package-test.sh build-release
+else
+  echo "test.sh: tools/package-test.sh skipped: it needs root (dpkg -i)"
+fi
 if [ "$ASAN" = 1 ]; then
   # Benchmarks are not built under sanitizers: they measure, the Release build has them.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
