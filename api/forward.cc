@@ -266,9 +266,9 @@ std::string Forwarder::metrics_text() const {
   char secs[64];
   std::snprintf(secs, sizeof secs, "%.6f", static_cast<double>(micros_total_.load()) / 1e6);
   out +=
-      "# HELP ringcast_api_forward_seconds_sum Time spent on forwarded calls (lookup and "
-      "exchange).\n# TYPE ringcast_api_forward_seconds_sum counter\n"
-      "ringcast_api_forward_seconds_sum ";
+      "# HELP ringcast_api_forward_seconds_total Time spent on forwarded calls (lookup and "
+      "exchange).\n# TYPE ringcast_api_forward_seconds_total counter\n"
+      "ringcast_api_forward_seconds_total ";
   out += secs;
   out +=
       "\n# HELP ringcast_api_forwarded_received_total Calls other nodes forwarded to this "

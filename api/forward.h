@@ -126,7 +126,7 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
   void stop();
 
   // ringcast_api_forwards_total{outcome}, ringcast_api_forwards_in_flight,
-  // ringcast_api_forward_seconds_sum, ringcast_api_forwarded_received_total.
+  // ringcast_api_forward_seconds_total, ringcast_api_forwarded_received_total.
   std::string metrics_text() const;
 
   enum class Outcome : uint8_t {

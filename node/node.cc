@@ -277,14 +277,22 @@ std::string Node::Parts::extra_metrics() const {
   // Every Redis connection of the process (store, leases, bus intake): commands written and
   // pipelined writes (round trips), for bench/e2e_cluster.sh's per-delivery Redis cost.
   const redis::ProcessTotals rt = redis::process_totals();
-  out += "# TYPE ringcast_redis_commands_total counter\nringcast_redis_commands_total " +
-         std::to_string(rt.commands_sent) +
-         "\n# TYPE ringcast_redis_round_trips_total counter\nringcast_redis_round_trips_total " +
-         std::to_string(rt.send_batches) +
-         "\n# TYPE ringcast_redis_bytes_total "
-         "counter\nringcast_redis_bytes_total{direction=\"sent\"} " +
-         std::to_string(rt.bytes_sent) + "\nringcast_redis_bytes_total{direction=\"received\"} " +
-         std::to_string(rt.bytes_received) + "\n";
+  out +=
+      "# HELP ringcast_redis_commands_total Redis commands written by this process (store, "
+      "leases, bus intake).\n# TYPE ringcast_redis_commands_total counter\n"
+      "ringcast_redis_commands_total ";
+  out += std::to_string(rt.commands_sent);
+  out +=
+      "\n# HELP ringcast_redis_round_trips_total Pipelined writes to Redis (one per round "
+      "trip).\n# TYPE ringcast_redis_round_trips_total counter\nringcast_redis_round_trips_total ";
+  out += std::to_string(rt.send_batches);
+  out +=
+      "\n# HELP ringcast_redis_bytes_total Bytes to and from Redis.\n# TYPE "
+      "ringcast_redis_bytes_total counter\nringcast_redis_bytes_total{direction=\"sent\"} ";
+  out += std::to_string(rt.bytes_sent);
+  out += "\nringcast_redis_bytes_total{direction=\"received\"} ";
+  out += std::to_string(rt.bytes_received);
+  out += "\n";
   return out;
 }
 
