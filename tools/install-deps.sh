@@ -21,6 +21,7 @@ RUNTIME=(
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libxxhash-dev libhiredis-dev
   libspdlog-dev  # log/: the daemon's logger
+  python3-yaml  # the build converts docs/openapi.yaml to the JSON the daemon serves (tools/yaml2json.py)
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
