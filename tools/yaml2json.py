@@ -12,7 +12,8 @@ says what the author wrote:
   - dates and times stay strings (YAML 1.1 reads 2026-01-01 as a date, which JSON cannot hold);
   - keys are strings (an unquoted 200 is written "200"); any other key type is an error.
 For an OpenAPI document (a top-level `openapi` key) it also checks that the version is 3.1.x,
-that every local `$ref` ("#/...") points at something and that every operationId is unique.
+that every local `$ref` ("#/...") points at something, that every `{name}` of a path is a
+declared, required path parameter and that every operation has a unique operationId.
 OUT is rewritten only when its content changes, so that a rerun rebuilds nothing.
 Needs PyYAML (Debian: python3-yaml, tools/install-deps.sh runtime).
 """
@@ -95,12 +96,35 @@ def check_openapi(doc):
                 walk(v, f"{where}/{i}")
 
     walk(doc, "#")
+
+    def deref(node):
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            target = doc
+            for raw in node["$ref"][2:].split("/"):
+                target = target.get(raw.replace("~1", "/").replace("~0", "~"), {})
+            node = target
+        return node
+
+    def path_params(params):
+        out = set()
+        for p in params or []:
+            p = deref(p)
+            if isinstance(p, dict) and p.get("in") == "path":
+                if p.get("required") is not True:
+                    problems.append(f"path parameter {p.get('name')} is not required: true")
+                out.add(p.get("name"))
+        return out
+
     seen = {}
     for path, item in (doc.get("paths") or {}).items():
         for method in HTTP_METHODS:
             op = item.get(method) if isinstance(item, dict) else None
             if not isinstance(op, dict):
                 continue
+            declared = path_params(item.get("parameters")) | path_params(op.get("parameters"))
+            for name in re.findall(r"\{([^}]+)\}", path):
+                if name not in declared:
+                    problems.append(f"{method.upper()} {path}: path parameter {name} not declared")
             op_id = op.get("operationId")
             if not op_id:
                 problems.append(f"{method.upper()} {path}: no operationId")
