@@ -1,6 +1,7 @@
 // Who may call each /v1 route (SPEC R14; docs/security.md "Route classes"): one table that
-// authorization, the route × principal test and the docs all read. Invariants: every route the
-// REST adapter answers has exactly one row per method; a tenant principal (a key or a portal
+// authorization, the route × principal test, the OpenAPI document (docs/openapi.yaml) and the
+// docs all read. Invariants: every /v1 route the REST adapter answers has exactly one row per
+// method (its few routes outside /v1 are other_routes()); a tenant principal (a key or a portal
 // session) reaches only rows of its own tenant and never a platform row; a read-only principal
 // reaches only viewer rows; a public row is answered before any credential is looked at.
 #pragma once
