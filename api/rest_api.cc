@@ -1,6 +1,6 @@
-// The REST adapter's dispatch (api/rest_api.h): health, /metrics, authentication then the /v1
-// routes, a tenant's call on its owner (cluster mode); the per-resource handlers are in the
-// api/rest_*.cc files (rest_internal.h).
+// The REST adapter's dispatch (api/rest_api.h): health, the public OpenAPI document, /metrics,
+// authentication then the /v1 routes, a tenant's call on its owner (cluster mode); the
+// per-resource handlers are in the api/rest_*.cc files (rest_internal.h).
 #include "api/rest_api.h"
 
 #include <simdjson.h>
@@ -20,8 +20,10 @@
 #include "api/forward.h"
 #include "api/forward_auth.h"
 #include "api/keys.h"
+#include "api/openapi.h"
 #include "api/read_pool.h"
 #include "api/rest_internal.h"
+#include "api/routes.h"
 #include "core/event_input.h"
 #include "core/types.h"
 #include "net/json_writer.h"
@@ -353,6 +355,11 @@ bool is_bulk_route(std::string_view path) {
   return path == "/v1/events/bulk" || path == "/v1/events/bulk/";
 }
 
+bool is_openapi_route(std::string_view path) {
+  if (path.ends_with('/')) path.remove_suffix(1);  // as split_path() reads a trailing slash
+  return path == kOpenApiPath;
+}
+
 }  // namespace
 
 }  // namespace rest
@@ -453,6 +460,13 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
           503, std::string(R"({"status":"not_ready","reason":")") + storage_problem + "\"}"));
     return responder.send(HttpResponse::json(
         ready ? 200 : 503, ready ? R"({"status":"ready"})" : R"({"status":"not_ready"})"));
+  }
+  // A public route (RouteClass::kPublic, docs/security.md "Route classes") describes the API
+  // and reveals nothing: answered before any credential is looked at (a forwarded call's
+  // signature too) and before the throttle, which guards credentials.
+  if (is_openapi_route(path)) {
+    if (m != "GET") return responder.send(method_not_allowed("GET"));
+    return responder.send(HttpResponse::json(200, std::string(openapi_document())));
   }
   const WallTime now = wall_now();
   const bool guarded = path == "/metrics" || path.starts_with("/v1") || path.starts_with("//");

@@ -1,11 +1,13 @@
 // The REST adapter (docs/operations.md "HTTP API"): routes HTTP requests onto ringcast::Engine and
-// turns its answers into JSON. Invariants: every /v1 route requires `Authorization: Bearer <token>`
-// (compared in constant time; no token configured → every /v1 request is refused); an event's
-// `payload` reaches the engine as the exact bytes of the request; every error answer is {"error":
-// {"code", "message", "field"?}} with a 4xx/5xx status.
+// turns its answers into JSON. Invariants: every /v1 route but the public GET /v1/openapi.json
+// requires a credential (compared in constant time; no token configured → every such request is
+// refused); an event's `payload` reaches the engine as the exact bytes of the request; every
+// error answer is {"error": {"code", "message", "field"?}} with a 4xx/5xx status.
 //
 // Routes (ids are decimal strings; see the handlers in api/rest_*.cc for bodies):
-//   GET  /healthz  /readyz  /metrics                         (no auth)
+//   GET  /healthz  /readyz                                   (no auth)
+//   GET  /metrics                                            (the admin token, unless public)
+//   GET  /v1/openapi.json                  this API as OpenAPI 3.1 (docs/openapi.yaml; public)
 //   POST /v1/tenants/{t}/endpoints            → 201 endpoint + "secret"
 //   GET  /v1/tenants/{t}/endpoints            → {"endpoints": [...]}
 //   GET|PATCH|DELETE /v1/tenants/{t}/endpoints/{id}

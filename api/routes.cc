@@ -9,11 +9,14 @@ namespace {
 constexpr RouteClass P = RouteClass::kPlatform;
 constexpr RouteClass M = RouteClass::kMerchant;
 constexpr RouteClass V = RouteClass::kViewer;
+constexpr RouteClass Pub = RouteClass::kPublic;
 
 // SPEC R14: the platform's switches are the tenant's billing state (SPEC R6
 // subscription_inactive), the breaker reset (SPEC R4.8, an operator's control), the keys, the
-// cluster and intake views, and ending a tenant's portal sessions.
+// cluster and intake views, and ending a tenant's portal sessions. Public: the API's own
+// description, which names no tenant and no node.
 constexpr std::array kRoutes = {
+    RouteSpec{"GET", kOpenApiPath, Pub},
     RouteSpec{"POST", "/v1/events/bulk", M, false},
     RouteSpec{"GET", "/v1/cluster", P},
     RouteSpec{"GET", "/v1/intake", P},
@@ -53,6 +56,16 @@ constexpr std::array kRoutes = {
     RouteSpec{"GET", "/v1/tenants/{t}/notifications", V},
 };
 
+constexpr std::array kOtherRoutes = {
+    OtherRoute{"GET", "/healthz", Pub},
+    OtherRoute{"GET", "/readyz", Pub},
+    OtherRoute{"GET", "/metrics", P},  // unless server.metrics_public (docs/security.md)
+    OtherRoute{"HEAD", "/metrics", P},
+    OtherRoute{"GET", "/portal/confirm-email", Pub},  // the signed link is the credential
+    OtherRoute{"HEAD", "/portal/confirm-email", Pub},
+    OtherRoute{"POST", "/portal/confirm-email", Pub},
+};
+
 }  // namespace
 
 const char* route_class_name(RouteClass c) {
@@ -63,12 +76,18 @@ const char* route_class_name(RouteClass c) {
       return "merchant";
     case RouteClass::kViewer:
       return "viewer";
+    case RouteClass::kPublic:
+      return "public";
   }
   return "?";
 }
 
 std::span<const RouteSpec> route_table() {
   return kRoutes;
+}
+
+std::span<const OtherRoute> other_routes() {
+  return kOtherRoutes;
 }
 
 bool route_path_matches(std::string_view pattern, const std::vector<std::string>& segs) {

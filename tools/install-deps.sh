@@ -25,6 +25,7 @@ RUNTIME=(
   libspdlog-dev  # log/: the daemon's logger
   help2man  # the man pages, made from the binaries' --help at build time (tools/CMakeLists.txt)
   dpkg-dev  # dpkg-shlibdeps: the Debian packages' Depends (cpack -G DEB, docs/packaging.md)
+  python3-yaml  # the build converts docs/openapi.yaml to the JSON the daemon serves (tools/yaml2json.py)
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev

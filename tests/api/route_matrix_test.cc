@@ -1,9 +1,10 @@
 // The route × principal matrix (SPEC R14): every row of the route table in code (api/routes.h)
 // is called by every kind of principal, and each cell's status is asserted. The rows come from
 // route_table() itself, so a new route cannot skip the matrix; a handler route without a row is
-// not served at all (RouteTable.ARouteTheTableDoesNotNameIsNotServed). Every call goes through
-// the front the API listener serves (api/front.h), so the portal sessions the tenant rows are
-// called with are opened at /portal/session beside the adapter, as in production.
+// not served at all (RouteTable.ARouteTheTableDoesNotNameIsNotServed); a public row answers every
+// principal and no principal alike. Every call goes through the front the API listener serves
+// (api/front.h), so the portal sessions the tenant rows are called with are opened at
+// /portal/session beside the adapter, as in production.
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
@@ -214,7 +215,9 @@ class RouteMatrix : public ::testing::Test {
 // The expected answer of one cell (SPEC R14.1, R14.2).
 Expect expected(const RouteSpec& r, const std::string& principal) {
   const bool tenant_route = r.pattern.starts_with("/v1/tenants/");
-  if (principal == "admin") return Expect::kAllowed;
+  // A public route answers every principal and none alike: no credential is looked at, a
+  // revoked, expired or forged one included.
+  if (principal == "admin" || r.who == RouteClass::kPublic) return Expect::kAllowed;
   if (principal == "none" || principal == "revoked key" || principal == "expired key" ||
       principal == "session of a revoked key's link" || principal == "forged forward")
     return Expect::kUnauthorized;
@@ -324,6 +327,32 @@ TEST_F(RouteMatrix, EveryRouteAnswersEveryPrincipalAsItsClassSays) {
   EXPECT_EQ(allowed_by["admin"], route_table().size());
   EXPECT_GT(allowed_by["view session"], 0u);
   EXPECT_GT(allowed_by["read-only key"], allowed_by["view session"]);
+}
+
+TEST_F(RouteMatrix, APublicRouteAnswersWithoutACredentialAndEveryPublicRowIsAGet) {
+  // docs/security.md "Route classes": a public row describes and never reveals, so it is a read
+  // of no tenant; the same answer with a credential, without one and with a wrong one.
+  size_t public_rows = 0;
+  for (const RouteSpec& r : route_table()) {
+    if (r.who != RouteClass::kPublic) continue;
+    ++public_rows;
+    EXPECT_EQ(r.method, "GET") << r.pattern;
+    EXPECT_FALSE(r.pattern.starts_with("/v1/tenants/")) << r.pattern;
+    EXPECT_EQ(r.pattern.find('{'), std::string_view::npos) << r.pattern;
+    const std::string target(r.pattern);
+    HttpResponse none = call("GET", target, "", Credential{});
+    HttpResponse admin = call("GET", target, "", bearer("admin", kAdmin));
+    HttpResponse wrong = call("GET", target, "", bearer("wrong", "rck_0000000000000000_00"));
+    EXPECT_EQ(none.status, 200) << r.pattern << " " << none.body;
+    EXPECT_EQ(admin.status, 200) << r.pattern;
+    EXPECT_EQ(wrong.status, 200) << r.pattern;
+    EXPECT_EQ(none.body, admin.body) << r.pattern;
+    EXPECT_EQ(none.body, wrong.body) << r.pattern;
+    HttpResponse post = call("POST", target, "{}", Credential{});
+    EXPECT_EQ(post.status, 405) << r.pattern;
+    EXPECT_EQ(header_of(post, "Allow"), "GET") << r.pattern;
+  }
+  EXPECT_EQ(public_rows, 1u);  // GET /v1/openapi.json; a new one is a decision to name here
 }
 
 TEST_F(RouteMatrix, SubscriptionAndBreakerResetArePlatformOnly) {
