@@ -32,6 +32,11 @@ export function need(name) {
   }
 }
 
+// The path of a file of an npm package in nodeDir() ("typescript/package.json").
+export function needPath(name) {
+  return createRequire(path.join(nodeDir(), 'package.json')).resolve(name);
+}
+
 export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 // The document as a plain JSON value. YAML is read with the YAML 1.2 core schema (what a JSON
