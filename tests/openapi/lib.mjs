@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -30,6 +30,22 @@ export function need(name) {
     }
     throw e;
   }
+}
+
+// An npm package from nodeDir() through its ES module entry (exports "." import), for packages
+// whose CommonJS build needs require() of an ES module, which Node.js 18 cannot do
+// (openapi-typescript).
+export async function importPackage(name) {
+  let pkgFile;
+  try {
+    pkgFile = needPath(`${name}/package.json`);
+  } catch {
+    need(name); // exits naming the setup command
+  }
+  const pkg = JSON.parse(fs.readFileSync(pkgFile, 'utf8'));
+  const dot = pkg.exports && (typeof pkg.exports === 'string' ? pkg.exports : pkg.exports['.']);
+  const entry = (dot && (typeof dot === 'string' ? dot : dot.import || dot.default)) || pkg.module || pkg.main;
+  return import(pathToFileURL(path.join(path.dirname(pkgFile), entry)).href);
 }
 
 // The path of a file of an npm package in nodeDir() ("typescript/package.json").

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadDoc, need, needPath } from './lib.mjs';
+import { importPackage, loadDoc, needPath } from './lib.mjs';
 
 const [docPath, outDir] = process.argv.slice(2);
 if (!docPath || !outDir || process.argv.length !== 4) {
@@ -20,7 +20,7 @@ if (!docPath || !outDir || process.argv.length !== 4) {
 const here = path.dirname(fileURLToPath(import.meta.url));
 fs.mkdirSync(outDir, { recursive: true });
 
-const openapiTS = need('openapi-typescript');
+const openapiTS = await importPackage('openapi-typescript');
 let dts;
 try {
   const ast = await openapiTS.default(loadDoc(docPath));
