@@ -28,6 +28,7 @@ configure_and_build() {  # dir, extra cmake args...
 build_and_test() {  # dir, extra cmake args...
   configure_and_build "$@"
   bash tests/portal/setup.sh "$1/portal-node"  # playwright-core for E2ePortal (npm ci, cached)
+  bash tests/openapi/setup.sh "$1/openapi-node"  # the OpenAPI checks for E2eOpenApi (npm ci, cached)
   (cd "$1" && ctest --output-on-failure -j"$JOBS" --timeout 600)
 }
 
