@@ -88,7 +88,7 @@ export async function submitEvent(c: Client, tenant: string, event: EventSubmit)
 
 export interface CreatedEndpoint {
   id: string;
-  secret: string | undefined; // shown this once (create and rotate)
+  secret: string; // shown this once (create and rotate): the types make it required
   state: EndpointCreated["state"];
 }
 
