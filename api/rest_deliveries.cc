@@ -387,7 +387,12 @@ void write_job(Writer& w, const JobView& j) {
   w.field("endpoint", id_text(j.endpoint));
   w.field("state", job_state_name(j.state));
   w.field("since", rfc3339(j.since));
-  w.field("until", rfc3339(j.until));
+  // No `until` given: null (the job runs to the newest delivery), not the largest time kept.
+  if (j.until == WallTime::max()) {
+    w.key("until").null();
+  } else {
+    w.field("until", rfc3339(j.until));
+  }
   w.field("total", j.total);
   w.field("scanned", j.scanned);
   w.field("requeued", j.requeued);

@@ -125,8 +125,9 @@ class KeySet {
 // Reads one JSON object field by field. `on_field(key, value)` returns nullopt or a Bad.
 using FieldFn = std::function<std::optional<Bad>(std::string_view, od::value&)>;
 
+// `empty_is_object`: a body of only whitespace reads as {} (routes whose fields are all optional).
 std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len, size_t capacity,
-                               const FieldFn& on_field);
+                               const FieldFn& on_field, bool empty_is_object = false);
 std::optional<Bad> get_string(od::value& v, std::string_view field, std::string& out);
 std::optional<Bad> get_uint(od::value& v, std::string_view field, uint64_t max, uint64_t& out);
 std::optional<Bad> get_bool(od::value& v, std::string_view field, bool& out);

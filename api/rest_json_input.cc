@@ -2,6 +2,7 @@
 // repeated name refused at any depth, an event payload's exact bytes (SPEC R1).
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -51,7 +52,12 @@ Bad duplicate(std::string_view path) {
 }
 
 std::optional<Bad> read_object(od::parser& parser, const char* data, size_t len, size_t capacity,
-                               const FieldFn& on_field) {
+                               const FieldFn& on_field, bool empty_is_object) {
+  if (empty_is_object && std::all_of(data, data + len, [](char ch) {
+        return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+      })) {
+    return std::nullopt;
+  }
   od::document doc;
   if (auto e = parser.iterate(data, len, capacity).get(doc)) return json_error(e);
   od::object obj;

@@ -116,7 +116,8 @@ void key_routes(Call& c, const std::string& tenant) {
           return std::nullopt;
         }
         return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
-      });
+      },
+      /*empty_is_object=*/true);  // every field is optional: no body is {}
   if (bad) return c.answer(*bad);
   c.read([keys, tenant, name = std::move(name), read_only, expires_at]() mutable -> HttpResponse {
     const WallTime now = wall_now();
@@ -162,7 +163,8 @@ void portal_links(Call& c, const std::string& tenant) {
           return std::nullopt;
         }
         return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
-      });
+      },
+      /*empty_is_object=*/true);  // every field is optional: no body is {}
   if (bad) return c.answer(*bad);
   if (scope == PortalScope::kManage && c.who.read_only) {
     return c.answer(

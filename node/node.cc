@@ -442,7 +442,7 @@ bool Node::Parts::start_api(std::string& why) {
     std::lock_guard<std::mutex> lock(signer->mu);
     signer->portal = std::make_unique<portal::Portal>(api_opts.portal);
   }
-  if (!cfg.intake.redis.empty()) {
+  {  // GET /v1/intake: the bus sources (none configured: an empty list, not a 404)
     api_opts.intake_status = [this] {
       const auto* v = intake_views.load(std::memory_order_acquire);
       return intake::render_status_json(v ? *v : std::vector<const intake::RedisSource*>{});
