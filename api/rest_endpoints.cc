@@ -451,8 +451,19 @@ void endpoint_routes(Call& c, const std::string& tenant) {
   if (action == "pause") act = EndpointAction::kPause;
   if (action == "resume") act = EndpointAction::kResume;
   if (action == "enable") act = EndpointAction::kEnable;
+  // The actions take no field: no body or {} (docs/operations.md §1 Conventions: an unknown
+  // field is refused, not ignored).
+  auto no_fields = [&c]() -> std::optional<Bad> {
+    return read_object(
+        c.parsers.ondemand, c.req.body.data(), c.req.body.size(), c.capacity(),
+        [](std::string_view key, od::value&) -> std::optional<Bad> {
+          return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
+        },
+        /*empty_is_object=*/true);
+  };
   if (act) {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
+    if (auto bad = no_fields()) return c.answer(*bad);
     return c.engine.endpoint_action(tenant, *id, *act,
                                     endpoint_answer(share(std::move(c.responder)), 200, false));
   }
@@ -466,6 +477,7 @@ void endpoint_routes(Call& c, const std::string& tenant) {
   }
   if (action == "test") {
     if (m != "POST") return c.answer(method_not_allowed("POST"));
+    if (auto bad = no_fields()) return c.answer(*bad);
     auto r = share(std::move(c.responder));
     c.engine.test_endpoint(tenant, *id, [r](Result<DeliveryId> res) {
       if (!res) return r->send(error_response(res.error()));

@@ -526,6 +526,12 @@ step('endpoints: patch, rotate, pause, resume, enable, ordering, delete', async 
   await call('POST', `${base}/${S.epTest}/pause`, { expect: 200 });
   await call('POST', `${base}/${S.epTest}/resume`, { expect: 200 });
   await call('POST', `${base}/${S.epTest}/enable`, { expect: 200 });
+  // The actions take no field: {} is no body, a field is refused (not ignored).
+  for (const a of ['pause', 'resume', 'enable', 'test']) {
+    await call('POST', `${base}/${S.epTest}/${a}`, { body: { now: true }, expect: 400, what: `${a} with a field` });
+  }
+  await call('POST', `${base}/${S.epTest}/pause`, { body: {}, expect: 200 });
+  await call('POST', `${base}/${S.epTest}/resume`, { body: {}, expect: 200 });
   await call('POST', `${base}/1/pause`, { expect: 404 });
   await call('POST', `${base}/1/resume`, { expect: 404 });
   await call('POST', `${base}/1/enable`, { expect: 404 });
