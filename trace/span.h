@@ -36,7 +36,6 @@ struct Span {
   int64_t end_unix_ns = 0;
   SpanStatus status = SpanStatus::kUnset;
   std::string status_message{};  // with kError: the reason (a SPEC R6 code, a status name)
-  uint8_t flags = 0;             // W3C trace flags of the span's context
   std::vector<Attribute> attributes{};
 
   Span& add(std::string_view key, std::string value) {
