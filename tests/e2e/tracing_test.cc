@@ -166,8 +166,14 @@ TEST(E2eTracing, SpansFollowAnEventIntoTheReceiversTraceparentAcrossARestart) {
   const Reply e1 = submit_traced(d, t, "e1", producer);
   ASSERT_EQ(e1.status, 202) << e1.describe();
   const bool queued = e1.json()["queued"].boolean();  // cluster mode: another node's partition
-  const std::string msg1 = message_id_of(d, t, "e1");
-  ASSERT_FALSE(msg1.empty());
+  // Its webhook id (cluster mode: once the owner took a queued event in).
+  std::string msg1;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        msg1 = message_id_of(d, t, "e1");
+        return !msg1.empty();
+      },
+      scaled(10s)));
 
   // Before the restart: the intake span, the first attempt to /traced (503) and the plain
   // endpoint's whole delivery reach the collector (batches go out within a second).
@@ -272,8 +278,14 @@ TEST(E2eTracing, SpansFollowAnEventIntoTheReceiversTraceparentAcrossARestart) {
   ASSERT_EQ(submit_traced(d, t, "e2", std::nullopt).status, 202);
   ASSERT_EQ(submit_traced(d, t, "e3", std::string("00-not-a-trace-01")).status, 202);
   for (const std::string id : {"e2", "e3"}) {
-    const std::string msg = message_id_of(d, t, id);
-    ASSERT_FALSE(msg.empty()) << id;
+    std::string msg;
+    ASSERT_TRUE(wait_until(
+        [&] {
+          msg = message_id_of(d, t, id);
+          return !msg.empty();
+        },
+        scaled(10s)))
+        << id;
     std::vector<Json> mine;
     ASSERT_TRUE(wait_until(
         [&] {
