@@ -159,7 +159,8 @@ void Tracer::send() {
   auto op = std::make_unique<Op>(*this);
   ++tries_;
   op->request.attempt = static_cast<uint16_t>(std::min<size_t>(tries_, 0xffff));
-  op->request.message_id = "otlp_" + std::to_string(++posts_);
+  op->request.message_id = "otlp_";  // built by appends (GCC 12: no false -Wrestrict)
+  op->request.message_id += std::to_string(++posts_);
   op->request.url = options_.url;
   op->request.profile = SignatureProfile::kStandard;  // no secret: no signature header
   op->request.body = body_;
@@ -204,7 +205,9 @@ void Tracer::completed(Op* op) {
   const bool again = r.response_received ? (st == 429 || st == 502 || st == 503 || st == 504)
                                          : !is_config_refusal(c.code);
   if (!again || tries_ > options_.retry_pauses.size()) {
-    return drop_batch("the collector at tracing.endpoint answered " + code);
+    std::string why = "the collector at tracing.endpoint answered ";
+    why += code;
+    return drop_batch(why);
   }
   Duration pause = options_.retry_pauses[tries_ - 1];
   if (c.retry_after) pause = std::max(pause, std::min(*c.retry_after, options_.retry_after_max));

@@ -70,8 +70,12 @@ std::string describe(const std::vector<Json>& spans) {
   for (const Json& s : spans) {
     out += s["name"].str() + " trace=" + s["traceId"].str() + " span=" + s["spanId"].str() +
            " parent=" + s["parentSpanId"].str() + " status=" + s["status"]["code"].str();
-    for (const Json& a : s["attributes"].items())
-      out += " " + a["key"].str() + "=" + attr(s, a["key"].str());
+    for (const Json& a : s["attributes"].items()) {
+      out += ' ';
+      out += a["key"].str();
+      out += '=';
+      out += attr(s, a["key"].str());
+    }
     out += "\n";
   }
   return out;
