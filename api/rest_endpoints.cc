@@ -163,6 +163,7 @@ struct EndpointFields {
   std::optional<Ordering> ordering;  // SPEC R13
   std::optional<OnHeadFailure> on_head_failure;
   std::optional<bool> supersede;
+  std::optional<bool> send_traceparent;  // docs/tracing.md "Propagation"
 };
 
 std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFields& f) {
@@ -245,6 +246,10 @@ std::optional<Bad> read_endpoint_fields(Call& c, bool allow_secret, EndpointFiel
           bool b = false;
           if (auto bad = get_bool(v, "supersede", b)) return bad;
           f.supersede = b;
+        } else if (key == "send_traceparent") {
+          bool b = false;
+          if (auto bad = get_bool(v, "send_traceparent", b)) return bad;
+          f.send_traceparent = b;
         } else {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
@@ -271,6 +276,7 @@ void create_endpoint(Call& c, const std::string& tenant) {
   if (f.ordering) spec.ordering = *f.ordering;
   if (f.on_head_failure) spec.on_head_failure = *f.on_head_failure;
   if (f.supersede) spec.supersede = *f.supersede;
+  if (f.send_traceparent) spec.send_traceparent = *f.send_traceparent;
   auto r = share(std::move(c.responder));
   c.engine.create_endpoint(tenant, std::move(spec), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));
@@ -297,6 +303,7 @@ void patch_endpoint(Call& c, const std::string& tenant, EndpointId id) {
   patch.ordering = f.ordering;
   patch.on_head_failure = f.on_head_failure;
   patch.supersede = f.supersede;
+  patch.send_traceparent = f.send_traceparent;
   auto r = share(std::move(c.responder));
   c.engine.update_endpoint(tenant, id, std::move(patch), [r](Result<Endpoint> res) {
     if (!res) return r->send(error_response(res.error()));

@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/event_input.h"
 #include "core/result.h"
+#include "core/trace_context.h"
 
 namespace ringcast::api::rest {
 
@@ -59,6 +60,12 @@ std::optional<Bad> read_event(RestApi::Parsers& p, const RestApiOptions& opt, co
         } else if (key == "tenant" && tenant == nullptr) {
           if (auto b = get_string(v, "tenant", ev.tenant)) return b;
           have_tenant = true;
+        } else if (key == "traceparent" && tenant == nullptr) {
+          // A bulk line's own producer context (docs/tracing.md): one that does not parse is
+          // ignored, never a reason to refuse the line.
+          std::string tp;
+          if (!get_string(v, "traceparent", tp))
+            ev.parent = parse_traceparent(tp).value_or(TraceContext{});
         } else {
           return Bad{"unknown_field", "unknown field " + std::string(key), std::string(key)};
         }
@@ -102,12 +109,24 @@ void write_submit_body(Writer& w, std::string_view event_id, const SubmitResult&
 
 }  // namespace
 
+namespace {
+
+// The producer's W3C `traceparent` header (docs/tracing.md): its trace is the event's; one that
+// does not parse is ignored, never a reason to refuse the event.
+TraceContext producer_trace(const HttpRequest& req) {
+  const std::string* tp = req.header("traceparent");
+  return tp ? parse_traceparent(*tp).value_or(TraceContext{}) : TraceContext{};
+}
+
+}  // namespace
+
 void submit_event(Call& c, const std::string& tenant) {
   EventInput ev;
   if (auto bad = read_event(c.parsers, c.opt, c.req.body.data(), c.req.body.size(), c.capacity(),
                             &tenant, ev)) {
     return c.answer(*bad);
   }
+  ev.parent = producer_trace(c.req);
   auto r = share(std::move(c.responder));
   std::string id = ev.id;
   c.engine.submit(std::move(ev), [r, id = std::move(id)](Result<SubmitResult> res) {
@@ -184,6 +203,7 @@ void submit_bulk(Call& c) {
   std::vector<size_t> batch_line;  // index into *lines for each batch entry
   size_t pos = 0;
   uint32_t line_no = 0;
+  const TraceContext request_trace = producer_trace(c.req);  // for lines without their own
   while (pos < body.size()) {
     size_t nl = body.find('\n', pos);
     size_t end = nl == std::string::npos ? body.size() : nl;
@@ -209,6 +229,7 @@ void submit_bulk(Call& c) {
       lr.result = Result<SubmitResult>(make_error(
           Errc::kNotFound, "unknown tenant: create an endpoint first", "tenant", "unknown_tenant"));
     } else if (!lr.bad) {
+      if (!ev.parent.valid()) ev.parent = request_trace;
       batch_line.push_back(lines->size());
       batch.push_back(std::move(ev));
     }

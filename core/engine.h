@@ -35,6 +35,7 @@ struct EndpointSpec {
   Ordering ordering = Ordering::kNone;
   OnHeadFailure on_head_failure = OnHeadFailure::kBlock;
   bool supersede = false;
+  bool send_traceparent = false;  // a W3C traceparent on every attempt (docs/tracing.md)
 };
 
 struct EndpointPatch {
@@ -51,6 +52,7 @@ struct EndpointPatch {
   std::optional<Ordering> ordering;       // SPEC R13
   std::optional<OnHeadFailure> on_head_failure;
   std::optional<bool> supersede;
+  std::optional<bool> send_traceparent;
 };
 
 enum class EndpointAction : uint8_t { kPause, kResume, kEnable };
@@ -66,6 +68,10 @@ struct EventInput {
   // The message id given when the event was queued for its partition's owner (cluster mode's
   // inbox, core/inbox.h), kept when the owner takes it in; empty: made at intake.
   std::string message_id{};
+  // The producer's W3C trace context (its `traceparent`: trace id, its span id, flags), or all
+  // zero: none. An invalid header is never a reason to refuse an event: the intakes leave this
+  // zero (core/trace_context.h parse_traceparent).
+  TraceContext parent{};
 };
 
 struct SubmitResult {

@@ -3,6 +3,7 @@
 // scheduler keeps in memory; `Delivery` is kept small on purpose: millions are pending at once.
 #pragma once
 
+#include <array>
 #include <bitset>
 #include <cstdint>
 #include <string>
@@ -181,6 +182,26 @@ size_t format_message_id(MessageIdBits bits, char* out);
 // within that store) so they keep one stable id.
 std::string legacy_message_id(WallTime created_at, EventSeq seq);
 
+// W3C trace context (docs/tracing.md): a trace id, a span id and the trace flags (bit 0:
+// sampled). All zero: none. Kept in 25 bytes of the event record when a producer sent a
+// `traceparent` (core/trace_context.h).
+using TraceId = std::array<uint8_t, 16>;
+using SpanId = std::array<uint8_t, 8>;
+struct TraceContext {
+  TraceId trace_id{};
+  SpanId span_id{};
+  uint8_t flags = 0;
+  // W3C: an all-zero trace id or span id is invalid.
+  bool valid() const {
+    bool t = false, s = false;
+    for (uint8_t b : trace_id) t = t || b != 0;
+    for (uint8_t b : span_id) s = s || b != 0;
+    return t && s;
+  }
+  bool sampled() const { return (flags & 1) != 0; }
+  bool operator==(const TraceContext&) const = default;
+};
+
 struct Event {
   EventSeq seq = 0;
   std::string tenant;
@@ -193,6 +214,10 @@ struct Event {
   // SPEC R13.1: empty, or 1..256 bytes of printable ASCII (core/event_input.h). Endpoints with
   // ordering = per_key send the deliveries of one key one at a time, in acceptance order.
   std::string ordering_key;
+  // The producer's trace (docs/tracing.md): its trace id, the id of this event's intake span and
+  // the producer's flags, when the producer sent a valid `traceparent`; all zero otherwise (the
+  // trace is then derived from message_id: core/trace_context.h event_trace). Persisted.
+  TraceContext trace{};
 };
 
 struct Secret {
@@ -237,6 +262,9 @@ struct Endpoint {
   Ordering ordering = Ordering::kNone;
   OnHeadFailure on_head_failure = OnHeadFailure::kBlock;
   bool supersede = false;  // R13.3: after a backlog only a key's newest waiting one is sent
+  // Send a W3C `traceparent: 00-<trace id>-<attempt span id>-<flags>` on every attempt
+  // (docs/tracing.md "Propagation").
+  bool send_traceparent = false;
   WallTime created_at;
   WallTime updated_at;
 };

@@ -4,6 +4,7 @@
 #include "engine/admin_calls.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -36,6 +37,24 @@ static Result<std::string> secret_key(const std::optional<std::string>& given,
   return std::move(*key);
 }
 
+// send_traceparent writes the `traceparent` header itself (docs/tracing.md "Propagation"): an
+// extra header of that name beside it would send two.
+static Result<void> check_traceparent_header(bool send, const std::vector<EndpointHeader>& hs) {
+  if (!send) return ok();
+  for (const EndpointHeader& h : hs) {
+    const bool same =
+        std::equal(h.name.begin(), h.name.end(), std::string_view("traceparent").begin(),
+                   std::string_view("traceparent").end(),
+                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+    if (same)
+      return make_error(Errc::kInvalidArgument,
+                        "send_traceparent sets the traceparent header itself: remove it from "
+                        "headers",
+                        "headers", "reserved_header");
+  }
+  return ok();
+}
+
 std::function<Result<void>(std::string_view)> AdminCalls::url_check() const {
   return [this](std::string_view u) -> Result<void> {
     auto r = check_url(u, core_.options.url_policy);
@@ -52,6 +71,8 @@ void AdminCalls::create_endpoint(std::string tenant, EndpointSpec spec, Callback
     return done(
         make_error(Errc::kInvalidArgument, "no policy by this name", "policy", "unknown_policy"));
   if (auto h = check_endpoint_headers(spec.headers); !h.ok()) return done(h.error());
+  if (auto t = check_traceparent_header(spec.send_traceparent, spec.headers); !t.ok())
+    return done(t.error());
   WallTime now = core_.loop->wall_now();
   Endpoint e;
   e.on_unknown = spec.on_unknown;
@@ -79,6 +100,7 @@ void AdminCalls::create_endpoint(std::string tenant, EndpointSpec spec, Callback
   e.ordering = spec.ordering;  // SPEC R13
   e.on_head_failure = spec.on_head_failure;
   e.supersede = spec.supersede;
+  e.send_traceparent = spec.send_traceparent;
   e.created_at = e.updated_at = now;
   auto r = core_.scheduler->create_endpoint(std::move(e), now, core_.mutations());
   if (!r.ok()) return done(r.error());
@@ -152,6 +174,9 @@ void AdminCalls::update_endpoint(const std::string& tenant, EndpointId id, Endpo
   if (patch.ordering) e.ordering = *patch.ordering;  // SPEC R13
   if (patch.on_head_failure) e.on_head_failure = *patch.on_head_failure;
   if (patch.supersede) e.supersede = *patch.supersede;
+  if (patch.send_traceparent) e.send_traceparent = *patch.send_traceparent;
+  if (auto t = check_traceparent_header(e.send_traceparent, e.headers); !t.ok())
+    return done(t.error());
   if (auto rc = check_reconcile(e, url_check()); !rc.ok()) return done(rc.error());
   WallTime now = core_.loop->wall_now();
   e.updated_at = now;

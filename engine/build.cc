@@ -187,6 +187,22 @@ NotifierOptions notifier_options(const Config& cfg) {
   return n;
 }
 
+trace::TracerOptions tracer_options(const Config& cfg, const std::string& instance) {
+  trace::TracerOptions t;
+  t.url = cfg.tracing.endpoint;
+  t.resource.service_name = cfg.tracing.service_name;
+  t.resource.service_version = RINGCAST_VERSION;
+  t.resource.service_instance = instance;
+  t.queue_max = cfg.tracing.queue_max;
+  t.sample_ratio = cfg.tracing.sample_ratio;
+  t.transport = transport_options(cfg);
+  // One POST at a time to one host: a small receive ring and pool.
+  t.transport.recv_buffers = 16;
+  t.transport.max_connections_per_host = 2;
+  t.transport.max_connections_total = 2;
+  return t;
+}
+
 MailerOptions mailer_options(const Config& cfg) {
   const auto& sm = cfg.notifications.smtp;
   MailerOptions m;

@@ -13,6 +13,7 @@
 #include "net/http_server.h"
 #include "redis/tls_options.h"
 #include "storage/rocks_store.h"
+#include "trace/tracer.h"
 
 namespace ringcast::engine {
 
@@ -33,6 +34,10 @@ NotifierOptions notifier_options(const Config& cfg);
 // read from password_file (its first line). smtp.host is empty when none is configured.
 // Throws ConfigError when password_file cannot be read.
 MailerOptions mailer_options(const Config& cfg);
+// The span exporter (docs/tracing.md): [tracing], the shards' transport options (the collector
+// gets the operator webhook's checks) on a smaller pool; `instance` names the node
+// (service.instance.id; empty: left out). url is empty when tracing is off.
+trace::TracerOptions tracer_options(const Config& cfg, const std::string& instance);
 net::HttpServerOptions server_options(const Config& cfg);
 
 // What would keep the shards' HTTP transport from being created (operations.md "Validation"): one

@@ -228,6 +228,16 @@ struct NotificationsConfig {
   } email;
 };
 
+// [tracing] (docs/tracing.md): OpenTelemetry spans of intake, deliveries and attempts, POSTed
+// as OTLP/HTTP JSON to `endpoint`, an operator-configured collector checked like the operator
+// webhook's URL (the endpoint URL rules, the address guard and transport.allow_private).
+struct TracingConfig {
+  std::string endpoint;                   // "http://collector:4318/v1/traces"; empty: tracing off
+  std::string service_name = "ringcast";  // the spans' resource attribute service.name
+  uint32_t queue_max = 8192;              // spans waiting for the exporter; beyond: dropped
+  double sample_ratio = 1.0;              // share of traces recorded that no producer sampled
+};
+
 struct LimitsConfig {
   uint64_t max_header_bytes = 64 * 1024;            // request line + headers
   uint64_t max_body_bytes = 1024 * 1024;            // JSON request bodies
@@ -331,6 +341,7 @@ struct Config {
   PortalConfig portal;
   LimitsConfig limits;
   IntakeConfig intake;
+  TracingConfig tracing;
 
   std::string source;                 // the file it came from, or "" for defaults only
   std::vector<std::string> warnings;  // e.g. unknown RINGCAST_* variables; printed by `check`

@@ -153,6 +153,11 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("notifications.email.confirm_link_ttl", kDuration,
              notifications.email.confirm_link_ttl),
 
+      RC_KEY("tracing.endpoint", kString, tracing.endpoint),
+      RC_KEY("tracing.service_name", kString, tracing.service_name),
+      RC_KEY("tracing.queue_max", kU32, tracing.queue_max, 1, 1'000'000),
+      RC_KEY("tracing.sample_ratio", kDouble, tracing.sample_ratio, 0.0, 1.0),
+
       RC_KEY("portal.secret", kSecret, portal.secret),
       RC_KEY("portal.public_url", kString, portal.public_url),
       RC_KEY("portal.link_ttl", kDuration, portal.link_ttl),

@@ -284,6 +284,26 @@ void Config::validate() const {
         fail("", "notifications.email.retry_ladder[" + std::to_string(i) + "]", "must be positive");
     }
   }
+  // tracing (docs/tracing.md): the collector is an operator's address like the notifications
+  // webhook, so it passes the same URL rules (and at run time the same address guard).
+  if (!tracing.endpoint.empty()) {
+    UrlPolicy up;
+    up.allow_http = transport.allow_http;
+    up.max_bytes = transport.max_url_bytes;
+    if (!transport.allowed_ports.empty()) up.allowed_ports = transport.allowed_ports;
+    auto url = check_url(tracing.endpoint, up);
+    if (!url.ok())
+      fail("", "tracing.endpoint",
+           std::string(url.error().reason_or_code()) + ": " + url.error().message +
+               (url.error().reason_or_code() == std::string_view("not_https")
+                    ? " (an http:// collector needs transport.allow_http = true)"
+                    : ""));
+  }
+  if (tracing.service_name.empty() || tracing.service_name.size() > 256 ||
+      !std::all_of(tracing.service_name.begin(), tracing.service_name.end(),
+                   [](unsigned char c) { return c >= 0x20 && c < 0x7f; })) {
+    fail("", "tracing.service_name", "must be 1-256 printable ASCII characters");
+  }
   // limits
   if (limits.max_bulk_body_bytes < limits.max_body_bytes)
     fail("", "limits.max_bulk_body_bytes",

@@ -9,7 +9,9 @@
 #include <string_view>
 
 #include "core/event_input.h"
+#include "core/trace_context.h"
 #include "engine/shard_internal.h"
+#include "trace/tracer.h"
 
 namespace ringcast::engine {
 
@@ -80,7 +82,8 @@ Result<void> ShardIntake::check_event_input(const EventInput& in, bool* to_inbox
 }
 
 Result<SubmitResult> ShardIntake::take_in(EventInput& in,
-                                          const std::optional<EventKeyRecord>& stored) {
+                                          const std::optional<EventKeyRecord>& stored,
+                                          std::optional<trace::Span>* span) {
   if (!core_.serves(in.tenant)) return not_owner_error();  // lost or handed over during the lookup
   uint64_t hash = payload_hash(in.payload);
   auto answer = [&](const EventKeyRecord& rec) -> Result<SubmitResult> {
@@ -123,9 +126,27 @@ Result<SubmitResult> ShardIntake::take_in(EventInput& in,
   } else {
     ev.message_id = std::move(in.message_id);
   }
+  // A producer's trace is kept with the event: the deliveries' and attempts' spans join it,
+  // after a restart too (docs/tracing.md); without one the trace is derived from the message id.
+  ev.trace = stored_trace(in.parent, ev.message_id);
+  if (span != nullptr && event_sampled(ev, core_.options.tracer->sample_ratio())) {
+    const TraceContext tc = event_trace(ev);
+    trace::Span& s = span->emplace();
+    s.trace_id = tc.trace_id;
+    s.span_id = tc.span_id;
+    if (in.parent.valid()) s.parent_span_id = in.parent.span_id;
+    s.name = "intake";
+    s.kind = trace::SpanKind::kServer;
+    s.start_unix_ns = now.ns();
+    s.add("ringcast.tenant", ev.tenant)
+        .add("ringcast.event.id", ev.id)
+        .add("ringcast.message_id", ev.message_id)
+        .add("ringcast.event.type", ev.type);
+  }
   const EventSeq seq = ev.seq;
   Mutations& mutations = core_.mutations();
   uint32_t n = core_.scheduler->fan_out(std::move(ev), now, core_.ids, mutations);
+  if (span != nullptr && span->has_value()) (*span)->add("ringcast.deliveries", int64_t{n});
   if (n > 0) cache_after_commit_.push_back(mutations.events.size() - 1);
   turn_events_.emplace(std::move(key), EventKeyRecord{seq, hash, n, message});
   core_.metrics.events_accepted.fetch_add(1, std::memory_order_relaxed);
@@ -170,6 +191,8 @@ void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
     // Cluster mode: the epoch each accepted event's partition was held at (0: none), to
     // withdraw the answer when the store fenced that write.
     std::vector<std::pair<Partition, uint64_t>> epochs;
+    // Tracing on: the accepted events' intake spans (index, span), ended with the answer.
+    std::vector<std::pair<size_t, trace::Span>> spans;
     std::function<void(std::vector<Result<SubmitResult>>)> done;
   };
   auto parts = std::make_shared<Parts>();
@@ -193,6 +216,21 @@ void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
           p.results[i] = not_owner_error();
         }
       }
+    }
+    // The intake spans end with the answer (docs/tracing.md): OK once durable, else ERROR.
+    if (!p.spans.empty()) {
+      const int64_t end = core_.loop->wall_now().ns();
+      for (auto& [i, span] : p.spans) {
+        span.end_unix_ns = end;
+        if (p.results[i].ok()) {
+          span.status = trace::SpanStatus::kOk;
+        } else {
+          span.status = trace::SpanStatus::kError;
+          span.status_message = p.results[i].error().reason_or_code();
+        }
+        core_.options.tracer->emit(std::move(span));
+      }
+      p.spans.clear();
     }
     p.done(std::move(p.results));
   };
@@ -307,8 +345,15 @@ void ShardIntake::submit_events(std::vector<EventInput> events, bool from_inbox,
           for (size_t k = 0; k < p->valid.size(); ++k) {
             const size_t i = p->valid[k];
             const Partition part = partition_of(p->events[i].tenant);
-            p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k])
+            std::optional<trace::Span> span;
+            p->results[i] = stored.ok() ? take_in(p->events[i], (*stored)[k],
+                                                  core_.options.tracer ? &span : nullptr)
                                         : Result<SubmitResult>(stored.error());
+            if (span) {
+              // Drained from an inbox: another node answered the producer (kind INTERNAL).
+              if (p->from_inbox) span->kind = trace::SpanKind::kInternal;
+              p->spans.emplace_back(i, std::move(*span));
+            }
             p->undurable = p->undurable || p->results[i].ok();
             if (p->results[i].ok()) {
               if (const uint64_t epoch = core_.ownership.intake_epoch(part); epoch != 0) {

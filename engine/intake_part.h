@@ -20,6 +20,7 @@
 #include "core/store.h"
 #include "core/types.h"
 #include "engine/shard_core.h"
+#include "trace/span.h"
 
 namespace ringcast::engine {
 
@@ -61,7 +62,10 @@ class ShardIntake {
   Error store_full();  // the answer while the store is over its memory high-water mark
   // Takes one checked event in (fan-out into this turn's mutations), or answers it as a
   // duplicate or conflict of this turn's events or of `stored`, the store's record for its key.
-  Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>& stored);
+  // `span` (null: tracing off): set to the accepted event's intake span when its trace is
+  // sampled, for the caller to end once the answer is known (docs/tracing.md).
+  Result<SubmitResult> take_in(EventInput& in, const std::optional<EventKeyRecord>& stored,
+                               std::optional<trace::Span>* span);
   void prune_settling();
 
   ShardCore& core_;

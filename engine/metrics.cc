@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "trace/tracer.h"
+
 namespace ringcast::engine {
 
 void Histogram::observe(Duration d) {
@@ -329,6 +331,24 @@ std::string render_mailer_metrics(const MailerMetrics& m) {
       "# TYPE ringcast_owner_emails_queued gauge\n"
       "ringcast_owner_emails_queued ";
   out += std::to_string(m.queued.load(std::memory_order_relaxed));
+  out += '\n';
+  return out;
+}
+
+std::string render_tracer_metrics(const trace::TracerMetrics& m) {
+  std::string out =
+      "# HELP ringcast_trace_spans_exported_total Spans the OTLP collector at tracing.endpoint "
+      "accepted (docs/tracing.md).\n"
+      "# TYPE ringcast_trace_spans_exported_total counter\n"
+      "ringcast_trace_spans_exported_total ";
+  out += std::to_string(m.exported.load(std::memory_order_relaxed));
+  out +=
+      "\n# HELP ringcast_trace_spans_dropped_total Spans not exported: the exporter's queue was "
+      "full, the collector refused or kept failing a batch, or they were still queued at a "
+      "stop.\n"
+      "# TYPE ringcast_trace_spans_dropped_total counter\n"
+      "ringcast_trace_spans_dropped_total ";
+  out += std::to_string(m.dropped.load(std::memory_order_relaxed));
   out += '\n';
   return out;
 }

@@ -13,6 +13,10 @@
 #include "core/transport.h"
 #include "core/types.h"
 
+namespace ringcast::trace {
+struct TracerMetrics;
+}
+
 namespace ringcast::engine {
 
 using Counter = std::atomic<uint64_t>;
@@ -106,5 +110,9 @@ struct MailerMetrics {
 
 // `ringcast_owner_emails_total{result="sent|failed|dropped"}` and `ringcast_owner_emails_queued`.
 std::string render_mailer_metrics(const MailerMetrics& m);
+
+// The span exporter (trace/tracer.h, docs/tracing.md), written by its thread:
+// `ringcast_trace_spans_exported_total` and `ringcast_trace_spans_dropped_total`.
+std::string render_tracer_metrics(const trace::TracerMetrics& m);
 
 }  // namespace ringcast::engine

@@ -21,6 +21,9 @@
 namespace ringcast::net {
 class Loop;
 }
+namespace ringcast::trace {
+class Tracer;
+}
 
 namespace ringcast::engine {
 
@@ -74,6 +77,9 @@ struct EngineOptions {
   // Embedders: called on the shard thread once a delivery reached a terminal state (delivered,
   // failed, dead) and that state is durable. Must not block.
   std::function<void(const Delivery&)> on_delivery_done;
+  // OpenTelemetry spans of intake, deliveries and attempts (docs/tracing.md); null: tracing off
+  // (one branch per span site, nothing made). Outlives the engine.
+  trace::Tracer* tracer = nullptr;
   // More Prometheus text appended to metrics_text() (e.g. the operator webhook's counters).
   std::function<std::string()> extra_metrics;
   // Set: cluster mode (see PartitionOwnership). Unset: the shards own every partition for good.

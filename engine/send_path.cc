@@ -8,8 +8,12 @@
 #include <optional>
 #include <utility>
 
+#include "core/classify.h"
 #include "core/endpoint_headers.h"
 #include "core/endpoint_rules.h"
+#include "core/trace_context.h"
+#include "core/url.h"
+#include "trace/tracer.h"
 
 namespace ringcast::engine {
 
@@ -17,6 +21,13 @@ namespace {
 
 size_t status_class(uint16_t status) {
   return status >= 100 && status < 600 ? status / 100 : 0;
+}
+
+// The W3C trace flags an attempt carries (docs/tracing.md "Propagation"): a producer's as it
+// sent them, else sampled when this node's tracing records the trace.
+uint8_t trace_flags(const Event& ev, const TraceContext& tc, const trace::Tracer* tracer) {
+  if (ev.trace.valid()) return ev.trace.flags;
+  return tracer != nullptr && tracer->sampled(tc.trace_id) ? 1 : 0;
 }
 
 }  // namespace
@@ -116,6 +127,16 @@ void SendPath::finish_prepare(Slot* slot, std::shared_ptr<const Event> ev) {
   }
   req.extra_headers.clear();  // the slot's buffer: no allocation once it has grown
   if (ep && ev) append_endpoint_headers(*ep, ev->message_id, req.extra_headers);
+  if (ep && ev && ep->send_traceparent && !cmd.check) {
+    // The attempt's span is the receiver's parent (docs/tracing.md "Propagation"); the
+    // signature covers id, timestamp and body only (SPEC R11), not this header.
+    const TraceContext tc = event_trace(*ev);
+    req.extra_headers.append("traceparent: ");
+    append_traceparent(req.extra_headers, tc.trace_id,
+                       attempt_span_id(tc.trace_id, cmd.delivery, cmd.attempt),
+                       trace_flags(*ev, tc, core_.options.tracer));
+    req.extra_headers.append("\r\n");
+  }
   if (!ep || !ev) {
     // Nothing to send (endpoint deleted under the lease, or the event is gone): complete it
     // on the next turn as an attempt that never left, so the scheduler decides its fate.
@@ -186,6 +207,15 @@ void SendPath::on_send_complete(Slot* slot) {
   // second classification or a scan of the mutations, feeds the metrics.
   const ResultReport report =
       core_.scheduler->on_result(slot->cmd, r, slot->started_at, now, core_.mutations());
+  if (core_.options.tracer != nullptr && slot->event && report.outcome) {
+    trace_attempt(*slot, report, now);
+    if (report.ended_as) {  // its delivery span, once the written batch reports the end
+      if (ended_traces_.size() >= kMaxEndedTraces) ended_traces_.clear();
+      ended_traces_[slot->cmd.delivery] = {
+          event_trace(*slot->event),
+          event_sampled(*slot->event, core_.options.tracer->sample_ratio())};
+    }
+  }
   if (report.endpoint_disabled)
     core_.metrics.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
   if (report.outcome)
@@ -350,6 +380,107 @@ void SendPath::delivery_ended(const Delivery& d, WallTime now) {
       break;
   }
   if (!unknown_since_.empty()) unknown_since_.erase(d.id);
+  if (core_.options.tracer != nullptr) trace_delivery(d, now);
+}
+
+// One span per attempt (docs/tracing.md "Spans"), kind CLIENT, a child of its delivery's span.
+// Its attributes name the receiver by host and port only: a URL's path and query may carry a
+// receiver's token, and header values are never traced.
+void SendPath::trace_attempt(const Slot& slot, const ResultReport& report, WallTime now) {
+  const trace::Tracer& tracer = *core_.options.tracer;
+  const Event& ev = *slot.event;
+  if (!event_sampled(ev, tracer.sample_ratio())) return;
+  const SendCommand& cmd = slot.cmd;
+  const TransportResult& r = slot.result;
+  const TraceContext tc = event_trace(ev);
+  trace::Span s;
+  s.trace_id = tc.trace_id;
+  s.span_id = attempt_span_id(tc.trace_id, cmd.delivery, cmd.attempt);
+  s.parent_span_id = delivery_span_id(tc.trace_id, cmd.delivery);
+  s.name = "attempt";
+  s.kind = trace::SpanKind::kClient;
+  s.start_unix_ns = slot.started_at.ns();
+  s.end_unix_ns = now.ns();
+  s.add("http.request.method", "POST");
+  UrlPolicy any;  // the URL passed the endpoint's checks; here only its host and port are read
+  any.allow_http = true;
+  any.max_bytes = SIZE_MAX;
+  any.denied_ports.clear();
+  if (auto url = check_url(slot.request.url, any); url.ok()) {
+    s.add("server.address", url->host).add("server.port", int64_t{url->port});
+  }
+  if (r.response_received) s.add("http.response.status_code", int64_t{r.http_status});
+  s.add("ringcast.endpoint.id", std::to_string(cmd.endpoint))
+      .add("ringcast.delivery.id", std::to_string(cmd.delivery))
+      .add("ringcast.attempt.number", int64_t{cmd.attempt})
+      .add("ringcast.attempt.outcome", outcome_name(*report.outcome))
+      .add("ringcast.attempt.duration_ms",
+           std::chrono::duration_cast<std::chrono::milliseconds>(now - slot.started_at).count());
+  if (*report.outcome == Outcome::kSuccess) {
+    s.status = trace::SpanStatus::kOk;
+  } else {
+    // The SPEC R6 code the delivery log shows for it: http_503, timeout, network_ECONNREFUSED.
+    const Classification c = classify(r, now);
+    std::string code = c.code.is_none() ? std::string("unknown") : c.code.str();
+    s.add("ringcast.attempt.code", code);
+    s.status = trace::SpanStatus::kError;
+    s.status_message = std::move(code);
+  }
+  core_.options.tracer->emit(std::move(s));
+}
+
+// The delivery's span, from its creation to the end a written batch reports. Its event's trace
+// is at hand when an attempt ended it (ended_traces_) or the event is cached; else (its endpoint
+// deleted or disabled, superseded, a ceiling, long after intake) the event is read back.
+void SendPath::trace_delivery(const Delivery& d, WallTime now) {
+  trace::Tracer& tracer = *core_.options.tracer;
+  if (auto it = ended_traces_.find(d.id); it != ended_traces_.end()) {
+    const auto [tc, sampled] = it->second;
+    ended_traces_.erase(it);
+    if (sampled) emit_delivery_span(d, tc, now);
+    return;
+  }
+  if (std::shared_ptr<const Event> ev = core_.payloads.find(d.event)) {
+    if (event_sampled(*ev, tracer.sample_ratio())) emit_delivery_span(d, event_trace(*ev), now);
+    return;
+  }
+  if (trace_loads_ >= kMaxTraceLoads) return tracer.count_dropped(1);
+  ++trace_loads_;
+  ++loads_in_flight_;  // a stop waits for it like for a payload load
+  core_.store.load_event_async(d.event, core_.poster,
+                               [this, d, now](Result<std::optional<Event>> loaded) {
+                                 --trace_loads_;
+                                 --loads_in_flight_;
+                                 trace::Tracer& t = *core_.options.tracer;
+                                 if (!loaded.ok() || !loaded->has_value())
+                                   return t.count_dropped(1);
+                                 const Event& ev = **loaded;
+                                 if (event_sampled(ev, t.sample_ratio()))
+                                   emit_delivery_span(d, event_trace(ev), now);
+                               });
+}
+
+void SendPath::emit_delivery_span(const Delivery& d, const TraceContext& tc, WallTime now) {
+  trace::Span s;
+  s.trace_id = tc.trace_id;
+  s.span_id = delivery_span_id(tc.trace_id, d.id);
+  s.parent_span_id = tc.span_id;  // the event's intake span
+  s.name = "delivery";
+  s.kind = trace::SpanKind::kInternal;
+  s.start_unix_ns = d.created_at.ns();
+  s.end_unix_ns = now.ns();
+  s.add("ringcast.endpoint.id", std::to_string(d.endpoint))
+      .add("ringcast.delivery.id", std::to_string(d.id))
+      .add("ringcast.delivery.status", delivery_status_name(d.status))
+      .add("ringcast.delivery.attempts", int64_t{d.attempts});
+  if (!d.last_code.is_none()) s.add("ringcast.delivery.last_code", d.last_code.str());
+  if (d.status == DeliveryStatus::kDelivered) {
+    s.status = trace::SpanStatus::kOk;
+  } else if (d.status != DeliveryStatus::kSuperseded) {  // superseded is no failure (SPEC R13.3)
+    s.status = trace::SpanStatus::kError;
+    s.status_message = delivery_status_name(d.status);
+  }
+  core_.options.tracer->emit(std::move(s));
 }
 
 void SendPath::drop_unknown(DeliveryId id) {
@@ -358,6 +489,7 @@ void SendPath::drop_unknown(DeliveryId id) {
 
 void SendPath::forget(const PartitionSet& ps) {
   std::erase_if(unknown_since_, [&](const auto& u) { return ps.test(id_partition(u.first)); });
+  std::erase_if(ended_traces_, [&](const auto& u) { return ps.test(id_partition(u.first)); });
 }
 
 }  // namespace ringcast::engine

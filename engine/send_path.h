@@ -16,6 +16,7 @@
 #include "core/types.h"
 #include "engine/intake_part.h"
 #include "engine/shard_core.h"
+#include "trace/span.h"
 
 namespace ringcast::engine {
 
@@ -69,6 +70,12 @@ class SendPath {
   // The rest of prepare_send once the event is known (from the cache, this turn, or the store).
   void finish_prepare(Slot* slot, std::shared_ptr<const Event> ev);
   void on_send_complete(Slot* slot);
+  // Tracing (docs/tracing.md; only with core_.options.tracer): the span of an attempt, and of a
+  // delivery from its creation to its end, in its event's trace (core/trace_context.h: the ids
+  // are derived, nothing per delivery is kept beyond the end's turn).
+  void trace_attempt(const Slot& slot, const ResultReport& report, WallTime now);
+  void trace_delivery(const Delivery& d, WallTime now);
+  void emit_delivery_span(const Delivery& d, const TraceContext& tc, WallTime now);
   // A prepared send whose batch is durable goes on the wire, or, when its partition is not
   // sendable here at the epoch it was leased at (handed over, lost, its ownership past its
   // deadline) or that batch was fenced, comes back unsent: no attempt spent, the scheduler
@@ -92,6 +99,14 @@ class SendPath {
   uint32_t loads_in_flight_ = 0;  // payload loads outstanding (their slots wait)
   // Deliveries whose latest attempt was UNKNOWN: when that UNKNOWN streak began (R12.8).
   std::unordered_map<DeliveryId, WallTime> unknown_since_;
+  // Tracing: the trace of each delivery an attempt ended (and whether it is sampled), until its
+  // written batch reports the end (delivery_ended); bounded by kMaxEndedTraces.
+  static constexpr size_t kMaxEndedTraces = 1 << 16;
+  std::unordered_map<DeliveryId, std::pair<TraceContext, bool>> ended_traces_;
+  // Event reads for the span of a delivery that ended without an attempt after its event left
+  // the cache; beyond the bound the span is dropped (counted by the tracer).
+  static constexpr uint32_t kMaxTraceLoads = 64;
+  uint32_t trace_loads_ = 0;
 };
 
 }  // namespace ringcast::engine

@@ -30,6 +30,7 @@
 #include "node/services.h"
 #include "portal/portal.h"
 #include "redis/connection.h"
+#include "trace/tracer.h"
 
 namespace ringcast::node {
 
@@ -114,6 +115,9 @@ struct Node::Parts {
   std::atomic<bool> store_failed{false};
   bool stopped = false;
 
+  // The span exporter (docs/tracing.md): its own thread; started first and stopped last, so
+  // every part that makes spans hands them to a running exporter.
+  std::unique_ptr<trace::Tracer> tracer;
   // The operator webhook and the owner's e-mail (SPEC R8.4): their own threads; they outlive
   // the shards that hand them notifications, and stop before the store closes (they mark its
   // outboxes).
@@ -148,6 +152,7 @@ struct Node::Parts {
   Services services;  // last: destroyed (so stopped) first
 
   // Each returns false with `why` set when its part did not start.
+  bool start_tracer(std::string& why);
   bool start_notifier(std::string& why);
   bool start_mailer(std::string& why);
   bool start_engine(engine::EngineOptions eopts, std::string& why);
@@ -213,6 +218,23 @@ std::function<void(const Notification&)> Node::Parts::outbox_marker(bool mail) {
   };
 }
 
+bool Node::Parts::start_tracer(std::string& why) {
+  if (cfg.tracing.endpoint.empty()) return true;
+  const std::string instance = cfg.cluster.node_id.empty()
+                                   ? intake::default_consumer_name(cfg.storage.data_dir)
+                                   : cfg.cluster.node_id;
+  auto t = trace::Tracer::start(engine::tracer_options(cfg, instance));
+  if (!t.ok()) {
+    why = std::string("the span exporter (tracing.endpoint) did not start: ") + t.error().message;
+    return false;
+  }
+  tracer = std::move(*t);
+  return services
+      .start(
+          "tracer", [] { return ok(); }, [this] { tracer->stop(); })
+      .ok();
+}
+
 bool Node::Parts::start_notifier(std::string& why) {
   if (cfg.notifications.webhook_url.empty()) return true;
   engine::NotifierOptions nopts = engine::notifier_options(cfg);
@@ -267,6 +289,7 @@ bool Node::Parts::start_mailer(std::string& why) {
 
 std::string Node::Parts::extra_metrics() const {
   std::string out = notifier ? engine::render_notifier_metrics(notifier->metrics()) : std::string();
+  if (tracer) out += engine::render_tracer_metrics(tracer->metrics());
   if (mailer) out += engine::render_mailer_metrics(mailer->metrics());
   if (const auto* v = intake_views.load(std::memory_order_acquire))
     out += intake::render_metrics(*v);
@@ -307,6 +330,7 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
     };
   }
   eopts.extra_metrics = [this] { return extra_metrics(); };
+  eopts.tracer = tracer.get();  // null: tracing off
   const bool on_redis = cfg.storage.backend == "redis";
   std::string open_why;
   Result<std::unique_ptr<engine::Embedded>> opened = Error{};
@@ -570,7 +594,7 @@ Result<std::unique_ptr<Node>> Node::open(const Config& cfg, NodeHooks hooks, std
   Parts& p = *node->parts_;
   p.cfg = cfg;
   p.hooks = std::move(hooks);
-  const bool started = p.start_notifier(why) && p.start_mailer(why) &&
+  const bool started = p.start_tracer(why) && p.start_notifier(why) && p.start_mailer(why) &&
                        p.start_engine(std::move(eopts), why) && p.start_keys(why) &&
                        p.start_intake(why) && p.start_api(why) && p.start_http(why) &&
                        p.start_metrics_http(why);

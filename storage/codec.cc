@@ -82,6 +82,22 @@ static void get_event_fields(EventSeq seq, Reader& r, Event& e) {
   e.type = r.bytes();
 }
 
+// The trace context's 25 bytes (kEventInLogWithTrace, kEventInlineWithTrace).
+static void put_trace(const TraceContext& t, std::string& out) {
+  out.append(reinterpret_cast<const char*>(t.trace_id.data()), t.trace_id.size());
+  out.append(reinterpret_cast<const char*>(t.span_id.data()), t.span_id.size());
+  put_u8(out, t.flags);
+}
+// False when the bytes are missing or name no valid context (a writer stores only valid ones).
+static bool get_trace(Reader& r, TraceContext& t) {
+  const std::string_view b = r.fixed(kTraceContextBytes);
+  if (b.size() != kTraceContextBytes) return false;
+  std::memcpy(t.trace_id.data(), b.data(), t.trace_id.size());
+  std::memcpy(t.span_id.data(), b.data() + t.trace_id.size(), t.span_id.size());
+  t.flags = static_cast<uint8_t>(b[kTraceContextBytes - 1]);
+  return t.valid();
+}
+
 void encode_event(const Event& e, std::string& out) {
   out.reserve(out.size() + 32 + e.tenant.size() + e.id.size() + e.type.size() + e.payload.size());
   put_u8(out, kValueVersion);
@@ -92,25 +108,32 @@ void encode_event(const Event& e, std::string& out) {
 void encode_event_inline(const Event& e, std::string& out) {
   out.reserve(out.size() + 48 + e.tenant.size() + e.id.size() + e.type.size() +
               e.message_id.size() + e.payload.size() + e.ordering_key.size());
-  const bool keyed = !e.ordering_key.empty();
-  put_u8(out, keyed ? kEventInlineWithOrderingKey : kEventInlineWithMessageId);
+  const bool traced = e.trace.valid();
+  const bool keyed = traced || !e.ordering_key.empty();
+  put_u8(out, traced  ? kEventInlineWithTrace
+              : keyed ? kEventInlineWithOrderingKey
+                      : kEventInlineWithMessageId);
   put_event_fields(e, out);
   put_bytes(out, e.message_id);
   put_bytes(out, e.payload);
   if (keyed) put_bytes(out, e.ordering_key);
+  if (traced) put_trace(e.trace, out);
 }
 
 Result<Event> decode_event(EventSeq seq, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
   if (!r.ok() || (tag != kValueVersion && tag != kEventInlineWithMessageId &&
-                  tag != kEventInlineWithOrderingKey))
+                  tag != kEventInlineWithOrderingKey && tag != kEventInlineWithTrace))
     return corrupt("event: bad version or empty value");
   Event e;
   get_event_fields(seq, r, e);
   if (tag != kValueVersion) e.message_id = r.bytes();
   e.payload = r.bytes();
-  if (tag == kEventInlineWithOrderingKey) e.ordering_key = r.bytes();
+  if (tag == kEventInlineWithOrderingKey || tag == kEventInlineWithTrace)
+    e.ordering_key = r.bytes();
+  if (tag == kEventInlineWithTrace && !get_trace(r, e.trace))
+    return corrupt("event: bad trace context");
   if (!r.done()) return corrupt("event: truncated or trailing bytes");
   if (payload_hash(e.payload) != e.payload_hash) return corrupt("event: payload hash mismatch");
   // Written before message ids existed (or by a writer that had none): derived from the seq.
@@ -119,19 +142,24 @@ Result<Event> decode_event(EventSeq seq, std::string_view v) {
 }
 
 void encode_event_logged(const Event& e, const PayloadRef& ref, std::string& out) {
-  const bool keyed = !e.ordering_key.empty();
-  put_u8(out, keyed ? kEventInLogWithOrderingKey : kEventInLogWithMessageId);
+  const bool traced = e.trace.valid();
+  const bool keyed = traced || !e.ordering_key.empty();
+  put_u8(out, traced  ? kEventInLogWithTrace
+              : keyed ? kEventInLogWithOrderingKey
+                      : kEventInLogWithMessageId);
   put_event_fields(e, out);
   put_bytes(out, e.message_id);
   put_varint(out, ref.segment);
   put_varint(out, ref.offset);
   put_varint(out, ref.size);
   if (keyed) put_bytes(out, e.ordering_key);
+  if (traced) put_trace(e.trace, out);
 }
 
 Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   const uint8_t tag = v.empty() ? 0 : static_cast<uint8_t>(v[0]);
-  if (tag != kEventInLog && tag != kEventInLogWithMessageId && tag != kEventInLogWithOrderingKey) {
+  if (tag != kEventInLog && tag != kEventInLogWithMessageId && tag != kEventInLogWithOrderingKey &&
+      tag != kEventInLogWithTrace) {
     auto e = decode_event(seq, v);
     if (!e) return e.error();
     return StoredEvent{std::move(*e), std::nullopt};
@@ -148,7 +176,10 @@ Result<StoredEvent> decode_stored_event(EventSeq seq, std::string_view v) {
   ref.segment = r.varint();
   ref.offset = r.varint();
   const uint64_t size = r.varint();
-  if (tag == kEventInLogWithOrderingKey) s.event.ordering_key = r.bytes();
+  if (tag == kEventInLogWithOrderingKey || tag == kEventInLogWithTrace)
+    s.event.ordering_key = r.bytes();
+  if (tag == kEventInLogWithTrace && !get_trace(r, s.event.trace))
+    return corrupt("event: bad trace context");
   if (!r.done() || size > std::numeric_limits<uint32_t>::max())
     return corrupt("event: truncated or trailing bytes");
   ref.size = static_cast<uint32_t>(size);
@@ -297,11 +328,13 @@ Result<Attempt> decode_attempt(std::string_view key, std::string_view v) {
 
 // ---- endpoint ---------------------------------------------------------------------------------
 void encode_endpoint(const Endpoint& e, std::string& out) {
-  const bool ordering =
-      e.ordering != Ordering::kNone || e.on_head_failure != OnHeadFailure::kBlock || e.supersede;
+  const bool traceparent = e.send_traceparent;
+  const bool ordering = traceparent || e.ordering != Ordering::kNone ||
+                        e.on_head_failure != OnHeadFailure::kBlock || e.supersede;
   const bool reconcile = ordering || e.on_unknown != OnUnknown::kRetry || !e.status_url.empty();
   const bool extended = reconcile || e.idempotency_key || !e.headers.empty();
-  put_u8(out, ordering    ? kEndpointWithOrdering
+  put_u8(out, traceparent ? kEndpointWithTraceparent
+              : ordering  ? kEndpointWithOrdering
               : reconcile ? kEndpointWithReconcile
               : extended  ? kEndpointWithHeaders
                           : kValueVersion);
@@ -337,13 +370,16 @@ void encode_endpoint(const Endpoint& e, std::string& out) {
   put_u8(out, static_cast<uint8_t>(e.ordering));
   put_u8(out, static_cast<uint8_t>(e.on_head_failure));
   put_u8(out, e.supersede ? 1 : 0);
+  if (!traceparent) return;
+  put_u8(out, 1);
 }
 
 Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
   Reader r(v);
   const uint8_t tag = r.u8();
-  if (!r.ok() || (tag != kValueVersion && tag != kEndpointWithHeaders &&
-                  tag != kEndpointWithReconcile && tag != kEndpointWithOrdering))
+  if (!r.ok() ||
+      (tag != kValueVersion && tag != kEndpointWithHeaders && tag != kEndpointWithReconcile &&
+       tag != kEndpointWithOrdering && tag != kEndpointWithTraceparent))
     return corrupt("endpoint: bad version or empty value");
   Endpoint e;
   e.id = id;
@@ -383,15 +419,17 @@ Result<Endpoint> decode_endpoint(EndpointId id, std::string_view v) {
       e.headers.push_back(std::move(h));
     }
   }
-  if (tag == kEndpointWithReconcile || tag == kEndpointWithOrdering) {
+  if (tag == kEndpointWithReconcile || tag == kEndpointWithOrdering ||
+      tag == kEndpointWithTraceparent) {
     e.on_unknown = static_cast<OnUnknown>(r.u8_max(static_cast<uint8_t>(OnUnknown::kReview)));
     e.status_url = r.bytes();
   }
-  if (tag == kEndpointWithOrdering) {
+  if (tag == kEndpointWithOrdering || tag == kEndpointWithTraceparent) {
     e.ordering = static_cast<Ordering>(r.u8_max(static_cast<uint8_t>(Ordering::kEndpoint)));
     e.on_head_failure = static_cast<OnHeadFailure>(r.u8_max(1));
     e.supersede = r.u8_max(1) != 0;
   }
+  if (tag == kEndpointWithTraceparent) e.send_traceparent = r.u8_max(1) != 0;
   if (!r.done()) return corrupt("endpoint: truncated or trailing bytes");
   return e;
 }

@@ -122,6 +122,13 @@ class Reader {
     return fail();
   }
   int64_t zz() { return unzigzag(varint()); }
+  // Exactly `n` raw bytes.
+  std::string_view fixed(size_t n) {
+    if (!need(n)) return std::string_view();
+    std::string_view s(p_, n);
+    p_ += n;
+    return s;
+  }
   std::string_view bytes() {
     uint64_t n = varint();
     if (!ok_ || n > remaining()) return fail(), std::string_view();
@@ -339,6 +346,14 @@ void encode_event_inline(const Event& e, std::string& out);
 // kEventInlineWithMessageId's). An event without one keeps the older tag.
 inline constexpr uint8_t kEventInLogWithOrderingKey = 13;
 inline constexpr uint8_t kEventInlineWithOrderingKey = 14;
+// An event whose producer sent a trace context (docs/tracing.md: Event::trace) is written with
+// its own tag, the ordering-key form's fields (the key as bytes, empty when none) then the
+// context's 25 bytes (trace id 16, intake span id 8, flags 1): kEventInLogWithTrace (after
+// kEventInLogWithOrderingKey's fields) and kEventInlineWithTrace (after
+// kEventInlineWithOrderingKey's). An event without one keeps the older tags.
+inline constexpr uint8_t kEventInLogWithTrace = 15;
+inline constexpr uint8_t kEventInlineWithTrace = 16;
+inline constexpr size_t kTraceContextBytes = 25;
 struct StoredEvent {
   Event event;
   std::optional<PayloadRef> ref;
@@ -378,6 +393,9 @@ inline constexpr uint8_t kEndpointWithReconcile = 6;
 // Version 11 adds, after version 6's fields, the ordering settings (SPEC R13): ordering (u8),
 // on_head_failure (u8), supersede (u8). Written only when they differ from the defaults.
 inline constexpr uint8_t kEndpointWithOrdering = 11;
+// Version 17 adds, after version 11's fields, send_traceparent (u8; docs/tracing.md). Written
+// only when it is on.
+inline constexpr uint8_t kEndpointWithTraceparent = 17;
 // A tenant value with the owner's e-mail (SPEC R8.4) after the version-1 fields: an address
 // written so was set before confirmation existed and reads back confirmed.
 inline constexpr uint8_t kTenantWithSettings = 7;

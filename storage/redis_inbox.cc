@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cluster/keys.h"
+#include "core/trace_context.h"
 #include "net/loop.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -22,12 +23,12 @@ namespace {
 
 using redis::Reply;
 
-// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in eights: key field
+// KEYS[1] = T in, KEYS[2] = T ik, KEYS[3] = T key, KEYS[4] = T tn. ARGV in nines: key field
 // (tenant \0 id), tenant, event id, type, payload, be64(payload hash), ordering key (SPEC R13.1;
 // empty: none, and no field "k" in the entry), message id (field "m"; T ik keeps be64(hash) then
-// it). One answer per event:
-// "N" queued now, "U" unknown tenant, "Q"..be64(hash)..message id queued before, "S"..T key's
-// value.
+// it), the producer's traceparent (docs/tracing.md; empty: none, and no field "c"). One answer
+// per event: "N" queued now, "U" unknown tenant, "Q"..be64(hash)..message id queued before,
+// "S"..T key's value.
 constexpr std::string_view kPushScript = lua::inbox_push;
 
 // KEYS[1] = T in, KEYS[2] = T ik; ARGV[1] = how many entry ids follow, then the ids, then the
@@ -165,7 +166,7 @@ struct RedisInbox::Impl {
     for (auto& [p, idx] : by_part) {
       const std::string in = key(p, "in"), ik = key(p, "ik"), kk = key(p, "key"), tn = key(p, "tn");
       std::vector<std::string> args;
-      args.reserve(idx.size() * 8);
+      args.reserve(idx.size() * 9);
       for (size_t i : idx) {
         const EventInput& e = *job->events[i].event;
         std::string f = e.tenant;
@@ -179,6 +180,7 @@ struct RedisInbox::Impl {
         args.push_back(be64s(job->events[i].payload_hash));
         args.push_back(e.ordering_key);
         args.push_back(e.message_id);
+        args.push_back(e.parent.valid() ? traceparent(e.parent) : std::string());
       }
       std::vector<std::string_view> cmd{"EVAL", kPushScript, "4", in, ik, kk, tn};
       cmd.reserve(cmd.size() + args.size());
@@ -295,6 +297,8 @@ struct RedisInbox::Impl {
                 entry.event.ordering_key = f[j + 1].str();
               else if (name == "m")
                 entry.event.message_id = f[j + 1].str();
+              else if (name == "c")  // written only when valid; a bad one is left out
+                entry.event.parent = parse_traceparent(f[j + 1].str()).value_or(TraceContext{});
             }
             job->out[i].entries.push_back(std::move(entry));
           }

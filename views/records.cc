@@ -157,6 +157,7 @@ void write_endpoint(net::JsonWriter& w, const Endpoint& e, bool with_secret) {
   w.field("ordering", ordering_name(e.ordering));
   w.field("on_head_failure", on_head_failure_name(e.on_head_failure));
   w.field("supersede", e.supersede);
+  w.field("send_traceparent", e.send_traceparent);  // docs/tracing.md "Propagation"
   w.field("secrets_active", static_cast<unsigned>(e.secrets.size()));
   if (with_secret && !e.secrets.empty()) {
     w.field("secret", secret_text(e.secrets.front()));

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/trace_context.h"
 #include "storage/codec.h"
 #include "storage/redis_inbox.h"
 #include "storage/redis_store.h"
@@ -274,6 +275,37 @@ TEST_F(RedisInboxTest, APushRingsItsPartitionAndTheOwnerTakesOnlyItsOwnRings) {
   EXPECT_EQ(got[0], p_);
   EXPECT_TRUE(take({p_}).empty()) << "a ring is taken once";
   EXPECT_EQ(server_->cmd({"SISMEMBER", "{rc}:ring", std::to_string(q)}).integer, 1);
+}
+
+}  // namespace
+}  // namespace ringcast::storage::test
+
+namespace ringcast::storage::test {
+namespace {
+
+// docs/tracing.md: a producer's traceparent travels with an event queued for its partition's
+// owner (entry field c) and comes back whole; an event without one comes back without one.
+TEST_F(RedisInboxTest, AProducersTraceContextTravelsWithTheQueuedEvent) {
+  auto inbox = open();
+  ASSERT_TRUE(inbox);
+  EventInput traced = ev(tenant_, "t1", "{}");
+  traced.parent = *parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  traced.ordering_key = "k1";
+  const EventInput plain = ev(tenant_, "t2", "{}");
+  auto a = push(*inbox, {traced, plain});
+  ASSERT_EQ(a.size(), 2u);
+  for (const auto& r : a) {
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->kind, InboxAnswer::Kind::kQueued);
+  }
+  auto got = read(*inbox, {{p_, ""}}, 10);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].entries.size(), 2u);
+  EXPECT_EQ(got[0].entries[0].event.id, "t1");
+  EXPECT_EQ(got[0].entries[0].event.parent, traced.parent);
+  EXPECT_EQ(got[0].entries[0].event.ordering_key, "k1");
+  EXPECT_EQ(got[0].entries[1].event.id, "t2");
+  EXPECT_FALSE(got[0].entries[1].event.parent.valid());
 }
 
 }  // namespace

@@ -28,10 +28,12 @@ struct EndpointArgs {
   bool no_idempotency_key = false;  // update: stop sending Idempotency-Key
   std::string on_unknown;           // retry | reconcile | review (SPEC R12.11)
   std::optional<std::string> status_url;
-  std::string ordering;         // none | per_key | endpoint (SPEC R13)
-  std::string on_head_failure;  // block | skip (SPEC R13.2)
-  std::string supersede;        // "true" | "false" (SPEC R13.3)
-  int limit = 0;                // ordering: keys to list (0: the server's default)
+  std::string ordering;              // none | per_key | endpoint (SPEC R13)
+  std::string on_head_failure;       // block | skip (SPEC R13.2)
+  std::string supersede;             // "true" | "false" (SPEC R13.3)
+  bool send_traceparent = false;     // docs/tracing.md "Propagation"
+  bool no_send_traceparent = false;  // update: stop sending it
+  int limit = 0;                     // ordering: keys to list (0: the server's default)
 };
 
 // "Name: value" → the pair (the server checks and trims; a line without ':' is refused here).
@@ -105,6 +107,8 @@ void print_endpoint(simdjson::dom::element e) {
   t.add({"ordering", jtext(e, "ordering")});  // SPEC R13
   t.add({"on head failure", jtext(e, "on_head_failure")});
   t.add({"supersede", jtext(e, "supersede")});
+  bool tp = false;
+  if (!e["send_traceparent"].get(tp) && tp) t.add({"traceparent", "sent (W3C trace context)"});
   t.add({"active secrets", std::to_string(jint(e, "secrets_active"))});
   t.add({"created", jtext(e, "created_at")});
   t.add({"updated", jtext(e, "updated_at")});
@@ -167,6 +171,8 @@ std::string endpoint_body(const EndpointArgs& a) {
   if (!a.ordering.empty()) w.field("ordering", a.ordering);
   if (!a.on_head_failure.empty()) w.field("on_head_failure", a.on_head_failure);
   if (!a.supersede.empty()) w.field("supersede", a.supersede == "true");
+  if (a.send_traceparent) w.field("send_traceparent", true);
+  if (a.no_send_traceparent) w.field("send_traceparent", false);
   w.end_object();
   return w.take();
 }
@@ -187,13 +193,15 @@ void run_update(GlobalOptions& g, EndpointArgs& a) {
     throw CliError("--no-headers and --header cannot be combined");
   if (a.idempotency_key && a.no_idempotency_key)
     throw CliError("--idempotency-key and --no-idempotency-key cannot be combined");
+  if (a.send_traceparent && a.no_send_traceparent)
+    throw CliError("--send-traceparent and --no-send-traceparent cannot be combined");
   std::string body = endpoint_body(a);
   if (body == "{}")
     throw CliError(
         "nothing to update: give --url, --event-type, --all-events, --policy, --signature, "
         "--rate, --burst, --max-in-flight, --header, --no-headers, --idempotency-key, "
-        "--no-idempotency-key, --on-unknown, --status-url, --ordering, --on-head-failure or "
-        "--supersede");
+        "--no-idempotency-key, --on-unknown, --status-url, --ordering, --on-head-failure, "
+        "--supersede, --send-traceparent or --no-send-traceparent");
   auto client = make_client(g);
   simdjson::dom::parser p;
   JsonReply r = call_json(*client, p, "PATCH", base(a) + "/" + url_escape(a.id), body);
@@ -309,6 +317,8 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   create->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in");
+  create->add_flag("--send-traceparent", args->send_traceparent,
+                   "send a W3C traceparent header on every attempt");
   add_ordering_options(create, *args);
   create->callback([&g, args] { run_create(g, *args); });
 
@@ -341,6 +351,9 @@ void add_endpoint_commands(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::IsMember({"retry", "reconcile", "review"}));
   update->add_option("--status-url", args->status_url,
                      "reconcile: GET this URL first, {webhook_id} filled in (\"\": none)");
+  update->add_flag("--send-traceparent", args->send_traceparent,
+                   "send a W3C traceparent header on every attempt");
+  update->add_flag("--no-send-traceparent", args->no_send_traceparent, "stop sending it");
   add_ordering_options(update, *args);
   update->callback([&g, args] { run_update(g, *args); });
 
