@@ -1,5 +1,6 @@
 #include "log/log.h"
 
+#include <pthread.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/details/thread_pool.h>
 #include <spdlog/logger.h>
@@ -315,7 +316,8 @@ void configure(const Options& options) {
         s.retired_pools.push_back(std::move(s.pool));
         s.retired_loggers.push_back(std::move(s.async));
       }
-      s.pool = std::make_shared<spdlog::details::thread_pool>(lines, 1);
+      s.pool = std::make_shared<spdlog::details::thread_pool>(
+          lines, 1, [] { ::pthread_setname_np(::pthread_self(), "rc-log"); });
       s.async = std::make_shared<spdlog::async_logger>(
           kAsyncName, s.sink, s.pool, spdlog::async_overflow_policy::overrun_oldest);
       s.async->set_level(spdlog::level::trace);
