@@ -317,13 +317,13 @@ TEST(LogRate, AKindOverItsBurstIsDroppedAndCountedOthersGoOn) {
 }
 
 TEST(LogRate, TheLineThatResumesSaysHowManyWereSuppressed) {
-  // 5 lines per second, a burst of 2: the quick lines after the first two are dropped; 300 ms
-  // later a token is back.
+  // 2 lines per second, a burst of 2: the quick lines after the first two are dropped; 700 ms
+  // later a token is back (and the next needs 300 ms more).
   for (log::Format format : {log::Format::kJson, log::Format::kText}) {
-    reset({.format = format, .rate_per_second = 5, .burst = 2});
+    reset({.format = format, .rate_per_second = 2, .burst = 2});
     const std::string out = stderr_of([] {
       for (int i = 0; i < 6; ++i) log::info("bursty", {{"i", i}}, "line {}", i);
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
       log::info("bursty", {{"i", 6}}, "line {}", 6);
       log::info("bursty", {{"i", 7}}, "line {}", 7);  // the bucket is empty again
     });
