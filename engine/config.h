@@ -339,7 +339,7 @@ struct Config {
   PortalConfig portal;
   LimitsConfig limits;
   IntakeConfig intake;
-  LogConfig log;
+  LogConfig log{};
 
   std::string source;                 // the file it came from, or "" for defaults only
   std::vector<std::string> warnings;  // e.g. unknown RINGCAST_* variables; printed by `check`
