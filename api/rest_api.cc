@@ -482,7 +482,15 @@ void RestApi::handle(HttpRequest&& request, Responder responder) {
   }
   // A 401 counts against the client's address (AuthThrottle).
   auto refuse = [&](HttpResponse r) {
-    if (r.status == 401) throttle_->failed(request.peer, now);
+    if (r.status == 401) {
+      throttle_->failed(request.peer, now);
+      // Who and where, never what was presented (SPEC R14).
+      if (log::enabled(log::Level::kInfo)) {
+        const std::string client = to_string(request.peer);
+        log::info("auth_failed", {{"client", client}, {"method", m}, {"path", path}},
+                  "{} {}: authentication failed from {}", m, path, client);
+      }
+    }
     responder.send(std::move(r));
   };
   if (path == "/metrics") {

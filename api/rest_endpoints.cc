@@ -342,8 +342,16 @@ void rotate_secret(Call& c, const std::string& tenant, EndpointId id) {
         });
     if (bad) return c.answer(*bad);
   }
-  c.engine.rotate_secret(tenant, id, std::move(secret),
-                         endpoint_answer(share(std::move(c.responder)), 200, true));
+  c.engine.rotate_secret(
+      tenant, id, std::move(secret),
+      [answer = endpoint_answer(share(std::move(c.responder)), 200, true), tenant,
+       id](Result<Endpoint> res) {
+        if (res) {  // which endpoint, never the secret (SPEC R14)
+          log::info("endpoint_secret_rotated", {{"tenant", tenant}, log::Field::id("endpoint", id)},
+                    "tenant {}: endpoint {}: signing secret rotated", tenant, id);
+        }
+        answer(std::move(res));
+      });
 }
 
 // An id, or null when 0 (none).

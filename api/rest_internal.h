@@ -29,6 +29,7 @@
 #include "core/result.h"
 #include "core/time.h"
 #include "core/types.h"
+#include "log/log.h"
 #include "net/json_writer.h"
 #include "portal/portal.h"
 
@@ -192,6 +193,10 @@ struct Call {
 
   void answer(HttpResponse r) { responder.send(std::move(r)); }
   void answer(const Bad& b) {
+    // The code and field only: a message may quote the input, a header value say (SPEC R14).
+    log::debug("request_rejected",
+               {{"method", req.method}, {"path", req.path()}, {"code", b.code}, {"field", b.field}},
+               "{} {}: 400 {} ({})", req.method, req.path(), b.code, b.field);
     responder.send(HttpResponse::error(400, b.code, b.message, b.field));
   }
   size_t capacity() const { return req.body.capacity(); }

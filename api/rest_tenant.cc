@@ -66,6 +66,8 @@ void key_routes(Call& c, const std::string& tenant) {
     if (m != "DELETE") return c.answer(method_not_allowed("DELETE"));
     return c.read([keys, tenant, id = c.segs[4]]() -> HttpResponse {
       if (auto r = keys->revoke(tenant, id); !r) return error_response(r.error());
+      log::info("api_key_revoked", {{"tenant", tenant}, {"key_id", id}},
+                "tenant {}: API key {} revoked", tenant, id);
       HttpResponse gone;
       gone.status = 204;
       gone.content_type.clear();
@@ -126,6 +128,9 @@ void key_routes(Call& c, const std::string& tenant) {
     }
     auto made = keys->create(tenant, std::move(name), read_only, expires_at, now);
     if (!made) return error_response(made.error());
+    log::info("api_key_created",  // its id (public), never its text (SPEC R14)
+              {{"tenant", tenant}, {"key_id", made->record.id}, {"read_only", read_only}},
+              "tenant {}: API key {} created", tenant, made->record.id);
     Writer w;
     w.begin_object().field("key", made->text).key("record");
     write_key(w, made->record, now);
@@ -173,6 +178,9 @@ void portal_links(Call& c, const std::string& tenant) {
   const WallTime now = wall_now();
   const WallTime expires = now + std::chrono::seconds(ttl_s);
   const std::string token = c.portal->mint_link(tenant, scope, expires, c.who.key_id, now);
+  log::info("portal_link_created",  // never the link's token (SPEC R14)
+            {{"tenant", tenant}, {"scope", portal_scope_name(scope)}, {"ttl_seconds", ttl_s}},
+            "tenant {}: portal link ({}) for {} s", tenant, portal_scope_name(scope), ttl_s);
   const std::string* host = c.req.header("host");
   const std::string* proto = c.req.header("x-forwarded-proto");
   Writer w;

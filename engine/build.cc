@@ -148,7 +148,8 @@ EngineOptions engine_options(const Config& cfg) {
   e.transport_factory = [topts](net::Loop& loop) -> std::unique_ptr<Transport> {
     auto t = net::HttpTransport::create(loop, topts);
     if (!t.ok()) {
-      log::warn("transport: {}", t.error().message);
+      log::warn("transport_failed", {{"error", t.error().message}}, "transport: {}",
+                t.error().message);
       return nullptr;
     }
     return std::move(*t);

@@ -145,6 +145,35 @@ void apply_table(Config& cfg, const toml::table& table, const std::string& prefi
   }
 }
 
+// True when line `line` (1-based) of `text`, or the key = value line it continues (a
+// multi-line string), names a secret's key (Kind::kSecret: api_token, password, secret…).
+bool near_secret(std::string_view text, size_t line) {
+  std::vector<std::string_view> lines;
+  for (size_t from = 0; from <= text.size();) {
+    size_t nl = text.find('\n', from);
+    if (nl == std::string_view::npos) nl = text.size();
+    lines.push_back(text.substr(from, nl - from));
+    from = nl + 1;
+  }
+  if (line == 0 || line > lines.size()) return true;  // cannot tell: say nothing
+  std::vector<std::string_view> names;
+  for (const auto* table : {&config_keys(), &redis_intake_keys()}) {
+    for (const KeyDef& k : *table) {
+      if (k.kind != config_detail::Kind::kSecret) continue;
+      std::string_view p = k.path;
+      names.push_back(p.substr(p.rfind('.') == std::string_view::npos ? 0 : p.rfind('.') + 1));
+    }
+  }
+  for (size_t i = line; i > 0; --i) {
+    const std::string_view l = lines[i - 1];
+    for (std::string_view n : names) {
+      if (l.find(n) != std::string_view::npos) return true;
+    }
+    if (l.find('=') != std::string_view::npos) break;  // the key = value line it belongs to
+  }
+  return false;
+}
+
 void apply_environment(Config& cfg, const Environment& env) {
   // Besides the keys: the CLI's own variables.
   std::set<std::string> known = {"RINGCAST_API_TOKEN", "RINGCAST_CONFIG", "RINGCAST_SERVER",
@@ -375,8 +404,15 @@ Config load_config_from_string(std::string_view toml_text, const Environment& en
     table = toml::parse(toml_text, origin);
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
-    throw ConfigError(origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
+    std::string what = origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column);
+    // SPEC R14: toml++ quotes what it saw ("saw 'tS'"): in a secret's value, not shown.
+    if (near_secret(toml_text, b.line)) {
+      what += ": TOML syntax error in a secret's value (not shown)";
+    } else {
+      what += ": TOML syntax error: ";
+      what += e.description();
+    }
+    throw ConfigError(what);
   }
   apply_table(cfg, table, "", origin);
   apply_environment(cfg, env);

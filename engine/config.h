@@ -329,6 +329,14 @@ struct ClusterConfig {
   uint32_t max_forwards = 16;             // forwarded calls at once (as many more may wait)
 };
 
+// [log] (docs/operations.md §5 "Logs"): the daemon's log (log/log.h), set up by `serve`.
+struct LogConfig {
+  std::string level = "info";   // "debug" | "info" | "warn" | "error"
+  std::string format = "text";  // "text": "ringcast: <message>"; "json": an object per line
+  double rate_per_second = 20;  // lines per second per event kind, past the burst; 0: no limit
+  uint32_t burst = 100;
+};
+
 struct Config {
   ServerConfig server;
   ClusterConfig cluster;
@@ -342,6 +350,7 @@ struct Config {
   LimitsConfig limits;
   IntakeConfig intake;
   TracingConfig tracing;
+  LogConfig log{};
 
   std::string source;                 // the file it came from, or "" for defaults only
   std::vector<std::string> warnings;  // e.g. unknown RINGCAST_* variables; printed by `check`

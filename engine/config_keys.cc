@@ -186,6 +186,11 @@ const std::vector<KeyDef>& config_keys() {
       RC_KEY("limits.stats_max_time", kDuration, limits.stats_max_time),
 
       RC_KEY("intake.node_id", kString, intake.node_id),
+
+      RC_KEY("log.level", kString, log.level),
+      RC_KEY("log.format", kString, log.format),
+      RC_KEY("log.rate_per_second", kDouble, log.rate_per_second, 0, 1e6),
+      RC_KEY("log.burst", kU32, log.burst, 1, 1'000'000),
   };
   return kKeys;
 }
@@ -297,6 +302,27 @@ std::string describe(const Input& in) {
   return os.str();
 }
 
+// What a value is without what it says, for a secret's key (SPEC R14: a config error never
+// echoes a secret, docs/operations.md §5 "Logs").
+std::string kind_of(const Input& in) {
+  if (in.text) return "a string";
+  switch (in.node->type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+    case toml::node_type::floating_point:
+      return "a number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "a list";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
+  }
+}
+
 std::optional<std::string> as_string(const Input& in) {
   if (in.text) return std::string(*in.text);
   if (auto s = in.node->as_string()) return s->get();
@@ -401,7 +427,10 @@ void assign(const KeyDef& k, const std::string& key, void* root, const Input& in
     case Kind::kString:
     case Kind::kSecret: {
       auto s = as_string(in);
-      if (!s) fail(in.where, key, "expected a string, got " + describe(in));
+      if (!s) {
+        fail(in.where, key,
+             "expected a string, got " + (k.kind == Kind::kSecret ? kind_of(in) : describe(in)));
+      }
       *static_cast<std::string*>(f) = *s;
       return;
     }

@@ -311,6 +311,19 @@ void Config::validate() const {
   // signing
   if (signing.rotation_overlap < Duration(0))
     fail("", "signing.rotation_overlap", "must not be negative");
+  // log (operations.md §5 "Logs")
+  if (log.level != "debug" && log.level != "info" && log.level != "warn" && log.level != "error") {
+    std::string what = "expected \"debug\", \"info\", \"warn\" or \"error\", got \"";
+    what += log.level;
+    what += '"';
+    fail("", "log.level", what);
+  }
+  if (log.format != "text" && log.format != "json") {
+    std::string what = "expected \"text\" or \"json\", got \"";
+    what += log.format;
+    what += '"';
+    fail("", "log.format", what);
+  }
   // intake (operations.md §6)
   std::set<std::string> intake_names;
   for (size_t i = 0; i < intake.redis.size(); ++i) {

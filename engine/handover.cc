@@ -51,7 +51,12 @@ void HandOver::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredParti
   if (!loaded.ok()) {
     // Not taken yet (Redis failing over, say): tried again every 200 ms while its ownership holds.
     // Nothing of p is sent here meanwhile; its intake goes to its inbox (or not_owner).
-    log::warn("shard {}: partition {} (epoch {}) did not load: {}; trying again", core_.index,
+    log::warn("partition_load_failed",
+              {{"shard", core_.index},
+               {"partition", static_cast<unsigned>(p)},
+               {"epoch", epoch},
+               {"error", loaded.error().message}},
+              "shard {}: partition {} (epoch {}) did not load: {}; trying again", core_.index,
               static_cast<unsigned>(p), static_cast<unsigned long long>(epoch),
               loaded.error().message);
     core_.options.ownership->set_epoch(p, 0);
@@ -65,10 +70,14 @@ void HandOver::finish_acquire(Partition p, uint64_t epoch, Result<RecoveredParti
   const RecoveryStats* stats = &loaded->stats;
   if (!core_.missing_policies.empty()) {
     for (const auto& [name, count] : core_.missing_policies) {
-      log::warn(
-          "shard {}: partition {}: {} stored endpoint(s) use policy \"{}\", "
-          "which is not in the config: they are not served here",
-          core_.index, static_cast<unsigned>(p), count, name.c_str());
+      log::warn("policy_missing",
+                {{"shard", core_.index},
+                 {"partition", static_cast<unsigned>(p)},
+                 {"endpoints", count},
+                 {"policy", name}},
+                "shard {}: partition {}: {} stored endpoint(s) use policy \"{}\", "
+                "which is not in the config: they are not served here",
+                core_.index, static_cast<unsigned>(p), count, name.c_str());
     }
     core_.missing_policies.clear();
   }
@@ -309,7 +318,16 @@ void HandOver::drain_inbox(Partition p, uint64_t epoch, std::vector<InboxEntry> 
               break;
             }
             core_.metrics.inbox_dropped.fetch_add(1, std::memory_order_relaxed);
-            log::warn("shard {}: partition {}: queued event dropped ({}): {}", core_.index,
+            const std::string_view tenant_id = fields[k];  // "<tenant>\0<event id>"
+            const size_t nul = tenant_id.find('\0');
+            log::warn("inbox_event_dropped",
+                      {{"shard", core_.index},
+                       {"partition", static_cast<unsigned>(p)},
+                       {"tenant", tenant_id.substr(0, nul)},
+                       {"event_id", nul == tenant_id.npos ? "" : tenant_id.substr(nul + 1)},
+                       {"code", e.reason_or_code()},
+                       {"error", e.message}},
+                      "shard {}: partition {}: queued event dropped ({}): {}", core_.index,
                       static_cast<unsigned>(p), e.reason_or_code(), e.message ? e.message : "");
           } else {
             core_.metrics.inbox_drained.fetch_add(1, std::memory_order_relaxed);

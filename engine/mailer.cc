@@ -370,9 +370,19 @@ void Mailer::attempt(Item& item) {
       item.next_at = SteadyClock::now() + options_.retry_ladder[pause_index];
     } else {
       metrics_.failed.fetch_add(1, std::memory_order_relaxed);
-      log::error("owner e-mail for notification {} to {} failed: {}",
+      // SPEC R14: what a relay answered to AUTH is not logged (it may echo the credentials).
+      const std::string shown = r.error().stage == "auth"
+                                    ? fmt::format("auth: {} (reply not shown)", r.error().code)
+                                    : err;
+      log::error("owner_email_failed",
+                 {{"tenant", item.note.tenant},
+                  log::Field::id("notification", item.note.seq),
+                  {"stage", r.error().stage},
+                  {"smtp_code", r.error().code},
+                  {"error", shown}},
+                 "owner e-mail for notification {} to {} failed: {}",
                  static_cast<unsigned long long>(item.note.seq),
-                 one_line(item.note.owner_email).c_str(), err.c_str());
+                 one_line(item.note.owner_email).c_str(), shown.c_str());
     }
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = err;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "trace/tracer.h"
+#include "log/log.h"
 
 namespace ringcast::engine {
 
@@ -292,7 +293,37 @@ std::string render_prometheus(const std::vector<const ShardMetrics*>& shards,
           [](M s) -> const Gauge& { return s.intake_waiting_durable; });
   w.header("ringcast_shards", "gauge", "Shard threads.");
   w.sample("ringcast_shards", "", shard_count);
+  w.out() += render_log_metrics();
   return std::move(w.out());
+}
+
+std::string render_log_metrics() {
+  std::string out =
+      "# HELP ringcast_log_lines_suppressed_total Log lines dropped by the per-event-kind rate "
+      "limit (log.rate_per_second, log.burst).\n"
+      "# TYPE ringcast_log_lines_suppressed_total counter\n";
+  for (const log::SuppressedCount& s : log::suppressed_counts()) {
+    out += "ringcast_log_lines_suppressed_total{event=\"";
+    for (char c : s.event) {  // the kinds are the code's snake_case names; escaped all the same
+      if (c == '"' || c == '\\') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    out += "\"} ";
+    out += std::to_string(s.lines);
+    out += '\n';
+  }
+  out +=
+      "# HELP ringcast_log_lines_dropped_total Log lines dropped because the log's queue was full "
+      "(stderr slower than the lines came).\n"
+      "# TYPE ringcast_log_lines_dropped_total counter\n"
+      "ringcast_log_lines_dropped_total ";
+  out += std::to_string(log::lines_dropped());
+  out += '\n';
+  return out;
 }
 
 std::string render_notifier_metrics(const NotifierMetrics& m) {

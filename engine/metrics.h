@@ -90,6 +90,11 @@ struct ShardMetrics {
 
 std::string render_prometheus(const std::vector<const ShardMetrics*>& shards, uint32_t shard_count);
 
+// The process's log (log/log.h, docs/operations.md §5 "Logs"), read from the log module:
+// `ringcast_log_lines_suppressed_total{event="..."}` (the rate limit, per event kind) and
+// `ringcast_log_lines_dropped_total` (the async queue was full). render_prometheus() appends it.
+std::string render_log_metrics();
+
 // The operator-notification webhook (engine/notifier.h, SPEC R8.4), written by its thread.
 struct NotifierMetrics {
   Counter delivered{0};  // a 2xx from the operator URL

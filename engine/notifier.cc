@@ -235,7 +235,11 @@ void Notifier::completed(Op* op) {
       pause_index >= options_.retry_ladder.size()) {
     held_.fetch_sub(1, std::memory_order_relaxed);
     metrics_.failed.fetch_add(1, std::memory_order_relaxed);
-    log::error("notification {} to the operator webhook failed: {}",
+    log::error("notification_failed",
+               {{"tenant", item->note.tenant},
+                {"notification", notification_message_id(item->note)},
+                {"code", code}},
+               "notification {} to the operator webhook failed: {}",
                notification_message_id(item->note).c_str(), code.c_str());
     if (options_.on_finished) options_.on_finished(item->note);
     return;

@@ -34,7 +34,8 @@ void RetentionThread::thread_main() {
     auto r = pass_(stopping);
     if (!r.ok()) {
       failed_.fetch_add(1, std::memory_order_relaxed);
-      log::warn("retention: {}", r.error().message);
+      log::warn("retention_failed", {{"error", r.error().message}}, "retention: {}",
+                r.error().message);
     } else {
       deliveries_.fetch_add(r->deliveries, std::memory_order_relaxed);
       events_.fetch_add(r->events, std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include "core/trace_context.h"
 #include "core/url.h"
 #include "trace/tracer.h"
+#include "log/log.h"
 
 namespace ringcast::engine {
 
@@ -28,6 +29,44 @@ size_t status_class(uint16_t status) {
 uint8_t trace_flags(const Event& ev, const TraceContext& tc, const trace::Tracer* tracer) {
   if (ev.trace.valid()) return ev.trace.flags;
   return tracer != nullptr && tracer->sampled(tc.trace_id) ? 1 : 0;
+}
+
+// docs/operations.md §5 "Logs": each attempt at debug, an auto-disable (SPEC R8) at info. Never
+// the request's secrets, headers or body (SPEC R14).
+void log_attempt(const SendCommand& cmd, const TransportResult& r, const Event* ev,
+                 WallTime started_at, const ResultReport& report, WallTime now) {
+  const bool disabled = report.endpoint_disabled && log::enabled(log::Level::kInfo);
+  if (!disabled && !log::enabled(log::Level::kDebug)) return;
+  const std::string_view tenant = ev ? std::string_view(ev->tenant) : std::string_view();
+  const std::string code = r.response_received ? std::string() : r.code.str();
+  const std::string_view outcome = report.outcome ? outcome_name(*report.outcome) : "";
+  if (log::enabled(log::Level::kDebug)) {
+    log::debug(
+        "delivery_attempt",
+        {{"tenant", tenant},
+         log::Field::id("endpoint", cmd.endpoint),
+         log::Field::id("delivery", cmd.delivery),
+         {"event_id", ev ? std::string_view(ev->id) : std::string_view()},
+         {"message_id", ev ? std::string_view(ev->message_id) : std::string_view()},
+         {"attempt", cmd.attempt},
+         {"status", r.http_status},
+         {"code", code},
+         {"outcome", outcome},
+         {"duration_ms", std::chrono::duration<double, std::milli>(now - started_at).count()}},
+        "tenant {}: delivery {} to endpoint {}: attempt {}: {} ({})", tenant, cmd.delivery,
+        cmd.endpoint, cmd.attempt,
+        r.response_received ? fmt::format("HTTP {}", r.http_status) : code, outcome);
+  }
+  if (disabled) {
+    log::info("endpoint_disabled",
+              {{"tenant", tenant},
+               log::Field::id("endpoint", cmd.endpoint),
+               log::Field::id("delivery", cmd.delivery),
+               {"status", r.http_status},
+               {"code", code}},
+              "tenant {}: endpoint {} disabled by the outcome of delivery {} (SPEC R8)", tenant,
+              cmd.endpoint, cmd.delivery);
+  }
 }
 
 }  // namespace
@@ -218,6 +257,7 @@ void SendPath::on_send_complete(Slot* slot) {
   }
   if (report.endpoint_disabled)
     core_.metrics.endpoints_disabled.fetch_add(1, std::memory_order_relaxed);
+  log_attempt(slot->cmd, r, slot->event.get(), slot->started_at, report, now);
   if (report.outcome)
     core_.metrics.attempts_by_outcome[static_cast<size_t>(*report.outcome)].fetch_add(
         1, std::memory_order_relaxed);

@@ -74,17 +74,22 @@ void TurnBatch::commit(MonoTime now) {
       if (reason == "storage_failed") return on_store_failed(e);
       // Anything else is a bug (a batch the store cannot take): crash-only, the next start
       // recovers from what is durable.
-      log::error("shard {}: store write failed ({}: {}); stopping", shard_, errc_name(e.code),
+      log::error("shard_store_write_failed",
+                 {{"shard", shard_}, {"code", errc_name(e.code)}, {"error", e.message}},
+                 "shard {}: store write failed ({}: {}); stopping", shard_, errc_name(e.code),
                  e.message);
+      log::flush();  // abort() runs no exit handlers: the line goes out first
       std::abort();
     }
     keys_checked_ = true;
     if (write_held_) {
       write_held_ = false;
-      log::info(
-          "shard {}: the data dir takes writes again: the batch kept for {:.1f} s "
-          "is written, intake resumes",
-          shard_, std::chrono::duration<double>(now - held_since_).count());
+      log::info("shard_store_resumed",
+                {{"shard", shard_},
+                 {"held_seconds", std::chrono::duration<double>(now - held_since_).count()}},
+                "shard {}: the data dir takes writes again: the batch kept for {:.1f} s "
+                "is written, intake resumes",
+                shard_, std::chrono::duration<double>(now - held_since_).count());
     }
     last_written_seq_ = *seq;
     listener_.on_written(mutations_, *seq);
@@ -104,6 +109,7 @@ void TurnBatch::hold(const Error& why, MonoTime now) {
   if (!write_held_) {
     held_since_ = now;
     log::warn(
+        "shard_store_held", {{"shard", shard_}, {"error", why.message}},
         "shard {}: the store refused a batch ({}): it is kept and written again every {} ms; no "
         "new attempts; intake answers 503 storage_full",
         shard_, why.message,
@@ -152,10 +158,10 @@ void TurnBatch::on_store_failed(const Error& why) {
     }
     list->clear();
   }
-  log::error(
-      "shard {}: the store failed: {} intake answer(s) that waited for it "
-      "were answered 503 storage_failed; nothing more is sent or written",
-      shard_, answered);
+  log::error("shard_store_failed", {{"shard", shard_}, {"answered", answered}},
+             "shard {}: the store failed: {} intake answer(s) that waited for it "
+             "were answered 503 storage_failed; nothing more is sent or written",
+             shard_, answered);
   commit(MonoTime());  // drops what the turn changed
 }
 

@@ -210,14 +210,16 @@ struct RedisSource::Impl {
           c.last_error = why;
         }
         if (changed) {
-          log::warn("intake {}: Redis connection down: {}", opt.name.c_str(), why.c_str());
+          log::warn("intake_source_down", {{"source", opt.name}, {"error", why}},
+                    "intake {}: Redis connection down: {}", opt.name.c_str(), why.c_str());
         }
       }
       if (e.state == redis::ConnState::kReady) {
         std::lock_guard<std::mutex> lock(c.error_mu);
         if (!c.last_error.empty()) {
           c.last_error.clear();
-          log::info("intake {}: Redis connection up again", opt.name.c_str());
+          log::info("intake_source_up", {{"source", opt.name}},
+                    "intake {}: Redis connection up again", opt.name.c_str());
         }
       }
       if (e.state == redis::ConnState::kReady && *was_down) {

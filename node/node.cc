@@ -43,10 +43,11 @@ void warn_if_readable(const Config& cfg) {
   struct stat st {};
   if (::stat(cfg.storage.data_dir.c_str(), &st) != 0) return;  // made 0700 by the store
   if ((st.st_mode & 077) != 0) {
-    log::warn(
-        "warning: the data dir {} is open to other users (mode {:03o}): it "
-        "holds every payload; chmod 700 it",
-        cfg.storage.data_dir.c_str(), static_cast<unsigned>(st.st_mode & 0777));
+    log::warn("data_dir_readable",
+              {{"path", cfg.storage.data_dir}, {"mode", static_cast<unsigned>(st.st_mode & 0777)}},
+              "warning: the data dir {} is open to other users (mode {:03o}): it "
+              "holds every payload; chmod 700 it",
+              cfg.storage.data_dir.c_str(), static_cast<unsigned>(st.st_mode & 0777));
   }
 }
 
@@ -213,7 +214,12 @@ std::function<void(const Notification&)> Node::Parts::outbox_marker(bool mail) {
       r = mail ? store->mail_outbox_done(note.seq) : store->outbox_done(note.seq);
     }
     if (!r.ok()) {
-      log::error("{} outbox: {}", mail ? "owner e-mail" : "notification", r.error().message);
+      log::error("outbox_failed",
+                 {{"outbox", mail ? "owner_email" : "notification"},
+                  {"tenant", note.tenant},
+                  log::Field::id("notification", note.seq),
+                  {"error", r.error().message}},
+                 "{} outbox: {}", mail ? "owner e-mail" : "notification", r.error().message);
     }
   };
 }
@@ -382,10 +388,10 @@ bool Node::Parts::start_engine(engine::EngineOptions eopts, std::string& why) {
   Store& store = core->store();
   open_store.store(&store, std::memory_order_release);
   if (const uint64_t torn = store.open_report().torn_events_dropped; torn > 0)
-    log::warn(
-        "{} events whose payload did not reach the disk before a power loss (never "
-        "acknowledged) were dropped at open",
-        torn);
+    log::warn("torn_events_dropped", {{"events", torn}},
+              "{} events whose payload did not reach the disk before a power loss (never "
+              "acknowledged) were dropped at open",
+              torn);
   // What an earlier run stored but did not get to the operator webhook (a crash, a stop with the
   // receiver down): sent now, with the same webhook-id. On Redis the lists are empty: a
   // partition's entries go out from the node that takes it (ro.store.on_outbox above).

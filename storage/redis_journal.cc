@@ -338,7 +338,7 @@ void RedisStore::Impl::advance() {
   }
   if (to == 0) return;
   if (persist_refused.exchange(false)) {
-    log::info("redis store: Redis persists writes again");
+    log::info("redis_persists_again", {}, "redis store: Redis persists writes again");
   }
   while (!pending.empty() && pending.front().seq <= to) pending.pop_front();
   if (!replay_armed && to >= replay_upto && degraded.load(std::memory_order_relaxed)) {
@@ -346,11 +346,14 @@ void RedisStore::Impl::advance() {
     backoff = kReplayFirst;
     degraded.store(false, std::memory_order_release);
     logged_degraded = false;
-    log::info(
-        "redis store: writes are confirmed again (after {:.0f} ms, {} "
-        "replays in all)",
-        std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count(),
-        static_cast<unsigned long long>(replays.load(std::memory_order_relaxed)));
+    log::info("store_recovered",
+              {{"degraded_ms",
+                std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count()},
+               {"replays", replays.load(std::memory_order_relaxed)}},
+              "redis store: writes are confirmed again (after {:.0f} ms, {} "
+              "replays in all)",
+              std::chrono::duration<double, std::milli>(loop->now() - degraded_since).count(),
+              static_cast<unsigned long long>(replays.load(std::memory_order_relaxed)));
   }
   std::lock_guard lk(mu);
   if (error) return;  // fatal: durable_seq stops
@@ -374,10 +377,10 @@ void RedisStore::Impl::replay_later(const Error& why) {
   if (!logged_degraded) {  // once per degraded spell
     logged_degraded = true;
     degraded_since = loop->now();
-    log::warn(
-        "redis store: a write was not confirmed ({}); sending the "
-        "unconfirmed batches again until Redis answers",
-        why.message);
+    log::warn("store_degraded", {{"error", why.message}},
+              "redis store: a write was not confirmed ({}); sending the "
+              "unconfirmed batches again until Redis answers",
+              why.message);
   }
   replay_timer.arm_after_on(*loop, backoff);
   backoff = std::min<Duration>(backoff * 2, kReplayMax);
@@ -498,10 +501,10 @@ void RedisStore::Impl::transmit(const Pending& b, bool with_wait) {
   auto on_error = [this, g](const Result<Reply>& r) {
     ++writes_lost;
     if (r.ok() && r->error_is("MISCONF") && !persist_refused.exchange(true)) {
-      log::warn(
-          "redis store: Redis refuses writes it cannot persist (MISCONF: "
-          "its disk is full or failing); intake answers 503 storage_full until it "
-          "takes them again");
+      log::warn("redis_misconf", {},
+                "redis store: Redis refuses writes it cannot persist (MISCONF: "
+                "its disk is full or failing); intake answers 503 storage_full until it "
+                "takes them again");
     }
     if (g != gen) return;
     auto c = check(r);

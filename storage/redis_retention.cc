@@ -170,12 +170,13 @@ void RedisStore::Impl::conclude(MemRound& round) {
     const auto used = static_cast<unsigned long long>(view.used_bytes);
     const auto limit = static_cast<unsigned long long>(view.limit_bytes);
     if (now_full) {
-      log::warn(
-          "redis store: memory at {} of {} bytes, over the high-water mark: intake "
-          "answers 503 store_full",
-          used, limit);
+      log::warn("redis_memory_high", {{"used_bytes", used}, {"limit_bytes", limit}},
+                "redis store: memory at {} of {} bytes, over the high-water mark: intake "
+                "answers 503 store_full",
+                used, limit);
     } else {
-      log::info("redis store: memory at {} of {} bytes, below the mark again: intake resumes", used,
+      log::info("redis_memory_ok", {{"used_bytes", used}, {"limit_bytes", limit}},
+                "redis store: memory at {} of {} bytes, below the mark again: intake resumes", used,
                 limit);
     }
   }

@@ -155,7 +155,8 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
       if (!polled) return polled.error();
       std::lock_guard lk(impl->mem_mu);
       if (!impl->evicting_node.empty()) {
-        log::info("Redis at {} has maxmemory-policy {}", impl->evicting_node.c_str(),
+        log::info("redis_evicts", {{"node", impl->evicting_node}, {"policy", impl->evicting}},
+                  "Redis at {} has maxmemory-policy {}", impl->evicting_node.c_str(),
                   impl->evicting.c_str());
         return make_error(Errc::kInvalidArgument,
                           "a Redis primary may evict keys: a system of record must never evict "
@@ -163,11 +164,11 @@ Result<std::unique_ptr<RedisStore>> RedisStore::open(RedisStoreOptions options) 
                           "maxmemory-policy", "redis_evicts");
       }
       if (impl->no_limit) {
-        log::warn(
-            "WARNING: a Redis primary has maxmemory 0 and "
-            "storage.redis.max_memory_bytes is not set: no memory back-pressure, Redis "
-            "grows until the host runs out (set maxmemory, or "
-            "storage.redis.max_memory_bytes)");
+        log::warn("redis_no_memory_limit", {},
+                  "WARNING: a Redis primary has maxmemory 0 and "
+                  "storage.redis.max_memory_bytes is not set: no memory back-pressure, Redis "
+                  "grows until the host runs out (set maxmemory, or "
+                  "storage.redis.max_memory_bytes)");
       }
     }
   }

@@ -326,10 +326,11 @@ Error RocksStore::disk_error(int err, const char* what) {
     uint8_t was = static_cast<uint8_t>(DiskHealth::kOk);
     if (disk_.compare_exchange_strong(was, static_cast<uint8_t>(DiskHealth::kFull)) &&
         db_ != nullptr) {  // open() says it in its own error
-      log::warn(
-          "storage: {} ({}): the data dir {} refuses writes; intake answers "
-          "503 storage_full until it takes them again",
-          what, std::strerror(err), options_.path.c_str());
+      log::warn("storage_full",
+                {{"error", what}, {"errno", std::strerror(err)}, {"path", options_.path}},
+                "storage: {} ({}): the data dir {} refuses writes; intake answers "
+                "503 storage_full until it takes them again",
+                what, std::strerror(err), options_.path.c_str());
     }
     Error e = make_error(Errc::kUnavailable,
                          err == EROFS ? "the data dir is read-only: retry once it is writable"
@@ -359,10 +360,13 @@ Error RocksStore::db_write_error(const rocksdb::Status& s) {
 void RocksStore::fail(const char* what, int err) {
   disk_.store(static_cast<uint8_t>(DiskHealth::kFailed), std::memory_order_release);
   if (failed_.exchange(true)) return;
-  log::error(
-      "storage: {} ({}) in {}: what it covered may be lost, so nothing it "
-      "covered is acknowledged and nothing more is written",
-      what, err != 0 ? std::strerror(err) : "no errno", options_.path.c_str());
+  log::error("storage_failed",
+             {{"error", what},
+              {"errno", err != 0 ? std::strerror(err) : "no errno"},
+              {"path", options_.path}},
+             "storage: {} ({}) in {}: what it covered may be lost, so nothing it "
+             "covered is acknowledged and nothing more is written",
+             what, err != 0 ? std::strerror(err) : "no errno", options_.path.c_str());
   if (options_.on_failed) options_.on_failed(what, err);
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/config.h"
 #include "engine/version.h"
+#include "log/log.h"
 #include "tools/ringcast/cli_commands.h"
 #include "tools/ringcast/serve.h"
 
@@ -26,7 +27,14 @@ int main(int argc, char** argv) {
     } catch (const ConfigError& e) {
       throw cli::CliError(std::string("config: ") + e.what());
     }
-    for (const auto& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    log::configure(log_options(cfg));
+    for (const auto& w : cfg.warnings) {
+      if (log::format() == log::Format::kJson) {
+        log::warn("config_warning", {}, "warning: {}", w);
+      } else {
+        std::fprintf(stderr, "warning: %s\n", w.c_str());  // as before the log existed
+      }
+    }
     g.exit_code = run_serve(cfg);
   });
 

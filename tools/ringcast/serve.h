@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine/config.h"
+#include "log/log.h"
 
 namespace ringcast {
 
@@ -10,6 +11,10 @@ namespace ringcast {
 // of sysexits.h, "try again later" — a supervisor restarts the daemon, and recovery reads what
 // is really on disk.
 inline constexpr int kExitStoreFailed = 75;
+
+// The daemon's log from [log] (docs/operations.md §5 "Logs"): async, so that no shard waits for
+// stderr; main() configures it before anything is logged.
+log::Options log_options(const Config& cfg);
 
 // Runs until SIGTERM/SIGINT (or the store fails); returns the process exit code (0 after a
 // graceful stop).
