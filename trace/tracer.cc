@@ -171,7 +171,9 @@ void Tracer::send() {
 
 void Tracer::drop_batch(const std::string& why) {
   metrics_.dropped.fetch_add(batch_.size(), std::memory_order_relaxed);
-  log::warn("tracing: {} spans dropped: {}", batch_.size(), why.c_str());
+  log::warn("trace_spans_dropped",
+            {{"spans", static_cast<uint64_t>(batch_.size())}, {"reason", why}},
+            "tracing: {} spans dropped: {}", batch_.size(), why);
   batch_.clear();
   body_.clear();
   tries_ = 0;
