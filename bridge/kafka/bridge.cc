@@ -13,6 +13,8 @@ namespace {
 
 constexpr Millis kPollSlice{100};  // a stop is noticed within this while idle
 constexpr Millis kCommittedTimeout{2000};
+// How long a member whose commit met a rebalance waits (paused) for the rebalance to reach it.
+constexpr Millis kRebalanceWait{10000};
 constexpr int kCommitAttempts = 5;
 // Dead-letter headers (docs/operations.md §6, "Kafka bridge").
 constexpr const char* kHeaderCode = "ringcast-error-code";
@@ -203,6 +205,8 @@ void Bridge::on_assign(const rd_kafka_topic_partition_list_t* parts) {
   }
   counters_.assigned.store(static_cast<int64_t>(assigned_.size()));
   refresh_committed_ = true;
+  rebalancing_ = false;  // the rebalance reached this member
+  rd_kafka_resume_partitions(consumer_, const_cast<rd_kafka_topic_partition_list_t*>(parts));
   log::info("kafka: assigned " + partitions_text(parts));
 }
 
@@ -215,6 +219,24 @@ void Bridge::on_revoke(const rd_kafka_topic_partition_list_t* parts, bool lost) 
   } else {
     gone = assigned_;
   }
+  // What was done on these partitions but not yet committed: committed now (the usual place,
+  // before the partitions go), else left to the next owner to read again.
+  std::set<TopicPartition> owed_here;
+  for (const auto& tp : gone) {
+    if (owed_.count(tp)) owed_here.insert(tp);
+  }
+  if (!owed_here.empty() && !lost) {
+    static const std::atomic<int> kRunning{0};
+    commit_owed(kRunning, &owed_here);
+  }
+  for (const auto& tp : owed_here) {
+    auto it = owed_.find(tp);
+    if (it != owed_.end()) {
+      counters_.abandoned += it->second.records;
+      owed_.erase(it);
+    }
+  }
+  rebalancing_ = false;  // the rebalance reached this member
   {
     std::lock_guard<std::mutex> lock(counters_.mu);
     for (const auto& tp : gone) {
@@ -317,11 +339,14 @@ int Bridge::run(const std::atomic<int>& stop) {
             config_.ringcast.url.text);
   auto last_gauges = Clock::now() - std::chrono::hours(1);
   while (stop_level(stop) == StopLevel::kRun && !fatal_.load()) {
+    if (rebalancing_) await_rebalance(stop);
     collect(stop);
     if (!batch_.empty()) {
       process(stop);
       commit(stop);
       release_batch();
+    } else if (!owed_.empty() && !rebalancing_) {
+      commit_owed(stop, nullptr);  // a commit that failed before, with no batch to carry it
     }
     if (refresh_committed_ || Clock::now() - last_gauges > std::chrono::seconds(1)) {
       refresh_partition_gauges();
@@ -663,7 +688,7 @@ void Bridge::dead_letter(const std::atomic<int>& stop) {
 void Bridge::commit(const std::atomic<int>& stop) {
   // Per partition, the offset after the last record of the unbroken done run from the batch's
   // first record of that partition (records of one partition are in offset order in the batch).
-  std::map<TopicPartition, std::pair<int64_t, size_t>> next;  // next offset, records covered
+  // They join what an earlier commit could not yet write (owed_).
   std::set<TopicPartition> broken;
   for (const Item& it : batch_) {
     TopicPartition tp{rd_kafka_topic_name(it.msg->rkt), it.msg->partition};
@@ -672,25 +697,33 @@ void Bridge::commit(const std::atomic<int>& stop) {
       broken.insert(tp);
       continue;
     }
-    auto& n = next[tp];
-    n.first = it.msg->offset + 1;
-    n.second++;
+    if (!assigned_.count(tp)) continue;  // revoked meanwhile: the next owner's to read
+    Owed& o = owed_[tp];
+    o.next = std::max(o.next, it.msg->offset + 1);
+    o.records++;
   }
+  commit_owed(stop, /*only=*/nullptr);
+}
+
+bool Bridge::commit_owed(const std::atomic<int>& stop, const std::set<TopicPartition>* only) {
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(4);
   size_t records = 0;
-  for (const auto& [tp, n] : next) {
-    if (!assigned_.count(tp)) continue;  // revoked meanwhile: the next owner's to read
-    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = n.first;
-    records += n.second;
+  for (const auto& [tp, o] : owed_) {
+    if (only && !only->count(tp)) continue;
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = o.next;
+    records += o.records;
   }
   if (list->cnt == 0) {
     rd_kafka_topic_partition_list_destroy(list);
-    return;
+    return true;
   }
   if (rd_kafka_resp_err_t e = rd_kafka_offsets_store(consumer_, list)) {
     log::debug(std::string("kafka: offsets_store: ") + rd_kafka_err2str(e));
   }
+  // Inside a rebalance callback (only != nullptr) one attempt: the partitions are being revoked.
+  const int attempts = only ? 1 : kCommitAttempts;
   Millis backoff = config_.ringcast.retry_initial;
+  bool ok = false;
   for (int attempt = 1;; ++attempt) {
     rd_kafka_resp_err_t e = rd_kafka_commit(consumer_, list, /*async=*/0);
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -699,24 +732,76 @@ void Bridge::commit(const std::atomic<int>& stop) {
       }
     }
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      ok = true;
+      rebalancing_ = false;
       counters_.committed += records;
       std::lock_guard<std::mutex> lock(counters_.mu);
       for (int i = 0; i < list->cnt; ++i) {
-        auto g = counters_.partitions.find({list->elems[i].topic, list->elems[i].partition});
+        TopicPartition tp{list->elems[i].topic, list->elems[i].partition};
+        owed_.erase(tp);
+        auto g = counters_.partitions.find(tp);
         if (g != counters_.partitions.end()) g->second.committed = list->elems[i].offset;
       }
       break;
     }
     counters_.commit_failures++;
-    if (commit_gives_up(e) || attempt >= kCommitAttempts || stop_level(stop) == StopLevel::kNow) {
+    if (e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS) {
+      // The group is rebalancing: the offsets stay owed and the loop stops taking records until
+      // the rebalance is through (await_rebalance), so that no work is done twice for nothing.
+      if (!rebalancing_) log::info("kafka: the group is rebalancing; the offset commit waits");
+      rebalancing_ = true;
+      break;
+    }
+    if (commit_gives_up(e) || attempt >= attempts || stop_level(stop) == StopLevel::kNow) {
+      // Still owed: the next commit carries them (a revocation drops them; the partition's next
+      // owner reads those records again and ringcast answers them as duplicates).
       log::warn(std::string("kafka: offset commit failed: ") + rd_kafka_err2str(e) +
-                " (those records are read again by the partition's owner; ringcast answers "
-                "them as duplicates)");
+                " (retried with the next commit)");
       break;
     }
     sleep_interruptible(backoff, stop);
     backoff = std::min(config_.ringcast.retry_max, backoff * 2);
   }
+  rd_kafka_topic_partition_list_destroy(list);
+  return ok;
+}
+
+void Bridge::await_rebalance(const std::atomic<int>& stop) {
+  // Pause what is assigned (librdkafka drops what it had fetched for it) and serve the group until
+  // the rebalance reaches this member (a callback), or the owed offsets commit after all (a
+  // cooperative rebalance that leaves this member's partitions alone calls back nothing).
+  rd_kafka_topic_partition_list_t* list =
+      rd_kafka_topic_partition_list_new(static_cast<int>(assigned_.size()) + 1);
+  for (const auto& tp : assigned_)
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second);
+  rd_kafka_pause_partitions(consumer_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  const uint64_t seen = counters_.rebalances.load();
+  const auto until = Clock::now() + kRebalanceWait;
+  auto next_try = Clock::now() + Millis(500);
+  while (rebalancing_ && counters_.rebalances.load() == seen && Clock::now() < until &&
+         stop_level(stop) == StopLevel::kRun && !fatal_.load()) {
+    rd_kafka_message_t* msg =
+        rd_kafka_consumer_poll(consumer_, static_cast<int>(kPollSlice.count()));
+    if (msg) {
+      if (msg->err) {
+        rd_kafka_message_destroy(msg);
+      } else {
+        take(msg);  // a partition that is not paused (assigned meanwhile): kept for the batch
+      }
+    }
+    if (Clock::now() >= next_try) {
+      commit_owed(stop, nullptr);
+      next_try = Clock::now() + Millis(500);
+    }
+  }
+  rebalancing_ = false;
+  // Resume whatever is assigned now (an assignment made meanwhile was not paused; resuming it is
+  // harmless).
+  list = rd_kafka_topic_partition_list_new(static_cast<int>(assigned_.size()) + 1);
+  for (const auto& tp : assigned_)
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second);
+  rd_kafka_resume_partitions(consumer_, list);
   rd_kafka_topic_partition_list_destroy(list);
 }
 

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -65,6 +66,10 @@ class Bridge {
     std::string code{};     // why it is dead-lettered (ringcast-error-code)
     std::string message{};  // ringcast-error-message
   };
+  struct Owed {
+    int64_t next = 0;    // the offset to commit
+    size_t records = 0;  // records it covers, for the committed counter
+  };
   struct DeliveryReport {
     bool done = false;
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -96,7 +101,13 @@ class Bridge {
   void apply(size_t i, const LineResult& r);
   // Produces the dead-letter items and waits for their delivery reports.
   void dead_letter(const std::atomic<int>& stop);
+  // Adds the batch's done prefixes to owed_ and commits owed_.
   void commit(const std::atomic<int>& stop);
+  // Commits owed_ (only the partitions in `only` when given); true when it was written.
+  bool commit_owed(const std::atomic<int>& stop, const std::set<TopicPartition>* only);
+  // After a commit met a rebalance: pauses the assignment and serves the group until it is
+  // through.
+  void await_rebalance(const std::atomic<int>& stop);
   void release_batch();
   void refresh_partition_gauges();
   bool sleep_interruptible(Millis d, const std::atomic<int>& stop);
@@ -111,6 +122,9 @@ class Bridge {
   size_t batch_bytes_ = 0;
   std::set<TopicPartition> assigned_;
   bool refresh_committed_ = false;
+  // Done records whose offsets are not committed yet (a commit failed or met a rebalance).
+  std::map<TopicPartition, Owed> owed_;
+  bool rebalancing_ = false;  // a commit was refused: the group is rebalancing
   // auto.offset.reset is earliest: a partition without a commit starts at its low watermark.
   bool reset_earliest_ = true;
   std::atomic<bool> fatal_{false};

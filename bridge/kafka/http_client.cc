@@ -20,7 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
@@ -186,7 +186,8 @@ HttpAnswer HttpClient::exchange(const std::string& head, std::string_view body,
   in.clear();
   size_t head_end = std::string::npos;
   char chunk[65536];
-  auto read_more = [&]() -> int {  // 1: got bytes, 0: EOF, -1: error/timeout
+  constexpr int kTimedOut = -2;
+  auto read_more = [&]() -> int {  // 1: got bytes, 0: EOF, -1: error, kTimedOut
     for (;;) {
       ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
       if (n > 0) {
@@ -195,7 +196,7 @@ HttpAnswer HttpClient::exchange(const std::string& head, std::string_view body,
       }
       if (n == 0) return 0;
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        if (!wait_fd(fd_, POLLIN, deadline)) return -1;
+        if (!wait_fd(fd_, POLLIN, deadline)) return kTimedOut;
         continue;
       }
       return -1;
@@ -205,7 +206,7 @@ HttpAnswer HttpClient::exchange(const std::string& head, std::string_view body,
     if (in.size() > kMaxHeaderBytes) return fail("the answer's headers are too large");
     int r = read_more();
     if (r <= 0) {
-      const bool timed_out = r < 0 && Clock::now() >= deadline;
+      const bool timed_out = r == kTimedOut;
       nothing_answered = in.empty() && !timed_out;
       if (timed_out) return fail("timeout waiting for the answer");
       return fail(in.empty() ? "connection closed before an answer" : "truncated answer");
