@@ -21,6 +21,9 @@ RUNTIME=(
   librocksdb-dev libsimdjson-dev libc-ares-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libxxhash-dev libhiredis-dev
   libspdlog-dev  # log/: the daemon's logger
+  # bridge/kafka: only ringcast-kafka-bridge (and its test mock) links librdkafka (and with it
+  # OpenSSL); the daemon never does. Built by default when present (RINGCAST_BUILD_KAFKA_BRIDGE).
+  librdkafka-dev
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
