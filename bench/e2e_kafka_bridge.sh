@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end benchmark of ringcast-kafka-bridge (docs/operations.md §6 "Kafka
-# bridge"), in one run, on loopback: events fed from a Kafka topic by the bridge against the same
-# events sent to the HTTP bulk route directly, by the same daemon, to the same tenant, whose only
-# endpoint is paused (SPEC R9.1: no delivery is created, so only intake runs). The Kafka cluster is
+# End-to-end benchmark of ringcast-kafka-bridge (docs/operations.md §6 "Kafka bridge"), in one
+# run, on loopback: events fed from a Kafka topic by the bridge against the same events sent to
+# the HTTP bulk route directly, by the same daemon, to the same tenant, whose only endpoint is
+# paused (SPEC R9.1: no delivery is created, so only intake runs). The Kafka cluster is
 # librdkafka's mock cluster in a process of its own (ringcast-kafka-mock: real loopback brokers).
 # TRIALS interleaved pairs (kafka, bulk, kafka, bulk, ...) of INTAKE_N 1 KiB events:
 #   kafka: the bridge is stopped (SIGSTOP) while INTAKE_N records are produced to the topic; the
