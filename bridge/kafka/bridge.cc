@@ -555,8 +555,17 @@ void Bridge::send_bulk(const std::vector<size_t>& run) {
         // Nothing of this request is known to be taken; the rest of the run waits for the next
         // round too (the daemon is unavailable or refusing: no point pressing on).
         if (Clock::now() - last_transient_log_ > std::chrono::seconds(10)) {
-          log::warn("ringcast did not take a bulk request of " + std::to_string(n) +
-                    " lines: " + v.reason);
+          // The bridge's own configuration is the likely cause of these: said as an error.
+          if (a.status == 401 || a.status == 403) {
+            log::error("ringcast refused the bridge's credentials (" + v.reason +
+                       "): check ringcast.token / token_file; the records wait");
+          } else if (a.status == 404 || a.status == 405) {
+            log::error("ringcast has no bulk route at " + config_.ringcast.url.text + " (" +
+                       v.reason + "): check ringcast.url; the records wait");
+          } else {
+            log::warn("ringcast did not take a bulk request of " + std::to_string(n) +
+                      " lines: " + v.reason);
+          }
         }
         return;
     }
