@@ -32,7 +32,7 @@ constexpr const char* kDescription =
     "\n"
     "A member of a Kafka consumer group that sends each poll cycle's records to ringcast's bulk\n"
     "route (POST /v1/events/bulk) and commits a partition's offset only once every record up to\n"
-    "it is held by ringcast (202 accepted, 200 duplicate) or by the dead-letter topic.";
+    "it is held by ringcast (202 accepted, 200 duplicate) or by the dead-letter topic.\n";
 
 constexpr const char* kFooter =
     "\nCONFIGURATION (TOML; every key but kafka.brokers, kafka.topics and the token has a "
@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", config_path, "the bridge's TOML configuration file")
       ->check(CLI::ExistingFile);
   app.add_flag("--check-config", check_only,
-               "read and check the configuration (and the token file), print nothing, exit 0 "
-               "when it is valid");
+               "read and check the configuration (and the token file), then exit: 0 when it is "
+               "valid, 2 with the error naming the key");
   app.set_version_flag("-V,--version", std::string("ringcast-kafka-bridge ") + RINGCAST_VERSION,
                        "print the version and exit");
   try {
