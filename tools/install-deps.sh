@@ -26,6 +26,9 @@ RUNTIME=(
   help2man  # the man pages, made from the binaries' --help at build time (tools/CMakeLists.txt)
   dpkg-dev  # dpkg-shlibdeps: the Debian packages' Depends (cpack -G DEB, docs/packaging.md)
   python3-yaml  # the build converts docs/openapi.yaml to the JSON the daemon serves (tools/yaml2json.py)
+  # bridge/kafka: only ringcast-kafka-bridge (and its test mock) links librdkafka (and with it
+  # OpenSSL); the daemon never does. Built by default when present (RINGCAST_BUILD_KAFKA_BRIDGE).
+  librdkafka-dev
 )
 TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
