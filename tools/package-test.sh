@@ -139,11 +139,18 @@ if [ -n "$BUILD" ]; then
 else
   cp "$DEBS_IN"/ringcast_*.deb "$DEBS_IN"/ringcast-sink_*.deb "$DEBS/" 2>/dev/null ||
     die "no ringcast_*.deb and ringcast-sink_*.deb in $DEBS_IN"
+  cp "$DEBS_IN"/ringcast-kafka-bridge_*.deb "$DEBS/" 2>/dev/null || true
 fi
 shopt -s nullglob
 main_debs=("$DEBS"/ringcast_*.deb)
 sink_debs=("$DEBS"/ringcast-sink_*.deb)
+bridge_debs=("$DEBS"/ringcast-kafka-bridge_*.deb)  # built where librdkafka is (bridge/kafka)
 shopt -u nullglob
+DEB_BRIDGE=""
+if [ ${#bridge_debs[@]} = 1 ]; then
+  DEB_BRIDGE=${bridge_debs[0]}
+  PKGS+=(ringcast-kafka-bridge)
+fi
 if [ ${#main_debs[@]} != 1 ] || [ ${#sink_debs[@]} != 1 ]; then
   die "expected one ringcast_*.deb and one ringcast-sink_*.deb, found: ${main_debs[*]} ${sink_debs[*]}"
 fi
@@ -186,7 +193,7 @@ if [ -d /run/systemd/system ] && [ ! -e /usr/sbin/policy-rc.d ]; then
   chmod 0755 /usr/sbin/policy-rc.d
   OWN_POLICY=1
 fi
-if ! dpkg -i "$DEB_MAIN" "$DEB_SINK" >"$WORK/dpkg-install.log" 2>&1; then
+if ! dpkg -i "$DEB_MAIN" "$DEB_SINK" ${DEB_BRIDGE:+"$DEB_BRIDGE"} >"$WORK/dpkg-install.log" 2>&1; then
   note "dpkg -i left dependencies to resolve: apt-get install -f"
   DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -f -y -qq >>"$WORK/dpkg-install.log" 2>&1 ||
     true
@@ -422,6 +429,29 @@ if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
 else
   echo "SKIP: systemd does not run here: the unit's sandbox is not exercised (systemctl start)"
+fi
+
+# --- the Kafka bridge's package (where it was built) ----------------------------------------------
+if [ -n "$DEB_BRIDGE" ]; then
+  BRIDGE_UNIT=/lib/systemd/system/ringcast-kafka-bridge.service
+  if [ -x /usr/bin/ringcast-kafka-bridge ] && [ -f "$BRIDGE_UNIT" ] &&
+    /usr/bin/ringcast-kafka-bridge --help >/dev/null 2>&1; then
+    pass "ringcast-kafka-bridge installed its binary (--help runs) and $BRIDGE_UNIT"
+  else
+    fail "ringcast-kafka-bridge's binary or unit is missing, or --help fails"
+  fi
+  if [[ "$(dpkg-deb -f "$DEB_BRIDGE" Depends)" == *librdkafka* ]] &&
+    ! ldd /usr/bin/ringcast-kafka-bridge | grep -q 'boringssl\|not found'; then
+    pass "ringcast-kafka-bridge depends on librdkafka and loads no BoringSSL"
+  else
+    fail "ringcast-kafka-bridge's Depends or libraries: $(dpkg-deb -f "$DEB_BRIDGE" Depends)"
+  fi
+  if verify_out=$(cd / && systemd-analyze verify "$BRIDGE_UNIT" 2>&1) &&
+    ! grep -q "ringcast-kafka-bridge.service" <<<"$verify_out"; then
+    pass "systemd-analyze verify $BRIDGE_UNIT: no warning"
+  else
+    fail "systemd-analyze verify $BRIDGE_UNIT: $verify_out"
+  fi
 fi
 
 # --- remove, then purge ------------------------------------------------------------------------
