@@ -26,10 +26,5 @@ std::string_view openapi_document() {
 }  // namespace ringcast::api
 ")
 # Only rewritten when it changes, so that a rerun does not rebuild the module.
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL content)
-    return()
-  endif()
-endif()
-file(WRITE "${OUT}" "${content}")
+include("${CMAKE_CURRENT_LIST_DIR}/../cmake/write_if_changed.cmake")
+ringcast_write_if_changed("${OUT}" "${content}")

@@ -55,10 +55,5 @@ const PortalAsset* find_portal_asset(std::string_view name) {
 }  // namespace ringcast::portal
 ")
 # Only rewritten when it changes, so that a rerun does not rebuild the module.
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL content)
-    return()
-  endif()
-endif()
-file(WRITE "${OUT}" "${content}")
+include("${CMAKE_CURRENT_LIST_DIR}/../cmake/write_if_changed.cmake")
+ringcast_write_if_changed("${OUT}" "${content}")

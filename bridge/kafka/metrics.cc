@@ -18,32 +18,30 @@
 namespace ringcast::kafka_bridge {
 namespace {
 
-void counter(std::string& out, const char* name, const char* help, uint64_t v) {
+// One sample with its HELP and TYPE lines; `type` is "counter" or "gauge".
+void sample(std::string& out, const char* name, const char* type, const char* help,
+            const std::string& v) {
   out += "# HELP ";
   out += name;
   out += ' ';
   out += help;
   out += "\n# TYPE ";
   out += name;
-  out += " counter\n";
+  out += ' ';
+  out += type;
+  out += '\n';
   out += name;
   out += ' ';
-  out += std::to_string(v);
+  out += v;
   out += '\n';
 }
 
+void counter(std::string& out, const char* name, const char* help, uint64_t v) {
+  sample(out, name, "counter", help, std::to_string(v));
+}
+
 void gauge(std::string& out, const char* name, const char* help, int64_t v) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += " gauge\n";
-  out += name;
-  out += ' ';
-  out += std::to_string(v);
-  out += '\n';
+  sample(out, name, "gauge", help, std::to_string(v));
 }
 
 // Topic names are [a-zA-Z0-9._-] in Kafka; escaped anyway as Prometheus label values.

@@ -203,23 +203,29 @@ std::string header(const Json& rec, const std::string& name) {
 
 // --- a forwarder, so that the bridge keeps one URL across daemon restarts ----------------------
 
+// A listening TCP socket on 127.0.0.1 and a port of its own: its port; `fd` gets the socket.
+uint16_t listen_loopback(const char* who, int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
+    std::string why = who;
+    why += ": cannot listen";
+    throw std::runtime_error(why);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
 // Accepts on a loopback port of its own and pipes each connection to the daemon's current port
 // (a restarted daemon listens on a new one); a connection it cannot pass on is closed at once, as
 // a daemon that is down would refuse it.
 class Forwarder {
  public:
   explicit Forwarder(std::function<uint16_t()> target) : target_(std::move(target)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listen_fd_, 64) != 0) {
-      throw std::runtime_error("forwarder: cannot listen");
-    }
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    port_ = listen_loopback("forwarder", listen_fd_);
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
   ~Forwarder() {
@@ -311,17 +317,7 @@ class Forwarder {
 class BodyReceiver {
  public:
   BodyReceiver() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listen_fd_, 64) != 0) {
-      throw std::runtime_error("receiver: cannot listen");
-    }
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    port_ = listen_loopback("receiver", listen_fd_);
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
   ~BodyReceiver() {
