@@ -477,6 +477,13 @@ struct NatsSource::Impl {
     if (!pulls.empty()) {
       if (--pulls.front().left == 0) end_pull(pulls.front().id);
     }
+    if (stopping) {
+      // Served by a pull request of before the stop: back at once, for another node or the
+      // next start (unless it is held here already).
+      if (held.count(meta->stream_seq) == 0)
+        (void)conn->publish(m.reply, nats::nak_body(Duration::zero()));
+      return;
+    }
     c.lag.store(static_cast<int64_t>(meta->pending));
     if (meta->delivered > 1) c.redelivered.fetch_add(1);
     auto [it, fresh] = held.try_emplace(meta->stream_seq);
@@ -847,9 +854,9 @@ std::string label(std::string_view s) {
   return out;
 }
 
-// Prometheus text with each family once: the families of `parts`, in the order they first
-// appear, their HELP and TYPE lines once, the samples of every part under them.
-std::string merge_families(const std::vector<std::string>& parts) {
+}  // namespace
+
+std::string merge_metric_families(const std::vector<std::string>& parts) {
   struct Family {
     std::string help, type, samples;
   };
@@ -896,8 +903,6 @@ std::string merge_families(const std::vector<std::string>& parts) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string render_metrics(const std::vector<const NatsSource*>& sources) {
   if (sources.empty()) return {};
@@ -1032,8 +1037,8 @@ std::string render_status_items(const std::vector<const NatsSource*>& sources) {
 std::string render_intake_metrics(const std::vector<const RedisSource*>& redis,
                                   const std::vector<const NatsSource*>& nats) {
   if (nats.empty()) return render_metrics(redis);
-  if (redis.empty()) return merge_families({render_metrics(nats)});
-  return merge_families({render_metrics(redis), render_metrics(nats)});
+  if (redis.empty()) return merge_metric_families({render_metrics(nats)});
+  return merge_metric_families({render_metrics(redis), render_metrics(nats)});
 }
 
 std::string render_intake_status(const std::vector<const RedisSource*>& redis,

@@ -138,6 +138,9 @@ std::string render_intake_metrics(const std::vector<const RedisSource*>& redis,
                                   const std::vector<const NatsSource*>& nats);
 std::string render_intake_status(const std::vector<const RedisSource*>& redis,
                                  const std::vector<const NatsSource*>& nats);
+// Prometheus texts as one: each family (by its HELP / TYPE lines) once, in the order families
+// first appear, with the samples of every part under it.
+std::string merge_metric_families(const std::vector<std::string>& parts);
 
 // Reads a JSON envelope body ({"tenant":…, "id":…, "type":…, "payload":<any JSON>,
 // "ordering_key":…}, member names as `names` says) into fields for EntryMapper: string members
