@@ -148,6 +148,9 @@ struct NatsSource::Impl {
     MonoTime since;     // taken, or last +WPI
     bool in_engine = false;
     bool dead = false;  // being dead-lettered
+    // Headers envelope: the body moved into the engine's EventInput (one copy of each payload
+    // on the hot path); a dead letter after the engine refused it reads it back (refetch).
+    bool payload_taken = false;
     std::string final;  // the ack body waiting to be published ("+ACK", "-NAK …", "+TERM")
   };
   struct Dead {
@@ -183,7 +186,10 @@ struct NatsSource::Impl {
   bool consumer_error = false;  // the last create failed: its reason is in last_error
   std::deque<Pull> pulls;
   uint64_t next_pull = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<Entry>> held;  // by stream sequence
+  std::unordered_map<uint64_t, Entry*> held;    // by stream sequence
+  std::vector<std::unique_ptr<Entry>> entries;  // every Entry made (held or free)
+  std::vector<Entry*> free_entries;             // reused: their strings keep their buffers
+  Fields fields;                                // reused for each message's mapping
   std::vector<EventInput> batch_events;
   std::vector<uint64_t> batch_seqs;
   size_t submits = 0;
@@ -228,6 +234,25 @@ struct NatsSource::Impl {
   }
   void count_unacked() { c.unacked.store(static_cast<int64_t>(held.size())); }
 
+  Entry* acquire_entry() {
+    if (!free_entries.empty()) {
+      Entry* e = free_entries.back();
+      free_entries.pop_back();
+      return e;
+    }
+    entries.push_back(std::make_unique<Entry>());
+    return entries.back().get();
+  }
+  // The entry leaves `held`; its strings keep their buffers for the next message (swapped with
+  // the parser's, so that neither allocates in the steady state).
+  void release(std::unordered_map<uint64_t, Entry*>::iterator it) {
+    Entry* e = it->second;
+    held.erase(it);
+    e->in_engine = e->dead = e->payload_taken = false;
+    e->final.clear();
+    free_entries.push_back(e);
+  }
+
   // The reason shown in /v1/intake and logged once per change; empty clears it.
   void set_error(const std::string& why) {
     bool changed = false;
@@ -263,6 +288,7 @@ struct NatsSource::Impl {
     cc.max_ack_pending =
         opt.max_ack_pending > 0 ? opt.max_ack_pending : uint64_t{4} * opt.max_unacked;
     create_body = nats::consumer_create_body(opt.stream, cc);
+    held.reserve(opt.max_unacked + 2 * opt.batch);
 
     nats::ConnectionOptions co;
     co.servers = opt.servers;
@@ -274,6 +300,7 @@ struct NatsSource::Impl {
     co.default_timeout = opt.request_timeout;
     co.ping_interval = opt.ping_interval;
     co.connect_timeout = opt.request_timeout;
+    co.recv_buffer_bytes = 256u << 10;  // a pull's messages in few reads: larger engine batches
     co.on_event = [this](const nats::ConnectionEvent& e) { on_connection(e); };
     co.on_server_error = [this](std::string_view text) {
       c.nats_errors.fetch_add(1);
@@ -486,21 +513,21 @@ struct NatsSource::Impl {
     }
     c.lag.store(static_cast<int64_t>(meta->pending));
     if (meta->delivered > 1) c.redelivered.fetch_add(1);
-    auto [it, fresh] = held.try_emplace(meta->stream_seq);
+    auto [it, fresh] = held.try_emplace(meta->stream_seq, nullptr);
     if (!fresh) {
       // Redelivered while still held here (ack_wait passed): answer with the newest subject.
-      it->second->reply = std::move(m.reply);
+      it->second->reply.swap(m.reply);
       return;
     }
     c.read.fetch_add(1);
-    it->second = std::make_unique<Entry>();
+    it->second = acquire_entry();
     Entry& en = *it->second;
     en.seq = meta->stream_seq;
-    en.reply = std::move(m.reply);
+    en.reply.swap(m.reply);
     en.since = loop->now();
-    en.msg.subject = std::move(m.subject);
-    en.msg.headers = std::move(m.headers);
-    en.msg.data = std::move(m.data);
+    en.msg.subject.swap(m.subject);
+    en.msg.headers.swap(m.headers);
+    en.msg.data.swap(m.data);
     count_unacked();
     take(en);
     if (!stopping) pull();
@@ -542,30 +569,57 @@ struct NatsSource::Impl {
 
   // A message mapped to an event (submitted with this turn's others) or dead-lettered.
   void take(Entry& en) {
-    Fields fields;
+    fields.clear();  // keeps its capacity
     std::optional<EntryError> bad;
     if (opt.envelope == NatsEnvelope::kHeaders) {
-      if (!en.msg.headers.empty()) {
-        auto h = nats::parse_headers(en.msg.headers);
-        if (h.ok()) fields = std::move(h->fields);
-      }
-      fields.emplace_back(kBodyKey, padded_copy(en.msg.data));
+      header_fields(en.msg.headers);
+      fields.emplace_back(kBodyKey, std::move(en.msg.data));
     } else {
       bad = envelope.read(en.msg.data, names, fields);
     }
     EventInput ev;
     if (!bad) bad = mapper->map_taking_payload(fields, ev);
     if (bad) {
-      if (opt.envelope == NatsEnvelope::kHeaders && bad->code == std::string_view("missing_field"))
-        bad->message =
-            "the message has no header " + bad->message.substr(bad->message.rfind(' ') + 1);
+      if (opt.envelope == NatsEnvelope::kHeaders) {
+        en.msg.data = std::move(fields.back().second);  // not taken: the body back in place
+        if (bad->code == std::string_view("missing_field")) {
+          std::string m = "the message has no header ";
+          m += bad->message.substr(bad->message.rfind(' ') + 1);
+          bad->message = std::move(m);
+        }
+      }
       return dead_letter(en, bad->code, std::move(bad->message));
     }
+    en.payload_taken = opt.envelope == NatsEnvelope::kHeaders;
     en.in_engine = true;
     batch_events.push_back(std::move(ev));
     batch_seqs.push_back(en.seq);
     if (batch_events.size() >= kMaxSubmitBatch) return submit();
     arm_once(submit_timer.get(), Duration::zero());
+  }
+
+  // The header fields EntryMapper looks at (the others are not copied), from a header block
+  // "NATS/1.0\r\nKey: value\r\n...\r\n" (nats::parse_headers' rules: values trimmed).
+  void header_fields(std::string_view block) {
+    size_t at = block.find("\r\n");
+    if (block.substr(0, 5) != "NATS/" || at == std::string_view::npos) return;
+    at += 2;
+    auto trim = [](std::string_view v) {
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+      return v;
+    };
+    while (at < block.size()) {
+      const size_t eol = block.find("\r\n", at);
+      if (eol == std::string_view::npos || eol == at) return;
+      const std::string_view line = block.substr(at, eol - at);
+      at = eol + 2;
+      const size_t colon = line.find(':');
+      if (colon == std::string_view::npos) continue;
+      const std::string_view key = trim(line.substr(0, colon));
+      if (key == names.tenant || key == names.id || key == names.type || key == names.ordering_key)
+        fields.emplace_back(std::string(key), std::string(trim(line.substr(colon + 1))));
+    }
   }
 
   void submit() {
@@ -633,7 +687,7 @@ struct NatsSource::Impl {
       if (en.final == nats::kAck) {
         c.acked.fetch_add(1);
       }
-      held.erase(it);
+      release(it);
     }
     finals.erase(finals.begin(), finals.begin() + static_cast<std::ptrdiff_t>(done));
     if (blocked && connected) arm_once(finals_timer.get(), opt.retry_delay);  // output full
@@ -660,6 +714,10 @@ struct NatsSource::Impl {
       auto it = held.find(d.seq);
       if (it == held.end()) continue;
       Entry& en = *it->second;
+      if (en.payload_taken) {  // refused by the engine: its body first
+        refetch(std::move(d));
+        continue;
+      }
       std::vector<std::pair<std::string, std::string>> fields;
       if (!en.msg.headers.empty()) {
         auto h = nats::parse_headers(en.msg.headers);
@@ -721,6 +779,43 @@ struct NatsSource::Impl {
           },
           opt.request_timeout, nats::encode_headers(fields));
     }
+  }
+
+  // A message whose body went to the engine, read back from the stream for its dead letter
+  // (the rare path: the engine refused it for good). Gone from the stream meanwhile (deleted,
+  // past its limits): dead-lettered with its headers and a note.
+  void refetch(Dead d) {
+    ++dead_in_flight;
+    auto hd = std::make_shared<Dead>(std::move(d));
+    conn->request(
+        nats::msg_get_subject(opt.stream), nats::msg_get_body(hd->seq),
+        [this, hd](Result<nats::Msg> r) {
+          --dead_in_flight;
+          if (closing) return;
+          auto it = held.find(hd->seq);
+          if (it == held.end()) return check_stop();
+          Entry& en = *it->second;
+          bool gone = false;
+          std::optional<nats::StoredMsg> m;
+          if (r.ok()) m = nats::parse_stored_msg(r->data, &gone);
+          if (m) {
+            en.msg.data = std::move(m->data);
+          } else if (gone) {
+            en.msg.data.clear();
+            hd->message +=
+                " (the message left its stream before it could be dead-lettered "
+                "whole: its body is not in this copy)";
+          } else {
+            c.nats_errors.fetch_add(1);
+            dead_queue.push_back(std::move(*hd));
+            arm_once(dead_timer.get(), opt.retry_delay);
+            return check_stop();
+          }
+          en.payload_taken = false;
+          dead_queue.push_back(std::move(*hd));
+          flush_dead();
+        },
+        opt.request_timeout);
   }
 
   // ---- keeping held messages ours -------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "nats/jetstream.h"
 
+#include <openssl/base64.h>
 #include <simdjson.h>
 
 #include <charconv>
@@ -133,6 +134,62 @@ ApiReply parse_api_reply(std::string_view body) {
   bool dup = false;
   if (obj["duplicate"].get(dup) == simdjson::SUCCESS) r.duplicate = dup;
   return r;
+}
+
+std::string msg_get_subject(std::string_view stream) {
+  std::string s = "$JS.API.STREAM.MSG.GET.";
+  s += stream;
+  return s;
+}
+
+std::string msg_get_body(uint64_t seq) {
+  std::string b = "{\"seq\":";
+  b += std::to_string(seq);
+  b += '}';
+  return b;
+}
+
+namespace {
+// Standard base64 (with padding) into `out`, reserving kPayloadSlack past its end.
+bool base64_decode(std::string_view in, std::string& out) {
+  size_t max = 0;
+  if (!EVP_DecodedLength(&max, in.size())) return false;
+  out.clear();
+  out.reserve(max + kPayloadSlack);
+  out.resize(max);
+  size_t n = 0;
+  if (!EVP_DecodeBase64(reinterpret_cast<uint8_t*>(out.data()), &n, max,
+                        reinterpret_cast<const uint8_t*>(in.data()), in.size()))
+    return false;
+  out.resize(n);
+  return true;
+}
+}  // namespace
+
+std::optional<StoredMsg> parse_stored_msg(std::string_view body, bool* gone) {
+  *gone = false;
+  simdjson::dom::parser parser;
+  simdjson::dom::object obj;
+  if (parser.parse(simdjson::padded_string(body)).get(obj) != simdjson::SUCCESS)
+    return std::nullopt;
+  simdjson::dom::object e;
+  if (obj["error"].get(e) == simdjson::SUCCESS) {
+    int64_t code = 0;
+    *gone = e["code"].get(code) == simdjson::SUCCESS && code == 404;
+    return std::nullopt;
+  }
+  simdjson::dom::object m;
+  if (obj["message"].get(m) != simdjson::SUCCESS) return std::nullopt;
+  StoredMsg out;
+  std::string_view v;
+  if (m["subject"].get(v) == simdjson::SUCCESS) out.subject.assign(v);
+  if (m["hdrs"].get(v) == simdjson::SUCCESS && !base64_decode(v, out.headers)) return std::nullopt;
+  if (m["data"].get(v) == simdjson::SUCCESS) {
+    if (!base64_decode(v, out.data)) return std::nullopt;
+  } else {
+    out.data.reserve(kPayloadSlack);
+  }
+  return out;
 }
 
 }  // namespace ringcast::nats

@@ -73,6 +73,19 @@ struct ApiReply {
 };
 ApiReply parse_api_reply(std::string_view body);
 
+// "$JS.API.STREAM.MSG.GET.<stream>" and {"seq":N}: a stored message read back (its headers and
+// data come base64-encoded in the answer).
+std::string msg_get_subject(std::string_view stream);
+std::string msg_get_body(uint64_t seq);
+struct StoredMsg {
+  std::string subject;
+  std::string headers;  // the raw header block ("" when it had none)
+  std::string data;     // capacity >= size + kPayloadSlack
+};
+// The message of a MSG.GET answer; nullopt with `gone` set when the stream no longer has it
+// (an error 404: deleted, or past its limits), nullopt alone for an answer not understood.
+std::optional<StoredMsg> parse_stored_msg(std::string_view body, bool* gone);
+
 inline constexpr int kErrStreamNotFound = 10059;
 inline constexpr int kErrConsumerNotFound = 10014;
 
