@@ -179,6 +179,36 @@ TEST_F(NatsSourceTest, BadMessagesAreDeadLetteredWithTheirReasonThenTerminated) 
   (*src)->stop(1s);
 }
 
+TEST_F(NatsSourceTest, ARefusedMessageGoneFromItsStreamIsDeadLetteredWithANote) {
+  // The engine refuses it (unknown tenant) only after its body went to the engine: the dead
+  // letter reads it back from the stream, where it was deleted meanwhile.
+  server_->create_stream("DLQ", {"dlq.>"});
+  engine_.hold(true);
+  server_->publish({{"ev.gone", headers("nobody", "g1", "t", {{"Trace", "t-1"}}), "{\"g\":1}"},
+                    {"ev.kept", headers("nobody", "k1"), "{\"k\":1}"}});
+  auto src = NatsSource::start(options(), engine_);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(wait_for([&] { return engine_.events_seen() == 2; }));
+  const std::string del = server_->api("STREAM.MSG.DELETE.EV", "{\"seq\":1}");
+  ASSERT_NE(del.find("\"success\":true"), std::string::npos) << del;
+  engine_.hold(false);
+  const auto& c = (*src)->counters();
+  ASSERT_TRUE(wait_for([&] { return c.dead_lettered.load() == 2 && outstanding() == 0; }))
+      << c.dead_lettered.load() << " " << outstanding();
+  std::map<std::string, test::NatsReply> by_seq;
+  for (const auto& d : server_->stream_messages("DLQ"))
+    by_seq[d.header("Ringcast-Source-Sequence")] = d;
+  ASSERT_EQ(by_seq.size(), 2u);
+  EXPECT_EQ(by_seq["1"].header("Ringcast-Error-Code"), "unknown_tenant");
+  EXPECT_EQ(by_seq["1"].header("Trace"), "t-1");  // the headers are kept
+  EXPECT_EQ(by_seq["1"].data, "");
+  EXPECT_NE(by_seq["1"].header("Ringcast-Error-Message").find("body is not in this copy"),
+            std::string::npos)
+      << by_seq["1"].headers;
+  EXPECT_EQ(by_seq["2"].data, "{\"k\":1}");  // read back whole
+  (*src)->stop(1s);
+}
+
 TEST_F(NatsSourceTest, TheJsonEnvelopeCarriesThePayloadByteForByte) {
   server_->create_stream("DLQ", {"dlq.>"});
   engine_.add_tenant("acme");

@@ -320,5 +320,35 @@ TEST(JetStream, RequestsAndAnswers) {
   EXPECT_FALSE(parse_api_reply("").json);
 }
 
+TEST(JetStream, AStoredMessageReadBack) {
+  EXPECT_EQ(msg_get_subject("EV"), "$JS.API.STREAM.MSG.GET.EV");
+  EXPECT_EQ(msg_get_body(42), "{\"seq\":42}");
+  bool gone = true;
+  // As nats-server 2.9 answers it: headers and data base64-encoded.
+  auto m = parse_stored_msg(
+      "{\"type\":\"io.nats.jetstream.api.v1.stream_msg_get_response\",\"message\":{\"subject\":"
+      "\"ev.a\",\"seq\":1,\"hdrs\":\"TkFUUy8xLjANCkE6IGINCg0K\",\"data\":\"aGVsbG8=\",\"time\":"
+      "\"2026-12-06T03:11:05.630889334Z\"}}",
+      &gone);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(gone);
+  EXPECT_EQ(m->subject, "ev.a");
+  EXPECT_EQ(m->headers, "NATS/1.0\r\nA: b\r\n\r\n");
+  EXPECT_EQ(m->data, "hello");
+  EXPECT_GE(m->data.capacity(), 5 + kPayloadSlack);
+  m = parse_stored_msg("{\"message\":{\"subject\":\"x\",\"seq\":2}}", &gone);  // empty body
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->data, "");
+  EXPECT_FALSE(parse_stored_msg("{\"error\":{\"code\":404,\"err_code\":10037,\"description\":"
+                                "\"no message found\"}}",
+                                &gone)
+                   .has_value());
+  EXPECT_TRUE(gone);
+  EXPECT_FALSE(parse_stored_msg("{\"error\":{\"code\":503}}", &gone).has_value());
+  EXPECT_FALSE(gone);
+  EXPECT_FALSE(parse_stored_msg("{\"message\":{\"data\":\"%%%\"}}", &gone).has_value());
+  EXPECT_FALSE(parse_stored_msg("nope", &gone).has_value());
+}
+
 }  // namespace
 }  // namespace ringcast::nats
