@@ -1010,7 +1010,9 @@ std::string render_metrics(const std::vector<const NatsSource*>& sources) {
     out += std::to_string(v);
     out += '\n';
   };
-  out += "# HELP ringcast_intake_entries_total Redis Stream entries by what became of them.\n";
+  out +=
+      "# HELP ringcast_intake_entries_total Bus intake entries (Redis Stream entries, JetStream "
+      "messages) by what became of them.\n";
   out += "# TYPE ringcast_intake_entries_total counter\n";
   for (const auto* s : sources) {
     const auto& c = s->counters();
@@ -1040,14 +1042,15 @@ std::string render_metrics(const std::vector<const NatsSource*>& sources) {
   };
   static const Metric kOthers[] = {
       {"ringcast_intake_lag", "gauge",
-       "Entries of the group not yet delivered to any consumer (XINFO GROUPS lag; -1 unknown).",
+       "Entries not yet delivered to any consumer (JetStream: the consumer's num_pending; -1 "
+       "unknown).",
        [](const NatsCounters& c) { return c.lag.load(); }},
       {"ringcast_intake_pending", "gauge",
-       "Entries delivered to a consumer of the group and not yet acked (XINFO GROUPS pending).",
+       "Entries delivered and not yet acked (JetStream: the consumer's num_ack_pending).",
        [](const NatsCounters& c) { return c.pending.load(); }},
       {"ringcast_intake_unacked", "gauge", "Entries read by this node and not yet acked.",
        [](const NatsCounters& c) { return c.unacked.load(); }},
-      {"ringcast_intake_reconnects_total", "counter", "Redis connections re-established.",
+      {"ringcast_intake_reconnects_total", "counter", "Bus connections re-established.",
        [](const NatsCounters& c) { return static_cast<int64_t>(c.reconnects.load()); }},
       {"ringcast_intake_nats_errors_total", "counter",
        "NATS requests and publishes of the intake that failed (retried).",
