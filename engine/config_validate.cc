@@ -129,7 +129,9 @@ void check_nats_intake(const NatsIntakeConfig& n, const std::string& key) {
     for (std::string_view scheme : {"nats://", "tls://"})
       if (a.substr(0, scheme.size()) == scheme) a.remove_prefix(scheme.size());
     auto at = parse_listen(std::string(a));
-    if (!at || at->second == 0)
+    const bool numeric =
+        !a.empty() && (std::isdigit(static_cast<unsigned char>(a[0])) || a[0] == '[');
+    if (!at || at->second == 0 || !numeric)
       fail("", key + ".servers[" + std::to_string(j) + "]",
            "expected a numeric host:port such as \"127.0.0.1:4222\", got \"" + n.servers[j] + "\"");
   }
