@@ -294,8 +294,9 @@ struct NatsIntakeConfig {
   std::vector<std::string> servers;  // "127.0.0.1:4222" (nats:// or tls:// prefix allowed)
   std::string token;                 // secret; masked when printed
   std::string user;
-  std::string password;  // secret
-  bool tls = false;      // SPEC R14
+  std::string password;        // secret
+  std::string nkey_seed_file;  // NKEY auth: a file holding the user's seed ("SU…")
+  bool tls = false;            // SPEC R14
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -248,6 +248,7 @@ const std::vector<KeyDef>& nats_intake_keys() {
       RC_NKEY("token", kSecret, token),
       RC_NKEY("user", kString, user),
       RC_NKEY("password", kSecret, password),
+      RC_NKEY("nkey_seed_file", kString, nkey_seed_file),
       RC_NKEY("tls", kBool, tls),
       RC_NKEY("tls_ca_file", kString, tls_ca_file),
       RC_NKEY("tls_cert_file", kString, tls_cert_file),

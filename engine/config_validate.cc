@@ -135,8 +135,11 @@ void check_nats_intake(const NatsIntakeConfig& n, const std::string& key) {
       fail("", key + ".servers[" + std::to_string(j) + "]",
            "expected a numeric host:port such as \"127.0.0.1:4222\", got \"" + n.servers[j] + "\"");
   }
-  if (!n.token.empty() && !n.user.empty())
-    fail("", key + ".token", "a source authenticates by token or by user + password, not both");
+  if (!n.token.empty() + !n.user.empty() + !n.nkey_seed_file.empty() > 1)
+    fail("", key + (n.token.empty() ? ".nkey_seed_file" : ".token"),
+         "a source authenticates by one of token, user + password or nkey_seed_file, not both");
+  if (!n.nkey_seed_file.empty() && !file_readable(n.nkey_seed_file))
+    fail("", key + ".nkey_seed_file", "cannot read \"" + n.nkey_seed_file + "\"");
   if (n.user.empty() != n.password.empty())
     fail("", n.user.empty() ? key + ".user" : key + ".password", "user and password go together");
   auto name_ok = [](const std::string& s) {

@@ -7,14 +7,17 @@
 #include <cinttypes>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
 #include "log/log.h"
 #include "nats/jetstream.h"
+#include "nats/nkey.h"
 #include "net/loop.h"
 #include "net/loop_thread.h"
 
@@ -296,6 +299,7 @@ struct NatsSource::Impl {
     co.token = opt.token;
     co.user = opt.user;
     co.password = opt.password;
+    co.nkey_seed = self.nkey_seed_;
     co.tls = opt.tls;
     co.default_timeout = opt.request_timeout;
     co.ping_interval = opt.ping_interval;
@@ -909,7 +913,20 @@ Result<std::unique_ptr<NatsSource>> NatsSource::start(NatsSourceOptions options,
   if (options.expires < milliseconds(10) || options.ack_wait < seconds(1))
     return make_error(Errc::kInvalidArgument, "expires must be >= 10ms and ack_wait >= 1s",
                       "ack_wait");
+  std::string seed;
+  if (!options.nkey_seed_file.empty()) {
+    std::ifstream in(options.nkey_seed_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in)
+      return make_error(Errc::kInvalidArgument, "cannot read nkey_seed_file", "nkey_seed_file");
+    seed = text.str();
+    if (auto k = nats::nkey_from_seed(seed); !k.ok())
+      return make_error(Errc::kInvalidArgument, "nkey_seed_file holds no NKEY user seed",
+                        "nkey_seed_file");
+  }
   std::unique_ptr<NatsSource> s(new NatsSource(std::move(options), engine));
+  s->nkey_seed_ = std::move(seed);
   s->impl_ = std::make_unique<Impl>(*s);
   Impl* impl = s->impl_.get();
   auto started = net::start_loop_thread(

@@ -48,6 +48,7 @@ struct NatsSourceOptions {
   std::string token;
   std::string user;
   std::string password;
+  std::string nkey_seed_file;  // NKEY auth: read (and checked) at start()
   nats::TlsOptions tls;
   std::string stream;
   std::string durable = "ringcast";
@@ -117,6 +118,7 @@ class NatsSource {
  private:
   NatsSource(NatsSourceOptions options, Engine& engine);
   NatsSourceOptions options_;
+  std::string nkey_seed_;  // the seed file's content (never logged)
   Engine& engine_;
   NatsCounters counters_;
   std::unique_ptr<Impl> impl_;

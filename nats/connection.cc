@@ -13,12 +13,14 @@
 #include <charconv>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "nats/nkey.h"
 #include "net/loop.h"
 #include "net/signing.h"
 #include "net/tls.h"
@@ -194,6 +196,7 @@ struct Connection::Impl final : OpSink {
   std::vector<ServerAddress> servers;
   size_t server_at = 0;
   std::unique_ptr<net::TlsClientContext> tls;  // set iff opt.tls.enabled
+  std::optional<NkeyUser> nkey;                // set iff opt.nkey_seed
   sockaddr_storage sa{};
   socklen_t sa_len = 0;
   ConnState state = ConnState::kConnecting;
@@ -415,6 +418,7 @@ struct Connection::Impl final : OpSink {
         if (doc[k].get(v) == simdjson::SUCCESS) out = v;
       };
       str("server_id", info.server_id);
+      str("nonce", info.nonce);
       str("version", info.version);
       flag("headers", info.headers);
       flag("jetstream", info.jetstream);
@@ -619,6 +623,10 @@ struct Connection::Impl final : OpSink {
     f.user = opt.user;
     f.pass = opt.password;
     f.tls_required = tls != nullptr;
+    if (nkey) {
+      f.nkey = nkey->public_key;
+      f.sig = nkey_sign(*nkey, info.nonce);
+    }
     std::string hs;
     encode_connect(hs, f);
     for (const auto& [sid, sub] : subs) encode_sub(hs, sub.subject, sub.queue, sid);
@@ -845,13 +853,18 @@ Result<std::unique_ptr<Connection>> Connection::create(net::Loop& loop, Connecti
     return make_error(Errc::kInvalidArgument,
                       "nats: 0 < reconnect_min <= reconnect_max, ping_interval > 0 and "
                       "max_pings_out > 0 are required");
-  if (!options.token.empty() && !options.user.empty())
-    return make_error(Errc::kInvalidArgument, "nats: a token or a user, not both", "token");
+  if (!options.token.empty() + !options.user.empty() + !options.nkey_seed.empty() > 1)
+    return make_error(Errc::kInvalidArgument, "nats: one of a token, a user or an NKEY", "token");
   auto impl = std::make_unique<Impl>(loop, std::move(options));
   for (const auto& s : impl->opt.servers) {
     auto a = parse_server(s);
     if (!a.ok()) return a.error();
     impl->servers.push_back(std::move(*a));
+  }
+  if (!impl->opt.nkey_seed.empty()) {
+    auto k = nkey_from_seed(impl->opt.nkey_seed);
+    if (!k.ok()) return k.error();
+    impl->nkey = std::move(*k);
   }
   if (impl->opt.tls.enabled) {
     auto ctx = make_tls_context(impl->opt.tls);

@@ -5,7 +5,8 @@
 //   - handshake: TCP connect, the server's INFO (plaintext), then TLS when options.tls.enabled
 //     (NATS upgrades after INFO; a server whose INFO says tls_required while tls is off is refused
 //     with kTlsRequired, as is tls on against a server that offers none), then CONNECT (verbose
-//     false, pedantic false, headers true, no_responders true, auth by token or user + password),
+//     false, pedantic false, headers true, no_responders true, auth by token, user + password or
+//     an NKEY's signature of the INFO nonce),
 //     every subscription's SUB, and a PING: kReady once its PONG arrives; an -ERR before it
 //     (e.g. "Authorization Violation": kAuth) drops the connection like a network error. The
 //     server is always verified on TLS (chain against tls.ca_file, then tls.server_name or else
@@ -93,6 +94,7 @@ struct ServerInfo {
   bool tls_available = false;
   bool auth_required = false;
   uint64_t max_payload = 1u << 20;
+  std::string nonce;  // what an NKEY client signs
 };
 
 enum class ConnState : uint8_t {
@@ -119,6 +121,7 @@ struct ConnectionOptions {
   std::string token;              // auth_token
   std::string user;               // user + pass
   std::string password;
+  std::string nkey_seed;  // NKEY auth: the user's seed ("SU…", nats/nkey.h); signs INFO's nonce
   TlsOptions tls;
   Duration connect_timeout = seconds(2);  // TCP + INFO + TLS + CONNECT/PONG
   Duration ping_interval = seconds(10);

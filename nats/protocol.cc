@@ -362,6 +362,12 @@ void encode_connect(std::string& out, const ConnectFields& f) {
     out += ",\"pass\":";
     append_json_string(out, f.pass);
   }
+  if (!f.nkey.empty()) {
+    out += ",\"nkey\":";
+    append_json_string(out, f.nkey);
+    out += ",\"sig\":";
+    append_json_string(out, f.sig);
+  }
   out += "}\r\n";
 }
 

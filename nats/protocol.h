@@ -121,8 +121,11 @@ struct ConnectFields {
   std::string user;
   std::string pass;
   bool tls_required = false;
+  std::string nkey{};  // NKEY auth: the user's public key, and the nonce's signature
+  std::string sig{};
 };
-// "CONNECT {...}\r\n" with verbose:false, pedantic:false, headers:true, no_responders:true.
+// "CONNECT {...}\r\n" with verbose:false, pedantic:false, headers:true, no_responders:true, and
+// the credentials given (auth_token; user + pass; nkey + sig).
 void encode_connect(std::string& out, const ConnectFields& f);
 void encode_pub(std::string& out, std::string_view subject, std::string_view reply,
                 std::string_view data);

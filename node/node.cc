@@ -108,6 +108,7 @@ intake::NatsSourceOptions nats_source_options(const Config& cfg, const NatsIntak
   o.token = n.token;
   o.user = n.user;
   o.password = n.password;
+  o.nkey_seed_file = n.nkey_seed_file;
   o.tls = {n.tls, n.tls_ca_file, n.tls_cert_file, n.tls_key_file, n.tls_server_name};  // SPEC R14
   o.stream = n.stream;
   o.durable = n.durable;

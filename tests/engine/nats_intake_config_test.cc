@@ -97,6 +97,12 @@ TEST(Config, IntakeNatsSources) {
       {"[[intake.nats]]\nservers = [\"127.0.0.1:4222\"]\nstream = \"EV\"\ntoken = \"t\"\n"
        "user = \"u\"\npassword = \"p\"\n",
        "intake.nats[0].token", "not both"},
+      {"[[intake.nats]]\nservers = [\"127.0.0.1:4222\"]\nstream = \"EV\"\ntoken = \"t\"\n"
+       "nkey_seed_file = \"/etc/hostname\"\n",
+       "intake.nats[0].token", "not both"},
+      {"[[intake.nats]]\nservers = [\"127.0.0.1:4222\"]\nstream = \"EV\"\n"
+       "nkey_seed_file = \"/nonexistent/user.nk\"\n",
+       "intake.nats[0].nkey_seed_file", "cannot read"},
       {"[[intake.nats]]\nservers = [\"127.0.0.1:4222\"]\nstream = \"EV\"\nuser = \"u\"\n",
        "intake.nats[0].password", "go together"},
       {"[[intake.nats]]\nservers = [\"127.0.0.1:4222\"]\nstream = \"EV\"\nbatch = 600\n"

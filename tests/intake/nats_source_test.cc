@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -16,11 +17,13 @@
 #include <tuple>
 #include <vector>
 
+#include "nats/nkey.h"
 #include "nats/protocol.h"
 #include "tests/intake/fake_engine.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/require.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_ca.h"
 
 namespace ringcast::intake {
 namespace {
@@ -366,6 +369,47 @@ TEST_F(NatsSourceTest, AMissingStreamIsSaidInTheStatusAndTheSourceStartsOnceItEx
             std::string::npos)
       << metrics;
   (*src)->stop(1s);
+}
+
+TEST(NatsSourceNkey, ASourceSignsInWithTheSeedOfItsFile) {
+  if (!NatsServer::available()) {
+    RINGCAST_SKIP_MISSING() << "nats-server is not installed (tools/install-deps.sh)";
+  }
+  TempDir dir("nats-intake-nkey");
+  std::array<uint8_t, 32> raw{};
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<uint8_t>(200 - i);
+  const std::string seed = nats::nkey_user_seed(raw);
+  test::write_file(dir.file("user.nk"), seed + "\n");
+  test::NatsServerOptions so;
+  so.nkey = nats::nkey_from_seed(seed)->public_key;
+  so.user = "oracle";
+  so.password = "oracle-pw";
+  auto server = NatsServer::start(dir.path(), so);
+  server->create_stream("EV", {"ev.>"});
+  IntakeFakeEngine engine;
+  engine.add_tenant("acme");
+  NatsSourceOptions o;
+  o.servers = {server->address()};
+  o.stream = "EV";
+  o.fields = default_nats_header_fields();
+  o.nkey_seed_file = dir.file("user.nk");
+  o.status_interval = 50ms;
+  auto src = NatsSource::start(o, engine);
+  ASSERT_TRUE(src.ok()) << src.error().message;
+  server->publish(
+      {{"ev.n",
+        nats::encode_headers(
+            {{"Ringcast-Tenant", "acme"}, {"Ringcast-Id", "n1"}, {"Ringcast-Type", "t"}}),
+        "{}"}});
+  ASSERT_TRUE(wait_for([&] { return (*src)->counters().acked.load() == 1; }))
+      << (*src)->counters().connection_error();
+  (*src)->stop(1s);
+  // A file without a seed is refused at start, naming the option.
+  test::write_file(dir.file("bad.nk"), "not a seed\n");
+  o.nkey_seed_file = dir.file("bad.nk");
+  auto bad = NatsSource::start(o, engine);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_STREQ(bad.error().field, "nkey_seed_file");
 }
 
 TEST(NatsSourceOptionsCheck, BadOptionsAreRefusedNamingTheField) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nats/nkey.h"
 #include "net/loop.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/require.h"
@@ -243,6 +245,52 @@ TEST_F(NatsConnectionTest, UserAndPasswordAcceptedAndRefused) {
   both.token = "t";
   both.user = "u";
   EXPECT_FALSE(Connection::create(*loop_, both).ok());
+}
+
+TEST_F(NatsConnectionTest, AnNkeyUserSignsTheNonceAndAnotherKeyIsRefused) {
+  std::array<uint8_t, 32> raw{};
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::string seed = nkey_user_seed(raw);
+  auto user = nkey_from_seed(seed);
+  ASSERT_TRUE(user.ok()) << user.error().message;
+  NatsServerOptions so;
+  so.nkey = user->public_key;
+  start_server(so);
+  Connection& good = connect([&](ConnectionOptions& o) { o.nkey_seed = seed + "\n"; });
+  ASSERT_TRUE(ready(good)) << down_reason() << " " << down_detail() << " " << server_->log();
+  std::vector<std::string> got;
+  ASSERT_TRUE(good.subscribe("k", [&](Msg& m) { got.push_back(m.data); }).ok());
+  ASSERT_TRUE(good.publish("k", "signed in").ok());
+  ASSERT_TRUE(run_until(*loop_, [&] { return got.size() == 1; }));
+  events_.clear();
+  raw[0] ^= 1;
+  Connection& other = connect([&](ConnectionOptions& o) { o.nkey_seed = nkey_user_seed(raw); });
+  ASSERT_TRUE(run_until(*loop_, [&] { return !down_reason().empty(); }));
+  EXPECT_EQ(down_reason(), kAuth) << down_detail();
+  EXPECT_FALSE(other.ready());
+}
+
+TEST(NatsNkey, SeedsDecodeOnlyWithTheirChecksumAndPrefix) {
+  std::array<uint8_t, 32> raw{};
+  raw.fill(0x42);
+  const std::string seed = nkey_user_seed(raw);
+  EXPECT_EQ(seed.size(), 58u);
+  EXPECT_EQ(seed.substr(0, 2), "SU");
+  auto u = nkey_from_seed(seed);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->public_key.size(), 56u);
+  EXPECT_EQ(u->public_key[0], 'U');
+  EXPECT_EQ(nkey_from_seed(seed)->public_key, u->public_key);  // deterministic
+  const std::string sig = nkey_sign(*u, "nonce-1");
+  EXPECT_EQ(sig.size(), 86u);  // 64 bytes, base64url without padding
+  EXPECT_EQ(sig.find_first_of("+/="), std::string::npos);
+  std::string flipped = seed;
+  flipped[10] = flipped[10] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(nkey_from_seed(flipped).ok());  // the CRC-16 catches it
+  EXPECT_FALSE(nkey_from_seed("SAAGNWNE5OZJA2EB3NE2HNAZ7LUSFOQUVRN4TG5N7NA3OPYGR2BCU3JZQ").ok());
+  EXPECT_FALSE(nkey_from_seed(u->public_key).ok());  // a public key is not a seed
+  EXPECT_FALSE(nkey_from_seed("").ok());
+  EXPECT_FALSE(nkey_from_seed("su-not-base32!").ok());
 }
 
 TEST_F(NatsConnectionTest, TlsWithATestCaVerifiedAndRefusedOtherwise) {

@@ -229,10 +229,16 @@ void NatsServer::launch() {
   std::vector<std::string> argv = {
       kBinary, "-js", "-a", "127.0.0.1", "-p", std::to_string(port_), "-sd", dir_ + "/js"};
   const NatsServerOptions& o = options_;
-  if (!o.token.empty() || !o.user.empty() || o.tls) {
+  if (!o.token.empty() || !o.user.empty() || !o.nkey.empty() || o.tls) {
     std::string c;
     if (!o.token.empty()) c += "authorization { token: " + json_quote(o.token) + " }\n";
-    if (!o.user.empty()) {
+    if (!o.nkey.empty()) {
+      // With user + password too: both may connect (the oracle is the latter).
+      c += "authorization { users = [ { nkey: " + json_quote(o.nkey) + " }";
+      if (!o.user.empty())
+        c += ", { user: " + json_quote(o.user) + ", password: " + json_quote(o.password) + " }";
+      c += " ] }\n";
+    } else if (!o.user.empty()) {
       c += "authorization { user: " + json_quote(o.user) + ", password: " + json_quote(o.password) +
            " }\n";
     }

@@ -1,11 +1,12 @@
 // Real nats-server processes (Debian nats-server 2.9) for the NATS and intake tests: one server
 // with JetStream (`nats-server -js -a 127.0.0.1 -p <free port> -sd <dir>/js`, plus a config file
 // for token / user auth and TLS) as a child process, and a blocking client of its own as the
-// test's oracle (plain sockets, independent of nats/): requests to the JetStream API, publishes,
-// direct reads of a stream's messages. Invariants: servers listen on 127.0.0.1 only, keep their
-// JetStream files under their dir (so a restart on the same dir keeps streams and consumers),
-// and die with the test (Process: SIGKILL on destruction and PR_SET_PDEATHSIG); every wait is
-// bounded. The oracle speaks plain TCP: against a TLS server the code under test is its own
+// test's oracle (plain sockets, independent of nats/; it cannot sign an NKEY nonce: give an
+// NKEY server a user + password for it): requests to the JetStream API,
+// publishes, direct reads of a stream's messages. Invariants: servers listen on 127.0.0.1 only,
+// keep their JetStream files under their dir (so a restart on the same dir keeps streams and
+// consumers), and die with the test (Process: SIGKILL on destruction and PR_SET_PDEATHSIG); every
+// wait is bounded. The oracle speaks plain TCP: against a TLS server the code under test is its own
 // witness.
 #pragma once
 
@@ -32,6 +33,9 @@ struct NatsServerOptions {
   std::string token;  // authorization { token }
   std::string user;   // authorization { user, password }
   std::string password;
+  // authorization { users = [{ nkey }] }: an NKEY user's public key ("U…"); with user and
+  // password set too, that user is in the list as well (the oracle connects as it).
+  std::string nkey;
   std::optional<NatsServerTls> tls;  // tls { cert_file, key_file }: every client must speak TLS
 };
 
