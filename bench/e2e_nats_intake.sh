@@ -22,7 +22,8 @@
 #        QUICK=1 bench/e2e_nats_intake.sh  smoke run (2 pairs of 20 k)
 # Knobs (environment): INTAKE_N TRIALS SHARDS PAYLOAD_BYTES PAYLOAD_FILL SENDER_CPU SINK_CPU
 #   INTAKE_BATCH INTAKE_CONNS NATS_BATCH NATS_MAX_UNACKED NATS_EXPIRES TRIAL_TIMEOUT PERF=1
-#   PERF_ARGS RINGCAST_BIN NATS_SERVER NATS_PUBLISH RESULTS_FILE KEEP. See docs/benchmarks.md.
+#   PERF_ARGS RINGCAST_BIN NATS_SERVER NATS_PUBLISH RESULTS_FILE KEEP: as bench/e2e_bus_intake.sh's
+#   (docs/benchmarks.md), with NATS_* for the source and nats-server in place of Redis.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_NAME=e2e_nats_intake
