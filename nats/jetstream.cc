@@ -31,15 +31,15 @@ std::string subject_of(std::string_view prefix, std::string_view stream, std::st
 }  // namespace
 
 std::optional<AckMeta> parse_ack_subject(std::string_view reply) {
+  // One pass over the tokens (every delivery's reply subject goes through here).
   std::string_view t[13];
   size_t n = 0;
   size_t start = 0;
-  for (;;) {
+  for (size_t i = 0; i <= reply.size(); ++i) {
+    if (i < reply.size() && reply[i] != '.') continue;
     if (n == 13) return std::nullopt;
-    const size_t dot = reply.find('.', start);
-    t[n++] = reply.substr(start, dot == std::string_view::npos ? dot : dot - start);
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
+    t[n++] = reply.substr(start, i - start);
+    start = i + 1;
   }
   if (n < 9 || t[0] != "$JS" || t[1] != "ACK") return std::nullopt;
   // v1: 9 tokens; v2: a domain and an account hash after ACK, maybe a random token at the end.
@@ -50,14 +50,14 @@ std::optional<AckMeta> parse_ack_subject(std::string_view reply) {
     return std::nullopt;
   }
   AckMeta m;
-  m.stream.assign(t[at]);
-  m.consumer.assign(t[at + 1]);
   uint64_t ts = 0;
   if (!to_u64(t[at + 2], m.delivered) || !to_u64(t[at + 3], m.stream_seq) ||
       !to_u64(t[at + 4], m.consumer_seq) || !to_u64(t[at + 5], ts) ||
-      !to_u64(t[at + 6], m.pending) || m.stream.empty() || m.consumer.empty()) {
+      !to_u64(t[at + 6], m.pending) || t[at].empty() || t[at + 1].empty()) {
     return std::nullopt;
   }
+  m.stream.assign(t[at]);
+  m.consumer.assign(t[at + 1]);
   m.timestamp_ns = static_cast<int64_t>(ts);
   return m;
 }

@@ -308,22 +308,23 @@ std::string encode_headers(const std::vector<std::pair<std::string, std::string>
 
 bool valid_subject(std::string_view s, bool wildcards) {
   if (s.empty() || s.size() > 1024) return false;
-  size_t start = 0;
-  for (;;) {
-    const size_t dot = s.find('.', start);
-    const std::string_view tok =
-        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (tok.empty()) return false;
-    for (char c : tok)
-      if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
-        return false;
-    if (tok == "*" || tok == ">") {
-      if (!wildcards) return false;
-      if (tok == ">" && dot != std::string_view::npos) return false;  // '>' only last
+  // One pass: each token non-empty printable ASCII; "*" and a final ">" only with wildcards.
+  size_t tok_start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i < s.size() && s[i] != '.') {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c <= 0x20 || c >= 0x7f) return false;
+      continue;
     }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
+    const size_t len = i - tok_start;
+    if (len == 0) return false;
+    if (len == 1 && (s[tok_start] == '*' || s[tok_start] == '>')) {
+      if (!wildcards) return false;
+      if (s[tok_start] == '>' && i != s.size()) return false;  // '>' only last
+    }
+    tok_start = i + 1;
   }
+  return true;
 }
 
 void append_json_string(std::string& out, std::string_view s) {
