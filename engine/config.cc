@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@ using config_detail::config_keys;
 using config_detail::fail;
 using config_detail::Input;
 using config_detail::KeyDef;
+using config_detail::nats_intake_keys;
 using config_detail::policy_keys;
 using config_detail::redis_intake_keys;
 using config_detail::trim;
@@ -109,6 +111,23 @@ void apply_table(Config& cfg, const toml::table& table, const std::string& prefi
           const KeyDef* def = find_key(policy_keys(), pk.str());
           if (!def) fail(where_of(pv, origin), key, "unknown key");
           assign(*def, key, &pc, Input{&pv, std::nullopt, where_of(pv, origin)});
+        }
+      }
+      continue;
+    }
+    if (path == "intake.nats") {
+      const toml::array* arr = node.as_array();
+      if (!arr) fail(where_of(node, origin), path, "expected [[intake.nats]] tables");
+      for (const auto& el : *arr) {
+        const toml::table* t = el.as_table();
+        std::string ipath = "intake.nats[" + std::to_string(cfg.intake.nats.size()) + "]";
+        if (!t) fail(where_of(el, origin), ipath, "expected a table");
+        NatsIntakeConfig& nc = cfg.intake.nats.emplace_back();
+        for (const auto& [nk, nv] : *t) {
+          std::string key = ipath + "." + std::string(nk.str());
+          const KeyDef* def = find_key(nats_intake_keys(), nk.str());
+          if (!def) fail(where_of(nv, origin), key, "unknown key");
+          assign(*def, key, &nc, Input{&nv, std::nullopt, where_of(nv, origin)});
         }
       }
       continue;
@@ -243,6 +262,19 @@ void resolve(Config& cfg) {
     if (cfg.intake.redis[i].name.empty())
       cfg.intake.redis[i].name = "redis-" + std::to_string(i + 1);
     if (cfg.intake.redis[i].consumer.empty()) cfg.intake.redis[i].consumer = cfg.intake.node_id;
+  }
+  for (size_t i = 0; i < cfg.intake.nats.size(); ++i) {
+    NatsIntakeConfig& n = cfg.intake.nats[i];
+    if (n.name.empty()) n.name = "nats-" + std::to_string(i + 1);
+    const bool json = n.envelope == "json";  // the envelope's own names (operations.md §6)
+    for (auto [field, in_headers, in_json] :
+         {std::tuple{&n.tenant_field, "Ringcast-Tenant", "tenant"},
+          std::tuple{&n.id_field, "Ringcast-Id", "id"},
+          std::tuple{&n.type_field, "Ringcast-Type", "type"},
+          std::tuple{&n.ordering_key_field, "Ringcast-Ordering-Key", "ordering_key"}}) {
+      if (field->empty()) *field = json ? in_json : in_headers;
+    }
+    if (json && n.payload_field.empty()) n.payload_field = "payload";
   }
 }
 

@@ -296,9 +296,46 @@ struct RedisIntakeConfig {
   Duration claim_interval = seconds(5);  // how often to look for them
 };
 
+// One `[[intake.nats]]` source (operations.md §6 "NATS JetStream"): a durable pull consumer on a
+// JetStream stream that feeds the same intake (intake/nats_source.h). File only, like
+// [[intake.redis]].
+struct NatsIntakeConfig {
+  std::string name;                  // metrics label; default "nats-<n>" (1-based)
+  std::vector<std::string> servers;  // "127.0.0.1:4222" (nats:// or tls:// prefix allowed)
+  std::string token;                 // secret; masked when printed
+  std::string user;
+  std::string password;        // secret
+  std::string nkey_seed_file;  // NKEY auth: a file holding the user's seed ("SU…")
+  bool tls = false;            // SPEC R14
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
+  std::string stream;
+  std::string durable = "ringcast";
+  std::string filter_subject;        // empty: every subject of the stream
+  std::string envelope = "headers";  // "headers" | "json"
+  // Empty: the envelope's default (headers: Ringcast-Tenant, Ringcast-Id, Ringcast-Type,
+  // Ringcast-Ordering-Key, the body is the payload; json: tenant, id, type, payload,
+  // ordering_key).
+  std::string tenant_field;
+  std::string id_field;
+  std::string type_field;
+  std::string payload_field;
+  std::string ordering_key_field;
+  std::string dead_letter_subject = "ringcast.dead-letter";
+  uint32_t batch = 256;                    // messages per pull request
+  Duration expires = seconds(1);           // a pull request's expiry
+  uint32_t max_unacked = 16384;            // held, not yet durable + acked (memory bound)
+  uint32_t max_ack_pending = 0;            // the consumer's; 0: 4 x max_unacked
+  Duration ack_wait = seconds(30);         // the consumer's: when a dead node's messages come back
+  Duration nak_delay = milliseconds(500);  // transient refusals are redelivered after this
+};
+
 struct IntakeConfig {
   std::string node_id;  // the default consumer name of every source (stable per node)
   std::vector<RedisIntakeConfig> redis;
+  std::vector<NatsIntakeConfig> nats{};
 };
 
 // [cluster] (storage.backend = "redis"): N ringcast nodes share the partitions by fenced

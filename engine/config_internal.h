@@ -2,7 +2,8 @@
 // the key table (KeyDef) that loading and printing walk, the value to assign (Input) and
 // assign(), fail() and trim() (docs/operations.md §2 "Configuration"). Invariant: a KeyDef's
 // field() maps the root of its table (config_keys(): a Config; policy_keys(): a PolicyConfig;
-// redis_intake_keys(): a RedisIntakeConfig) to a member of the type its kind names.
+// redis_intake_keys(): a RedisIntakeConfig; nats_intake_keys(): a NatsIntakeConfig) to a member of
+// the type its kind names.
 #pragma once
 
 #include <toml++/toml.h>
@@ -46,10 +47,11 @@ struct KeyDef {
 };
 
 // The key tables (config_keys.cc): Config's keys, one [policies.<name>] table's, one
-// [[intake.redis]] table's.
+// [[intake.redis]] table's, one [[intake.nats]] table's.
 const std::vector<KeyDef>& config_keys();
 const std::vector<KeyDef>& policy_keys();
 const std::vector<KeyDef>& redis_intake_keys();
+const std::vector<KeyDef>& nats_intake_keys();
 
 // Throws ConfigError "<where>: <key>: <what>" (no "<where>: " when `where` is empty).
 [[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& what);
@@ -65,7 +67,8 @@ struct Input {
 };
 
 // Converts `in` as k.kind says and stores it in k's member of `root` (the Config,
-// PolicyConfig or RedisIntakeConfig of k's table); throws ConfigError naming `key`.
+// PolicyConfig, RedisIntakeConfig or NatsIntakeConfig of k's table); throws ConfigError naming
+// `key`.
 void assign(const KeyDef& k, const std::string& key, void* root, const Input& in);
 
 }  // namespace ringcast::config_detail

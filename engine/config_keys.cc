@@ -31,6 +31,11 @@ namespace ringcast::config_detail {
         [](void* r) -> void* { return &static_cast<RedisIntakeConfig*>(r)->member; }, \
         ##__VA_ARGS__                                                                 \
   }
+#define RC_NKEY(path, kind, member, ...)                                                           \
+  KeyDef {                                                                                         \
+    path, Kind::kind, [](void* r) -> void* { return &static_cast<NatsIntakeConfig*>(r)->member; }, \
+        ##__VA_ARGS__                                                                              \
+  }
 #define RC_PKEY(path, kind, member, ...)                                                       \
   KeyDef {                                                                                     \
     path, Kind::kind, [](void* r) -> void* { return &static_cast<PolicyConfig*>(r)->member; }, \
@@ -245,7 +250,42 @@ const std::vector<KeyDef>& redis_intake_keys() {
   return kKeys;
 }
 
+// Keys of one [[intake.nats]] table.
+const std::vector<KeyDef>& nats_intake_keys() {
+  static const std::vector<KeyDef> kKeys = {
+      RC_NKEY("name", kString, name),
+      RC_NKEY("servers", kStringList, servers),
+      RC_NKEY("token", kSecret, token),
+      RC_NKEY("user", kString, user),
+      RC_NKEY("password", kSecret, password),
+      RC_NKEY("nkey_seed_file", kString, nkey_seed_file),
+      RC_NKEY("tls", kBool, tls),
+      RC_NKEY("tls_ca_file", kString, tls_ca_file),
+      RC_NKEY("tls_cert_file", kString, tls_cert_file),
+      RC_NKEY("tls_key_file", kString, tls_key_file),
+      RC_NKEY("tls_server_name", kString, tls_server_name),
+      RC_NKEY("stream", kString, stream),
+      RC_NKEY("durable", kString, durable),
+      RC_NKEY("filter_subject", kString, filter_subject),
+      RC_NKEY("envelope", kString, envelope),
+      RC_NKEY("tenant_field", kString, tenant_field),
+      RC_NKEY("id_field", kString, id_field),
+      RC_NKEY("type_field", kString, type_field),
+      RC_NKEY("payload_field", kString, payload_field),
+      RC_NKEY("ordering_key_field", kString, ordering_key_field),
+      RC_NKEY("dead_letter_subject", kString, dead_letter_subject),
+      RC_NKEY("batch", kU32, batch, 1, 10'000),
+      RC_NKEY("expires", kDuration, expires),
+      RC_NKEY("max_unacked", kU32, max_unacked, 1, 1'000'000),
+      RC_NKEY("max_ack_pending", kU32, max_ack_pending, 0, 100'000'000),
+      RC_NKEY("ack_wait", kDuration, ack_wait),
+      RC_NKEY("nak_delay", kDuration, nak_delay),
+  };
+  return kKeys;
+}
+
 #undef RC_KEY
+#undef RC_NKEY
 #undef RC_RKEY
 #undef RC_PKEY
 

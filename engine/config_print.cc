@@ -17,6 +17,7 @@ namespace ringcast {
 using config_detail::config_keys;
 using config_detail::KeyDef;
 using config_detail::Kind;
+using config_detail::nats_intake_keys;
 using config_detail::policy_keys;
 using config_detail::redis_intake_keys;
 
@@ -186,6 +187,13 @@ std::string Config::to_toml(bool mask_secrets) const {
     out += "\n[[intake.redis]]\n";
     for (const auto& k : redis_intake_keys()) {
       if (auto v = format_value(k, &r, mask_secrets))
+        out += std::string(k.path) + " = " + *v + "\n";
+    }
+  }
+  for (auto& n : self.intake.nats) {
+    out += "\n[[intake.nats]]\n";
+    for (const auto& k : nats_intake_keys()) {
+      if (auto v = format_value(k, &n, mask_secrets))
         out += std::string(k.path) + " = " + *v + "\n";
     }
   }

@@ -42,9 +42,9 @@ bool valid_server_name(const std::string& name) {
 }
 
 // TLS to Redis (SPEC R14, docs/security.md "Redis"), for storage.redis and each
-// [[intake.redis]] (`prefix`): no tls_* key while tls is off (it would silently do nothing), a
-// certificate with its key, files that can be read, and the context built once here as the
-// connections will build it (a PEM that does not parse, a key that does not match its
+// [[intake.redis]] and [[intake.nats]] (`prefix`): no tls_* key while tls is off (it would silently
+// do nothing), a certificate with its key, files that can be read, and the context built once here
+// as the connections will build it (a PEM that does not parse, a key that does not match its
 // certificate, no trust anchors at all) so that `config check` finds it, naming the key.
 void check_redis_tls(const std::string& prefix, bool tls, const std::string& ca,
                      const std::string& cert, const std::string& key,
@@ -86,6 +86,102 @@ void check_redis_tls(const std::string& prefix, bool tls, const std::string& ca,
       what += " (the system CA bundle is missing: set " + prefix + ".tls_ca_file)";
     fail("", prefix + "." + field, what);
   }
+}
+
+// A NATS subject (`wildcards`: with "*" tokens and a final ">"): dot-separated tokens of
+// printable ASCII without spaces, none empty.
+bool nats_subject(std::string_view s, bool wildcards) {
+  if (s.empty()) return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = s.find('.', start);
+    const std::string_view tok = s.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    if (tok.empty()) return false;
+    for (char c : tok)
+      if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+        return false;
+    if ((tok == "*" || tok == ">") && (!wildcards || (tok == ">" && dot != std::string_view::npos)))
+      return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// Whether the subject `filter` (wildcards allowed) matches the literal subject `s`.
+bool nats_matches(std::string_view filter, std::string_view s) {
+  for (;;) {
+    const size_t fd = filter.find('.'), sd = s.find('.');
+    const std::string_view ft = filter.substr(0, fd), st = s.substr(0, sd);
+    if (ft == ">") return true;
+    if (ft != "*" && ft != st) return false;
+    if (fd == std::string_view::npos || sd == std::string_view::npos)
+      return fd == std::string_view::npos && sd == std::string_view::npos;
+    filter.remove_prefix(fd + 1);
+    s.remove_prefix(sd + 1);
+  }
+}
+
+// [[intake.nats]] (operations.md §6 "NATS JetStream"), `key` its prefix.
+void check_nats_intake(const NatsIntakeConfig& n, const std::string& key) {
+  if (n.servers.empty()) fail("", key + ".servers", "at least one \"host:port\" is required");
+  for (size_t j = 0; j < n.servers.size(); ++j) {
+    std::string_view a = n.servers[j];
+    for (std::string_view scheme : {"nats://", "tls://"})
+      if (a.substr(0, scheme.size()) == scheme) a.remove_prefix(scheme.size());
+    auto at = parse_listen(std::string(a));
+    const bool numeric =
+        !a.empty() && (std::isdigit(static_cast<unsigned char>(a[0])) || a[0] == '[');
+    if (!at || at->second == 0 || !numeric)
+      fail("", key + ".servers[" + std::to_string(j) + "]",
+           "expected a numeric host:port such as \"127.0.0.1:4222\", got \"" + n.servers[j] + "\"");
+  }
+  if (!n.token.empty() + !n.user.empty() + !n.nkey_seed_file.empty() > 1)
+    fail("", key + (n.token.empty() ? ".nkey_seed_file" : ".token"),
+         "a source authenticates by one of token, user + password or nkey_seed_file, not both");
+  if (!n.nkey_seed_file.empty() && !file_readable(n.nkey_seed_file))
+    fail("", key + ".nkey_seed_file", "cannot read \"" + n.nkey_seed_file + "\"");
+  if (n.user.empty() != n.password.empty())
+    fail("", n.user.empty() ? key + ".user" : key + ".password", "user and password go together");
+  auto name_ok = [](const std::string& s) {
+    return nats_subject(s, false) && s.find('.') == std::string::npos;
+  };
+  if (!name_ok(n.stream))
+    fail("", key + ".stream", "a JetStream stream name is required (no dots, spaces or wildcards)");
+  if (!name_ok(n.durable))
+    fail("", key + ".durable", "must be a consumer name (no dots, spaces or wildcards)");
+  if (!n.filter_subject.empty() && !nats_subject(n.filter_subject, true))
+    fail("", key + ".filter_subject", "is not a NATS subject: \"" + n.filter_subject + "\"");
+  if (!nats_subject(n.dead_letter_subject, false))
+    fail("", key + ".dead_letter_subject",
+         "must be a NATS subject without wildcards, got \"" + n.dead_letter_subject + "\"");
+  if (!n.filter_subject.empty() && nats_matches(n.filter_subject, n.dead_letter_subject))
+    fail("", key + ".dead_letter_subject",
+         "is matched by filter_subject: the source would read its own dead letters");
+  const bool json = n.envelope == "json";
+  if (!json && n.envelope != "headers")
+    fail("", key + ".envelope", "expected \"headers\" or \"json\", got \"" + n.envelope + "\"");
+  if (!json && !n.payload_field.empty())
+    fail("", key + ".payload_field",
+         "is for envelope = \"json\" only: with headers the message body is the payload");
+  for (auto [k, v] :
+       {std::pair{".tenant_field", &n.tenant_field}, std::pair{".id_field", &n.id_field},
+        std::pair{".type_field", &n.type_field}, std::pair{".payload_field", &n.payload_field},
+        std::pair{".ordering_key_field", &n.ordering_key_field}}) {
+    if (!json && v == &n.payload_field) continue;
+    if (v->empty()) fail("", key + k, "a field name must not be empty");
+    if (!json && v->find_first_of(": \t\r\n") != std::string::npos)
+      fail("", key + k, "a header name has no ':', spaces or line breaks");
+  }
+  if (n.max_unacked < n.batch)
+    fail("", key + ".max_unacked", "must be at least batch (" + std::to_string(n.batch) + ")");
+  if (n.max_ack_pending != 0 && n.max_ack_pending < n.max_unacked)
+    fail("", key + ".max_ack_pending", "must be 0 (4 x max_unacked) or at least max_unacked");
+  if (n.expires < milliseconds(10) || n.expires > seconds(300))
+    fail("", key + ".expires", "must be between 10ms and 5m");
+  if (n.ack_wait < seconds(1)) fail("", key + ".ack_wait", "must be at least 1s");
+  if (n.nak_delay < Duration(0) || n.nak_delay > std::chrono::hours(1))
+    fail("", key + ".nak_delay", "must be between 0s and 1h");
+  check_redis_tls(key, n.tls, n.tls_ca_file, n.tls_cert_file, n.tls_key_file, n.tls_server_name);
 }
 
 }  // namespace
@@ -361,6 +457,12 @@ void Config::validate() const {
     if (r.claim_interval < milliseconds(10))
       fail("", key + ".claim_interval", "must be at least 10ms");
     check_redis_tls(key, r.tls, r.tls_ca_file, r.tls_cert_file, r.tls_key_file, r.tls_server_name);
+  }
+  for (size_t i = 0; i < intake.nats.size(); ++i) {
+    const std::string key = "intake.nats[" + std::to_string(i) + "]";
+    if (!intake_names.insert(intake.nats[i].name).second)
+      fail("", key + ".name", "two sources are named \"" + intake.nats[i].name + "\"");
+    check_nats_intake(intake.nats[i], key);
   }
   // policies
   for (const auto& [name, p] : policies) {

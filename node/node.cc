@@ -22,6 +22,7 @@
 #include "engine/metrics.h"
 #include "engine/notifier.h"
 #include "engine/retention.h"
+#include "intake/nats_source.h"
 #include "intake/redis_source.h"
 #include "log/log.h"
 #include "net/http_server.h"
@@ -101,6 +102,35 @@ intake::RedisSourceOptions redis_source_options(const Config& cfg, const RedisIn
   return o;
 }
 
+// [[intake.nats]] → the source's options (the same [limits] as every intake).
+intake::NatsSourceOptions nats_source_options(const Config& cfg, const NatsIntakeConfig& n) {
+  intake::NatsSourceOptions o;
+  o.name = n.name;
+  o.servers = n.servers;
+  o.token = n.token;
+  o.user = n.user;
+  o.password = n.password;
+  o.nkey_seed_file = n.nkey_seed_file;
+  o.tls = {n.tls, n.tls_ca_file, n.tls_cert_file, n.tls_key_file, n.tls_server_name};  // SPEC R14
+  o.stream = n.stream;
+  o.durable = n.durable;
+  o.filter_subject = n.filter_subject;
+  o.envelope = n.envelope == "json" ? intake::NatsEnvelope::kJson : intake::NatsEnvelope::kHeaders;
+  o.fields = {n.tenant_field, n.id_field, n.type_field, n.payload_field, n.ordering_key_field};
+  o.limits.max_tenant_bytes = cfg.limits.max_tenant_bytes;
+  o.limits.max_id_bytes = cfg.limits.max_id_bytes;
+  o.limits.max_type_bytes = cfg.limits.max_type_bytes;
+  o.limits.max_payload_bytes = cfg.limits.max_body_bytes;
+  o.dead_letter_subject = n.dead_letter_subject;
+  o.batch = n.batch;
+  o.expires = n.expires;
+  o.max_unacked = n.max_unacked;
+  o.max_ack_pending = n.max_ack_pending;
+  o.ack_wait = n.ack_wait;
+  o.nak_delay = n.nak_delay;
+  return o;
+}
+
 Error not_started() {
   return make_error(Errc::kUnavailable, "the node did not start (see why)");
 }
@@ -141,6 +171,9 @@ struct Node::Parts {
   std::vector<std::unique_ptr<intake::RedisSource>> sources;
   std::vector<const intake::RedisSource*> source_views;
   std::atomic<const std::vector<const intake::RedisSource*>*> intake_views{nullptr};
+  std::vector<std::unique_ptr<intake::NatsSource>> nats_sources;
+  std::vector<const intake::NatsSource*> nats_views;
+  std::atomic<const std::vector<const intake::NatsSource*>*> nats_intake_views{nullptr};
 
   std::unique_ptr<engine::Embedded> core;
   std::unique_ptr<api::KeyRegistry> keys;
@@ -297,8 +330,12 @@ std::string Node::Parts::extra_metrics() const {
   std::string out = notifier ? engine::render_notifier_metrics(notifier->metrics()) : std::string();
   if (tracer) out += engine::render_tracer_metrics(tracer->metrics());
   if (mailer) out += engine::render_mailer_metrics(mailer->metrics());
-  if (const auto* v = intake_views.load(std::memory_order_acquire))
-    out += intake::render_metrics(*v);
+  const auto* rv = intake_views.load(std::memory_order_acquire);
+  const auto* nv = nats_intake_views.load(std::memory_order_acquire);
+  if (rv || nv) {  // each family once for both kinds of source
+    out += intake::render_intake_metrics(rv ? *rv : std::vector<const intake::RedisSource*>{},
+                                         nv ? *nv : std::vector<const intake::NatsSource*>{});
+  }
   if (engine::RetentionThread* r = retention_metrics.load(std::memory_order_acquire))
     out += r->metrics_text();
   // The store's own (RocksDB: its bytes; Redis: its memory view).
@@ -419,7 +456,8 @@ bool Node::Parts::start_keys(std::string& why) {
 }
 
 // The intake stops before the engine: what it read and the engine has not answered stays
-// pending in Redis (read again at the next start).
+// pending in Redis (read again at the next start), or unacknowledged in JetStream (delivered
+// again).
 bool Node::Parts::start_intake(std::string& why) {
   for (const auto& r : cfg.intake.redis) {
     auto s = intake::RedisSource::start(redis_source_options(cfg, r), core->engine());
@@ -436,16 +474,34 @@ bool Node::Parts::start_intake(std::string& why) {
         "intake " + r.name, [] { return ok(); },
         [this, source] { source->stop(cfg.server.shutdown_grace / 2); }));
   }
-  if (sources.empty()) return true;
+  for (const auto& n : cfg.intake.nats) {
+    auto s = intake::NatsSource::start(nats_source_options(cfg, n), core->engine());
+    if (!s.ok()) {
+      why = "intake source " + n.name + " did not start: " + s.error().message;
+      return false;
+    }
+    info.intakes.push_back({n.name, n.durable, n.stream, 1});
+    intake::NatsSource* source = s->get();
+    nats_views.push_back(source);
+    nats_sources.push_back(std::move(*s));
+    static_cast<void>(services.start(
+        "intake " + n.name, [] { return ok(); },
+        [this, source] { source->stop(cfg.server.shutdown_grace / 2); }));
+  }
+  if (sources.empty() && nats_sources.empty()) return true;
   // Published once every source runs; withdrawn before the first one stops.
   return services
       .start(
           "intake status",
           [this] {
             intake_views.store(&source_views, std::memory_order_release);
+            nats_intake_views.store(&nats_views, std::memory_order_release);
             return ok();
           },
-          [this] { intake_views.store(nullptr, std::memory_order_release); })
+          [this] {
+            intake_views.store(nullptr, std::memory_order_release);
+            nats_intake_views.store(nullptr, std::memory_order_release);
+          })
       .ok();
 }
 
@@ -475,7 +531,9 @@ bool Node::Parts::start_api(std::string& why) {
   {  // GET /v1/intake: the bus sources (none configured: an empty list, not a 404)
     api_opts.intake_status = [this] {
       const auto* v = intake_views.load(std::memory_order_acquire);
-      return intake::render_status_json(v ? *v : std::vector<const intake::RedisSource*>{});
+      const auto* n = nats_intake_views.load(std::memory_order_acquire);
+      return intake::render_intake_status(v ? *v : std::vector<const intake::RedisSource*>{},
+                                          n ? *n : std::vector<const intake::NatsSource*>{});
     };
   }
   if (cluster::LeaseManager* lm = core->ownership()) {

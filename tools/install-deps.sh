@@ -8,10 +8,11 @@
 #            (tools/package-test.sh, promtool) (tools/test.sh and CI)
 # Usage: tools/install-deps.sh [runtime|test]   (default: test, everything)
 #
-# Installing nginx-light, redis-server or prometheus on Debian starts it and enables it as a
-# system service. Nothing here uses those services: the tests run nginx and redis-server as their
-# own child processes with a config in a temp dir (tests/support/nginx.*,
-# tests/support/redis_server.*), and of prometheus only its promtool runs.
+# Installing nginx-light, redis-server, nats-server or prometheus on Debian starts it and enables
+# it as a system service. Nothing here uses those services: the tests run nginx, redis-server and
+# nats-server as their own child processes with a config in a temp dir (tests/support/nginx.*,
+# tests/support/redis_server.*, tests/support/nats_server.*), and of prometheus only its promtool
+# runs.
 # So while this script installs them, a policy-rc.d forbids service starts
 # (one already there, e.g. Docker's, is kept), and afterwards the service is disabled (systemd
 # unit links and SysV rc links, with or without a running systemd) and stopped if it runs.
@@ -34,6 +35,7 @@ TEST=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nginx-light wrk curl time util-linux procps iproute2 openssl ca-certificates python3
   redis-server redis-tools
+  nats-server  # the NATS JetStream intake's tests and bench/e2e_nats_intake.sh (2.9, Debian 12)
   git clang-format
   fuse3 libfuse3-dev  # tests/support/powercut: the power-cut filesystem of the durability tests
   faketime  # libfaketime: tests/e2e/clock_jump_test.cc steps the daemon's wall clock (LD_PRELOAD)
@@ -63,7 +65,7 @@ for p in "${PKGS[@]}"; do installed "$p" || missing+=("$p"); done
 
 installs_service=0  # a package that starts a system service when installed
 for p in "${missing[@]}"; do
-  case "$p" in nginx-light | redis-server) installs_service=1 ;; esac
+  case "$p" in nginx-light | redis-server | nats-server | prometheus) installs_service=1 ;; esac
 done
 
 POLICY=/usr/sbin/policy-rc.d
@@ -83,8 +85,8 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 
 # Keeps a packaged service from running or starting at boot (systemd unit links and SysV rc
-# links, with or without a running systemd): the tests start their own nginx and redis-server, and
-# use no Prometheus server (promtool only).
+# links, with or without a running systemd): the tests start their own nginx, redis-server and
+# nats-server, and use no Prometheus server (promtool only).
 disable_service() {  # unit name
   local svc=$1
   if [ -d /run/systemd/system ]; then  # systemd runs: disable the unit and stop it
@@ -107,6 +109,7 @@ for p in "${missing[@]}"; do
     nginx-light) disable_service nginx ;;
     redis-server) disable_service redis-server ;;
     prometheus) disable_service prometheus ;;
+    nats-server) disable_service nats-server ;;
   esac
 done
 [ "$own_policy" = 1 ] && rm -f "$POLICY" && trap - EXIT
