@@ -266,10 +266,13 @@ struct NatsSource::Impl {
     }
     if (!changed) return;
     if (why.empty()) {
-      log::info("intake {}: NATS JetStream consumer {} on stream {} reading again", opt.name,
+      log::info("intake_source_up",
+                {{"source", opt.name}, {"stream", opt.stream}, {"consumer", opt.durable}},
+                "intake {}: NATS JetStream consumer {} on stream {} reading again", opt.name,
                 opt.durable, opt.stream);
     } else {
-      log::warn("intake {}: {}", opt.name, why);
+      log::warn("intake_source_down", {{"source", opt.name}, {"error", why}}, "intake {}: {}",
+                opt.name, why);
     }
   }
 
@@ -308,7 +311,8 @@ struct NatsSource::Impl {
     co.on_event = [this](const nats::ConnectionEvent& e) { on_connection(e); };
     co.on_server_error = [this](std::string_view text) {
       c.nats_errors.fetch_add(1);
-      log::warn("intake {}: NATS server error: {}", opt.name, std::string(text));
+      log::warn("nats_server_error", {{"source", opt.name}, {"error", text}},
+                "intake {}: NATS server error: {}", opt.name, text);
     };
     auto made = nats::Connection::create(*loop, std::move(co));
     if (!made.ok()) return made.error();
@@ -419,8 +423,11 @@ struct NatsSource::Impl {
     consumer_ready = false;
     pulls.clear();
     loop->disarm(pull_timer.get());
-    log::warn("intake {}: the JetStream consumer {} on stream {}: {}; creating it again", opt.name,
-              opt.durable, opt.stream, why);
+    log::warn(
+        "nats_consumer_lost",
+        {{"source", opt.name}, {"stream", opt.stream}, {"consumer", opt.durable}, {"error", why}},
+        "intake {}: the JetStream consumer {} on stream {}: {}; creating it again", opt.name,
+        opt.durable, opt.stream, why);
     refresh_state();
     arm_once(create_timer.get(), opt.retry_delay);
   }
@@ -558,7 +565,8 @@ struct NatsSource::Impl {
           consumer_lost("deleted");
           return;
         }
-        log::warn("intake {}: a pull request ended with 409 {}", opt.name, d);
+        log::warn("nats_pull_conflict", {{"source", opt.name}, {"error", d}},
+                  "intake {}: a pull request ended with 409 {}", opt.name, d);
         return arm_once(create_timer.get(), opt.retry_delay);  // checks the consumer, pulls
       }
       case nats::kStatusNoResponders:
@@ -770,8 +778,11 @@ struct NatsSource::Impl {
               // Never terminated without a copy: it stays held (+WPI keeps it ours) and is
               // dead-lettered again after retry_delay.
               c.nats_errors.fetch_add(1);
-              log::warn("intake {}: a dead letter to {} failed: {}; retrying", opt.name,
-                        opt.dead_letter_subject, why);
+              log::warn(
+                  "nats_dead_letter_failed",
+                  {{"source", opt.name}, {"subject", opt.dead_letter_subject}, {"error", why}},
+                  "intake {}: a dead letter to {} failed: {}; retrying", opt.name,
+                  opt.dead_letter_subject, why);
               if (it != held.end()) dead_queue.push_back(std::move(*held_dead));
               arm_once(dead_timer.get(), opt.retry_delay);
               return check_stop();
