@@ -691,6 +691,38 @@ TEST(E2eKafkaBridge, RecordsAreDeliveredOnceAndByteForByte) {
   EXPECT_EQ(bridge.records("dead_lettered"), 0);
   EXPECT_EQ(bridge.records("committed"), kEvents);
   EXPECT_TRUE(kafka.records("dead").empty());
+
+  // `ringcast intake status --kafka-bridge`: the bridge's row beside the daemon's own sources
+  // (docs/operations.md §6), read from its metrics listener; one that does not answer says so.
+  auto cli = [&](const std::vector<std::string>& args, const std::string& tag) {
+    test::ProcessOptions po;
+    po.stdout_path = dir.file(tag + ".out");
+    po.stderr_path = dir.file(tag + ".err");
+    std::vector<std::string> argv = {ringcast_binary(), "--server",
+                                     "127.0.0.1:" + std::to_string(d.port()), "--token",
+                                     Daemon::kToken};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::Process p = test::Process::start(argv, std::move(po));
+    auto status = p.wait(10s);
+    EXPECT_TRUE(status && status->ok()) << test::read_file(dir.file(tag + ".err"));
+    return test::read_file(dir.file(tag + ".out"));
+  };
+  std::string bridge_at = "127.0.0.1:";
+  bridge_at += std::to_string(bridge.metrics_port);
+  const Json st =
+      Json::parse(cli({"--json", "intake", "status", "--kafka-bridge", bridge_at}, "cli-json"));
+  ASSERT_EQ(st["kafka_bridges"].size(), 1u);
+  const Json kb = st["kafka_bridges"][0];
+  EXPECT_EQ(kb["state"].str(), "up");
+  EXPECT_EQ(kb["acked"].i64(), kEvents);
+  EXPECT_EQ(kb["committed"].i64(), kEvents);
+  EXPECT_EQ(kb["dead_lettered"].i64(), 0);
+  EXPECT_TRUE(kb.has("lag"));
+  const std::string table =
+      cli({"intake", "status", "--kafka-bridge", bridge_at, "--kafka-bridge", "127.0.0.1:1"},
+          "cli-table");
+  EXPECT_NE(table.find("kafka"), std::string::npos) << table;
+  EXPECT_NE(table.find("127.0.0.1:1: Kafka bridge unreachable"), std::string::npos) << table;
   auto m = bridge.metrics();
   for (int p = 0; p < 3; ++p) {
     const std::string lag =
