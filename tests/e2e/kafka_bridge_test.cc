@@ -709,10 +709,10 @@ TEST(E2eKafkaBridge, RecordsAreDeliveredOnceAndByteForByte) {
   };
   std::string bridge_at = "127.0.0.1:";
   bridge_at += std::to_string(bridge.metrics_port);
-  const Json st =
+  const Json status_json =
       Json::parse(cli({"--json", "intake", "status", "--kafka-bridge", bridge_at}, "cli-json"));
-  ASSERT_EQ(st["kafka_bridges"].size(), 1u);
-  const Json kb = st["kafka_bridges"][0];
+  ASSERT_EQ(status_json["kafka_bridges"].size(), 1u);
+  const Json kb = status_json["kafka_bridges"][0];
   EXPECT_EQ(kb["state"].str(), "up");
   EXPECT_EQ(kb["acked"].i64(), kEvents);
   EXPECT_EQ(kb["committed"].i64(), kEvents);
