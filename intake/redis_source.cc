@@ -847,7 +847,10 @@ std::string render_metrics(const std::vector<const RedisSource*>& sources) {
   auto line = [&out](const std::string& name, const std::string& labels, int64_t v) {
     out += name + "{" + labels + "} " + std::to_string(v) + "\n";
   };
-  out += "# HELP ringcast_intake_entries_total Redis Stream entries by what became of them.\n";
+  // The same text as the NATS sources' (one family for both kinds of bus).
+  out +=
+      "# HELP ringcast_intake_entries_total Bus intake entries (Redis Stream entries, JetStream "
+      "messages) by what became of them.\n";
   out += "# TYPE ringcast_intake_entries_total counter\n";
   for (const auto* s : sources) {
     const auto& c = s->counters();
