@@ -1,7 +1,5 @@
 #include "trace/tracer.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -9,6 +7,7 @@
 #include "core/trace_context.h"
 #include "log/log.h"
 #include "net/loop.h"
+#include "net/loop_thread.h"
 
 namespace ringcast::trace {
 
@@ -27,14 +26,11 @@ Result<std::unique_ptr<Tracer>> Tracer::start(TracerOptions options) {
   if (options.queue_max == 0 || options.batch_max == 0 || options.url.empty())
     return make_error(Errc::kInvalidArgument, "tracer: url, queue_max and batch_max must be set");
   std::unique_ptr<Tracer> t(new Tracer(std::move(options)));
-  std::promise<Result<void>> started;
-  auto fut = started.get_future();
-  t->thread_ = std::thread(&Tracer::thread_main, t.get(), std::move(started));
-  Result<void> r = fut.get();
-  if (!r.ok()) {
-    t->thread_.join();
-    return r.error();
-  }
+  Tracer* self = t.get();
+  // The loop and the transport are made (and used) on the exporter's own thread.
+  auto started = net::start_loop_thread(
+      t->thread_, "rc-tracer", [self] { return self->init(); }, [self] { self->run(); });
+  if (!started.ok()) return started.error();
   return t;
 }
 
@@ -72,24 +68,19 @@ void Tracer::stop() {
   thread_.join();
 }
 
-void Tracer::thread_main(std::promise<Result<void>> started) {
-  ::pthread_setname_np(::pthread_self(), "rc-tracer");
+Result<void> Tracer::init() {
   auto loop = net::Loop::create({});
-  if (!loop.ok()) {
-    started.set_value(loop.error());
-    return;
-  }
+  if (!loop.ok()) return loop.error();
   loop_ = std::move(*loop);
   loop_->refresh_now();
   auto transport = net::HttpTransport::create(*loop_, options_.transport, options_.resolver);
-  if (!transport.ok()) {
-    started.set_value(transport.error());
-    return;
-  }
+  if (!transport.ok()) return transport.error();
   transport_ = std::move(*transport);
   next_flush_ = loop_->now() + options_.batch_delay;
-  started.set_value(ok());
+  return ok();
+}
 
+void Tracer::run() {
   bool draining = false;
   MonoTime drain_deadline;
   for (;;) {
@@ -183,7 +174,7 @@ void Tracer::completed(Op* op) {
   if (in_flight_.get() != op) return;  // cannot happen: one op at a time
   std::unique_ptr<Op> done = std::move(in_flight_);
   metrics_.batches.fetch_add(1, std::memory_order_relaxed);
-  if (discarding_) return;  // counted as dropped by thread_main
+  if (discarding_) return;  // counted as dropped by run()
   const TransportResult& r = done->result;
   const MonoTime now = loop_->now();
   if (r.deferred != DeferReason::kNone) {

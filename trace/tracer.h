@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -85,7 +84,8 @@ class Tracer {
  private:
   explicit Tracer(TracerOptions options);
   bool ratio_sampled_(const TraceId& trace) const;
-  void thread_main(std::promise<Result<void>> started);
+  Result<void> init();  // on the exporter's thread: its loop and transport
+  void run();           // then until stop(): batches out, the drain, what is left dropped
   void maybe_send(bool draining);
   void send();
   void completed(Op* op);
