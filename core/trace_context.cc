@@ -41,15 +41,6 @@ void store_be64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
 }
 
-// Crockford base32 digit value (upper case, as make_message_id writes), -1 otherwise.
-int base32_value(char c) {
-  static constexpr char kDigits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-  for (int i = 0; i < 32; ++i) {
-    if (kDigits[i] == c) return i;
-  }
-  return -1;
-}
-
 // A span id from the trace id and two words, never zero. The seeds keep the kinds apart.
 SpanId derive(const TraceId& trace, uint64_t a, uint64_t b, uint64_t seed) {
   uint8_t buf[32];
@@ -124,20 +115,10 @@ std::string hex_id(const SpanId& id) {
 
 TraceId trace_id_of_message(std::string_view message_id) {
   TraceId out{};
-  constexpr std::string_view kPrefix = "msg_";
-  bool decoded = message_id.size() == kPrefix.size() + 26 && message_id.starts_with(kPrefix);
-  uint64_t hi = 0, lo = 0;
-  for (size_t i = kPrefix.size(); decoded && i < message_id.size(); ++i) {
-    const int v = base32_value(message_id[i]);
-    // The first digit holds the top 3 bits of 128: a larger one would overflow.
-    if (v < 0 || (i == kPrefix.size() && v > 7)) {
-      decoded = false;
-      break;
-    }
-    hi = (hi << 5) | (lo >> 59);
-    lo = (lo << 5) | static_cast<uint64_t>(v);
-  }
-  if (!decoded) {
+  // The id's own 128 bits (core/types.h message_id_bits); another form is hashed.
+  const MessageIdBits bits = message_id_bits(message_id);
+  uint64_t hi = bits.hi, lo = bits.lo;
+  if (bits.empty()) {
     const XXH128_hash_t h = XXH3_128bits(message_id.data(), message_id.size());
     hi = h.high64;
     lo = h.low64;
